@@ -1,0 +1,1 @@
+//! NumPy-style printing of arrays, so examples print as the documents do.

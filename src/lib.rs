@@ -1,0 +1,23 @@
+//! # flaxen
+//!
+//! Flax Linen-style neural networks in Rust, with the same numbers as JAX/Flax.
+//!
+//! The crate follows Flax's layering: a functional core that knows nothing of
+//! modules, and the module API on top of it.
+//!
+//! * [`random`] — JAX's splittable, counter-based PRNG (`jax.random`), bit for bit.
+//! * [`init`] — parameter initializers (`jax.nn.initializers`).
+//! * [`core`] — the functional core (`flax.core`): today the `make_rng` path hash.
+//!
+//! ```
+//! use flaxen::random;
+//!
+//! let key = random::key(0);
+//! let k = random::fold_in(key, 1);
+//! assert_eq!(random::key_data(&k), [2257762070, 2981787596]);
+//! ```
+
+pub mod array_format;
+pub mod core;
+pub mod init;
+pub mod random;

@@ -1,0 +1,30 @@
+//! JAX's PRNG (`jax.random`), bit for bit.
+//!
+//! Keys are splittable and counter-based: a [`Key`] is two `u32` words,
+//! [`split`] and [`fold_in`] derive new keys by hashing with Threefry-2x32,
+//! and samplers hash a counter per output element. Everything here gives
+//! the same keys, bits and integers as JAX 0.10 on CPU, and the same `f32`
+//! values (XLA's own `erf`, `erf_inv`, `log` and `log1p` formulas are
+//! reproduced).
+//!
+//! ```
+//! use flaxen::random;
+//!
+//! let key = random::key(0);
+//! let [k1, k2] = random::split_n(key);
+//! let x = random::normal(k1, &[2, 3]).unwrap();
+//! let b = random::bits(k2, &[4]).unwrap();
+//! assert_eq!(x.shape(), &[2, 3]);
+//! assert_eq!(b.len(), 4);
+//! ```
+
+mod error;
+mod key;
+mod threefry;
+
+pub use error::RandomError;
+pub use key::{
+    clone, fold_in, key, key_data, key_with, split, split_n, wrap_key_data, Key, KeyArray, Seed,
+    SeedWidth, ThreefryMode,
+};
+pub use threefry::threefry2x32;
