@@ -18,10 +18,17 @@
 //! assert_eq!(b.len(), 4);
 //! ```
 
+mod distributions;
 mod error;
 mod key;
+mod sampling;
 mod threefry;
+mod xla_math;
 
+pub use distributions::{
+    bernoulli, bits, categorical, choice, exponential, gumbel, normal, permutation,
+    permutation_along, randint, truncated_normal, uniform, uniform_range,
+};
 pub use error::RandomError;
 pub use key::{
     clone, fold_in, key, key_data, key_with, split, split_n, wrap_key_data, Key, KeyArray, Seed,
