@@ -21,6 +21,7 @@
 mod distributions;
 mod error;
 mod key;
+mod rng_core;
 mod sampling;
 mod threefry;
 mod xla_math;
@@ -34,4 +35,5 @@ pub use key::{
     clone, fold_in, key, key_data, key_with, split, split_n, wrap_key_data, Key, KeyArray, Seed,
     SeedWidth, ThreefryMode,
 };
+pub use rng_core::KeyRng;
 pub use threefry::threefry2x32;
