@@ -238,8 +238,7 @@ pub fn variance_scaling_with_axes(
         let variance = (scale / denominator) as f32;
         Ok(match distribution {
             Distribution::TruncatedNormal => {
-                // Standard deviation of a unit normal truncated to (-2, 2).
-                let stddev = variance.sqrt() / 0.879_625_661_034_239_8_f32;
+                let stddev = variance.sqrt() / TRUNCATED_STDDEV;
                 random::truncated_normal(key, -2.0, 2.0, shape)? * stddev
             }
             Distribution::Normal => random::normal(key, shape)? * variance.sqrt(),
@@ -300,6 +299,10 @@ pub fn he_normal() -> Initializer {
 pub fn he_uniform() -> Initializer {
     named("he_uniform", 2.0, FanMode::FanIn, Distribution::Uniform)
 }
+
+/// Standard deviation of a unit normal truncated to (-2, 2), as JAX writes
+/// it (`.87962566103423978`, rounded to f32).
+const TRUNCATED_STDDEV: f32 = 0.879_625_7;
 
 fn named(name: &str, scale: f64, mode: FanMode, distribution: Distribution) -> Initializer {
     let inner = variance_scaling(scale, mode, distribution);

@@ -66,11 +66,15 @@ fn sub_module_keys() {
     );
 }
 
+/// A row of the guide's table: module path, call count, stream seed, shape,
+/// and the array as printed.
+type Row<'a> = (&'a [&'a str], u64, &'a Key, &'a [usize], &'a str);
+
 #[test]
 fn param_and_variable_arrays() {
     let params_seed = random::key(0);
     let other_seed = random::key(1);
-    let cases: [(&[&str], u64, &Key, &[usize], &str); 6] = [
+    let cases: [Row<'_>; 6] = [
         (
             &["Dense_0"],
             1,

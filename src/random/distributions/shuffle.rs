@@ -159,7 +159,10 @@ fn check_probabilities(p: &[f32], n: usize) -> Result<(), RandomError> {
             message: format!("p has {} probabilities for {n} items", p.len()),
         });
     }
-    if let Some(&bad) = p.iter().find(|v| !(**v >= 0.0) || v.is_infinite()) {
+    if let Some(&bad) = p
+        .iter()
+        .find(|v| v.is_nan() || **v < 0.0 || v.is_infinite())
+    {
         return Err(RandomError::Probability {
             function: "choice",
             p: bad,
