@@ -89,3 +89,9 @@ fn initializers_match_jax_exactly() {
     let worst = compare(|name| name != "orthogonal");
     assert!(worst.is_empty(), "inexact: {worst:#?}");
 }
+
+#[test]
+fn orthogonal_report() {
+    let worst = compare(|name| name == "orthogonal");
+    println!("{worst:#?}");
+}
