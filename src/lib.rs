@@ -8,6 +8,7 @@
 //! * [`random`] — JAX's splittable, counter-based PRNG (`jax.random`), bit for bit.
 //! * [`init`] — parameter initializers (`jax.nn.initializers`).
 //! * [`core`] — the functional core (`flax.core`): today the `make_rng` path hash.
+//! * [`tensor`] — `f32` tensors and reverse-mode autodiff over trees of them (`jax.grad`).
 //!
 //! ```
 //! use flaxen::random;
@@ -21,3 +22,4 @@ pub mod array_format;
 pub mod core;
 pub mod init;
 pub mod random;
+pub mod tensor;

@@ -1,0 +1,239 @@
+//! The [`Tensor`] type: storage, construction, conversion, printing.
+
+use std::fmt;
+use std::sync::Arc;
+
+use ndarray::{ArcArray, Array, ArrayD, ArrayViewD, Dimension, IxDyn};
+
+use super::error::{Result, TensorError};
+use super::tape::{InputGrads, Node, Tracer};
+
+/// An n-dimensional `f32` array that records the operations applied to it
+/// while it is being differentiated.
+///
+/// Storage is shared: `clone` is O(1), and so are `reshape` of contiguous
+/// data, `transpose`/`permute`, `slice` and `index_axis`, which return views
+/// of the same buffer. A tensor is immutable; every operation makes a new
+/// one.
+///
+/// ```
+/// use flaxen::tensor::Tensor;
+/// use ndarray::array;
+///
+/// let x = Tensor::from(array![[1.0f32, 2.0], [3.0, 4.0]]);
+/// assert_eq!(x.shape(), &[2, 2]);
+/// let y = (&x * &x).sum_all();
+/// assert_eq!(y.item().unwrap(), 30.0);
+/// let back: ndarray::Array2<f32> = x.to_array_fixed().unwrap();
+/// assert_eq!(back, array![[1.0, 2.0], [3.0, 4.0]]);
+/// ```
+#[derive(Clone)]
+pub struct Tensor {
+    pub(crate) data: ArcArray<f32, IxDyn>,
+    pub(crate) tracer: Option<Tracer>,
+}
+
+impl Tensor {
+    /// A tensor from an `ndarray` array of any dimensionality, without
+    /// copying.
+    pub fn from_array<D: Dimension>(array: Array<f32, D>) -> Tensor {
+        Tensor::constant(array.into_dyn().into_shared())
+    }
+
+    /// A tensor with `shape` holding `data` in row-major (C) order.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    ///
+    /// let t = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+    /// assert_eq!(t.to_vec(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    /// assert!(Tensor::from_vec(vec![1.0], &[2]).is_err());
+    /// ```
+    pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
+        let n = data.len();
+        Array::from_shape_vec(IxDyn(shape), data)
+            .map(Tensor::from_array)
+            .map_err(|_| TensorError::Reshape {
+                op: "from_vec",
+                from: vec![n],
+                to: shape.iter().map(|&d| d as isize).collect(),
+            })
+    }
+
+    /// A 0-dimensional tensor (shape `[]`).
+    pub fn scalar(value: f32) -> Tensor {
+        Tensor::full(&[], value)
+    }
+
+    /// A tensor of `shape` filled with `value`.
+    pub fn full(shape: &[usize], value: f32) -> Tensor {
+        Tensor::from_array(ArrayD::from_elem(IxDyn(shape), value))
+    }
+
+    /// A tensor of zeros.
+    pub fn zeros(shape: &[usize]) -> Tensor {
+        Tensor::full(shape, 0.0)
+    }
+
+    /// A tensor of ones.
+    pub fn ones(shape: &[usize]) -> Tensor {
+        Tensor::full(shape, 1.0)
+    }
+
+    /// The shape, one length per axis.
+    pub fn shape(&self) -> &[usize] {
+        self.data.shape()
+    }
+
+    /// The number of axes.
+    pub fn ndim(&self) -> usize {
+        self.data.ndim()
+    }
+
+    /// The number of elements (the product of the shape).
+    pub fn size(&self) -> usize {
+        self.data.len()
+    }
+
+    /// A read-only view of the values.
+    pub fn view(&self) -> ArrayViewD<'_, f32> {
+        self.data.view()
+    }
+
+    /// The values as an owned `ndarray` array (a copy).
+    pub fn to_array(&self) -> ArrayD<f32> {
+        self.data.to_owned()
+    }
+
+    /// The values as an owned `ndarray` array; copies only when the storage
+    /// is shared with another tensor. The array's logical contents are the
+    /// tensor's; its memory order may differ from row-major after
+    /// `transpose`, so use `to_vec` when a flat row-major buffer is needed.
+    pub fn into_array(self) -> ArrayD<f32> {
+        self.data.into_owned()
+    }
+
+    /// The values as an array of fixed dimensionality (`Array2<f32>`, ...).
+    ///
+    /// Fails with [`TensorError::Reshape`] when the number of axes differs.
+    pub fn to_array_fixed<D: Dimension>(&self) -> Result<Array<f32, D>> {
+        self.to_array()
+            .into_dimensionality::<D>()
+            .map_err(|_| TensorError::Reshape {
+                op: "to_array_fixed",
+                from: self.shape().to_vec(),
+                to: D::NDIM
+                    .map(|n| vec![-1; n])
+                    .unwrap_or_else(|| self.shape().iter().map(|&d| d as isize).collect()),
+            })
+    }
+
+    /// The values in row-major (C) order.
+    pub fn to_vec(&self) -> Vec<f32> {
+        self.data.iter().copied().collect()
+    }
+
+    /// The single value of a one-element tensor.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// assert_eq!(Tensor::scalar(2.5).item().unwrap(), 2.5);
+    /// assert!(Tensor::zeros(&[2]).item().is_err());
+    /// ```
+    pub fn item(&self) -> Result<f32> {
+        if self.size() == 1 {
+            Ok(*self.data.iter().next().unwrap())
+        } else {
+            Err(TensorError::Argument {
+                op: "item",
+                message: format!("a tensor of shape {:?} has no single value", self.shape()),
+            })
+        }
+    }
+
+    /// Whether this tensor is being recorded by a `grad`/`vjp` call.
+    pub fn is_traced(&self) -> bool {
+        self.tracer.is_some()
+    }
+
+    /// An untraced tensor over `data`.
+    pub(crate) fn constant(data: ArcArray<f32, IxDyn>) -> Tensor {
+        Tensor { data, tracer: None }
+    }
+
+    /// Records an operation with output `value` on the tape of its traced
+    /// inputs (the innermost one when they come from nested calls; inputs of
+    /// other tapes count as constants). Without traced inputs nothing is
+    /// recorded and `backward` is dropped.
+    pub(crate) fn record<B>(value: ArcArray<f32, IxDyn>, inputs: &[&Tensor], backward: B) -> Tensor
+    where
+        B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
+    {
+        let Some(tape) = inputs
+            .iter()
+            .filter_map(|t| t.tracer.as_ref())
+            .max_by_key(|tr| tr.tape.id)
+            .map(|tr| tr.tape.clone())
+        else {
+            return Tensor::constant(value);
+        };
+        let ids = inputs
+            .iter()
+            .map(|t| {
+                t.tracer
+                    .as_ref()
+                    .filter(|tr| Arc::ptr_eq(&tr.tape, &tape))
+                    .map(|tr| tr.node)
+            })
+            .collect();
+        let node = tape.push(Node {
+            inputs: ids,
+            backward: Some(Box::new(backward)),
+        });
+        Tensor {
+            data: value,
+            tracer: Some(Tracer { tape, node }),
+        }
+    }
+}
+
+impl<D: Dimension> From<Array<f32, D>> for Tensor {
+    fn from(array: Array<f32, D>) -> Tensor {
+        Tensor::from_array(array)
+    }
+}
+
+impl From<f32> for Tensor {
+    fn from(value: f32) -> Tensor {
+        Tensor::scalar(value)
+    }
+}
+
+impl From<Tensor> for ArrayD<f32> {
+    fn from(t: Tensor) -> ArrayD<f32> {
+        t.into_array()
+    }
+}
+
+/// NumPy-style, as `print(x)` shows a JAX array:
+///
+/// ```
+/// use flaxen::tensor::Tensor;
+/// let t = Tensor::from_vec(vec![1.0, -2.5], &[2]).unwrap();
+/// println!("{t}");
+/// ```
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::array_format::format_array(&self.data.view()))
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tensor")
+            .field("shape", &self.shape())
+            .field("traced", &self.is_traced())
+            .field("data", &format_args!("{self}"))
+            .finish()
+    }
+}

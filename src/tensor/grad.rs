@@ -1,0 +1,194 @@
+//! The transforms: `grad`, `value_and_grad`, `vjp`, `stop_gradient`.
+
+use std::sync::Arc;
+
+use ndarray::{ArrayD, IxDyn};
+use smallvec::SmallVec;
+
+use super::error::{Result, TensorError};
+use super::tape::{backward, Node, Tape, Tracer};
+use super::tree::{tree_map, Tree};
+use super::Tensor;
+
+/// Puts every tensor of `params` on a fresh tape as a leaf.
+fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
+    let tape = Tape::new();
+    let mut ids = Vec::new();
+    let traced = tree_map(params, |t| {
+        let node = tape.push(Node {
+            inputs: SmallVec::new(),
+            backward: None,
+        });
+        ids.push(node);
+        Tensor {
+            data: t.data.clone(),
+            tracer: Some(Tracer {
+                tape: tape.clone(),
+                node,
+            }),
+        }
+    });
+    (tape, traced, ids)
+}
+
+/// The gradients of the leaves `ids` for output `out` and cotangent `seed`,
+/// in the structure of `params` (zeros for leaves the output does not use).
+fn pull(tape: &Arc<Tape>, out: &Tensor, seed: ArrayD<f32>, params: &Tree, ids: &[usize]) -> Tree {
+    let mut grads = match &out.tracer {
+        Some(tr) if Arc::ptr_eq(&tr.tape, tape) => backward(tape, tr.node, seed, ids),
+        _ => vec![None; ids.len()],
+    };
+    let mut i = 0;
+    tree_map(params, |p| {
+        let g = grads[i]
+            .take()
+            .unwrap_or_else(|| ArrayD::zeros(IxDyn(p.shape())));
+        i += 1;
+        Tensor::from_array(g)
+    })
+}
+
+/// `jax.value_and_grad`: the value of `f(params)` and its gradient with
+/// respect to every tensor of `params`, in the same tree structure.
+///
+/// `f` must return a scalar (shape `[]`); anything else is
+/// [`TensorError::NotScalar`]. Tensors that `f` captures instead of reading
+/// from its argument (inputs, labels, masks) are not differentiated and pass
+/// through untouched. Each call records its own tape, so calls on any number
+/// of threads are independent.
+///
+/// ```
+/// use flaxen::tensor::{value_and_grad, Tensor, Tree};
+///
+/// let params = Tree::new().with("w", Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap());
+/// let x = Tensor::from_vec(vec![3.0, 4.0], &[2]).unwrap();
+/// let (loss, grads) = value_and_grad(
+///     |p| Ok((p.tensor("w")? * &x).sum_all()),
+///     &params,
+/// ).unwrap();
+/// assert_eq!(loss.item().unwrap(), 11.0);
+/// assert_eq!(grads.tensor("w").unwrap().to_vec(), [3.0, 4.0]);
+/// ```
+pub fn value_and_grad<F>(f: F, params: &Tree) -> Result<(Tensor, Tree)>
+where
+    F: FnOnce(&Tree) -> Result<Tensor>,
+{
+    let ((value, ()), grads) = value_and_grad_with_aux(|p| Ok((f(p)?, ())), params)?;
+    Ok((value, grads))
+}
+
+/// `jax.grad`: the gradient of the scalar `f(params)` with respect to
+/// every tensor of `params`, in the same tree structure. See
+/// [`value_and_grad`].
+pub fn grad<F>(f: F, params: &Tree) -> Result<Tree>
+where
+    F: FnOnce(&Tree) -> Result<Tensor>,
+{
+    value_and_grad(f, params).map(|(_, g)| g)
+}
+
+/// `jax.value_and_grad(f, has_aux=True)`: `f` returns the scalar to
+/// differentiate and auxiliary data passed back unchanged (tensors in it are
+/// still attached to this call's tape; [`stop_gradient`] detaches them).
+pub fn value_and_grad_with_aux<F, A>(f: F, params: &Tree) -> Result<((Tensor, A), Tree)>
+where
+    F: FnOnce(&Tree) -> Result<(Tensor, A)>,
+{
+    let (tape, traced, ids) = trace(params);
+    let (out, aux) = f(&traced)?;
+    if out.ndim() != 0 {
+        return Err(TensorError::NotScalar {
+            shape: out.shape().to_vec(),
+        });
+    }
+    let seed = ArrayD::ones(IxDyn(&[]));
+    let grads = pull(&tape, &out, seed, params, &ids);
+    Ok(((stop_gradient(&out), aux), grads))
+}
+
+/// `jax.vjp`: the output of `f(params)` (any shape) and a [`Pullback`] that
+/// maps a cotangent of the output to cotangents of `params`.
+///
+/// ```
+/// use flaxen::tensor::{vjp, Tensor, Tree};
+///
+/// let params = Tree::from(Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap());
+/// let (y, pullback) = vjp(|p| Ok(p.as_tensor().unwrap().square()), &params).unwrap();
+/// assert_eq!(y.to_vec(), [1.0, 4.0]);
+/// let ct = pullback.call(&Tensor::ones(&[2])).unwrap();
+/// assert_eq!(ct.as_tensor().unwrap().to_vec(), [2.0, 4.0]);
+/// ```
+pub fn vjp<F>(f: F, params: &Tree) -> Result<(Tensor, Pullback)>
+where
+    F: FnOnce(&Tree) -> Result<Tensor>,
+{
+    let (tape, traced, ids) = trace(params);
+    let out = f(&traced)?;
+    let value = stop_gradient(&out);
+    Ok((
+        value,
+        Pullback {
+            tape,
+            out,
+            params: params.clone(),
+            ids,
+        },
+    ))
+}
+
+/// The backward function returned by [`vjp`]; it can be called any number
+/// of times.
+pub struct Pullback {
+    tape: Arc<Tape>,
+    out: Tensor,
+    params: Tree,
+    ids: Vec<usize>,
+}
+
+impl Pullback {
+    /// The cotangents of the parameters for the output cotangent
+    /// `cotangent`, which must have the output's shape
+    /// ([`TensorError::Incompatible`] otherwise).
+    pub fn call(&self, cotangent: &Tensor) -> Result<Tree> {
+        if cotangent.shape() != self.out.shape() {
+            return Err(TensorError::Incompatible {
+                op: "vjp",
+                lhs: self.out.shape().to_vec(),
+                rhs: cotangent.shape().to_vec(),
+            });
+        }
+        let seed = cotangent.to_array();
+        Ok(pull(&self.tape, &self.out, seed, &self.params, &self.ids))
+    }
+}
+
+impl std::fmt::Debug for Pullback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pullback")
+            .field("output_shape", &self.out.shape())
+            .finish()
+    }
+}
+
+/// `jax.lax.stop_gradient`: the same values, treated as a constant by every
+/// enclosing `grad`. O(1).
+///
+/// ```
+/// use flaxen::tensor::{grad, stop_gradient, Tensor, Tree};
+/// let p = Tree::from(Tensor::scalar(3.0));
+/// let g = grad(|p| {
+///     let x = p.as_tensor().unwrap();
+///     Ok(x * &stop_gradient(x))
+/// }, &p).unwrap();
+/// assert_eq!(g.as_tensor().unwrap().item().unwrap(), 3.0);
+/// ```
+pub fn stop_gradient(x: &Tensor) -> Tensor {
+    Tensor::constant(x.data.clone())
+}
+
+impl Tensor {
+    /// [`stop_gradient`] as a method.
+    pub fn stop_gradient(&self) -> Tensor {
+        stop_gradient(self)
+    }
+}

@@ -1,0 +1,56 @@
+//! Tensors and reverse-mode automatic differentiation over trees of them.
+//!
+//! * [`Tensor`] — an immutable `f32` n-d array on `ndarray` with shared
+//!   storage, NumPy broadcasting, and the operations models need (arithmetic,
+//!   `matmul`, reductions, reshaping, slicing, stacking, activations,
+//!   softmax).
+//! * [`Tree`] — nested name → tensor maps, the shape of Flax variables, with
+//!   [`tree_map`] and [`tree_map2`].
+//! * [`grad`], [`value_and_grad`], [`vjp`], [`stop_gradient`] — JAX's
+//!   transforms, first order, over a function of a tree.
+//!
+//! Fallible methods return [`TensorError`]; the operators `+ - * /` (on
+//! tensors and with `f32` scalars) panic with the same error's message when
+//! the shapes do not broadcast.
+//!
+//! ```
+//! use flaxen::tensor::{grad, tree_map2, Tensor, Tree};
+//!
+//! let params = Tree::new()
+//!     .with("w", Tensor::from_vec(vec![0.5, -0.5], &[2, 1]).unwrap())
+//!     .with("b", Tensor::zeros(&[1]));
+//! let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+//! let y = Tensor::from_vec(vec![1.0, 0.0], &[2, 1]).unwrap();
+//! let loss = |p: &Tree| {
+//!     let pred = x.matmul(p.tensor("w")?)?.add(p.tensor("b")?)?;
+//!     Ok((&pred - &y).square().mean_all())
+//! };
+//! let g = grad(loss, &params).unwrap();
+//! let params = tree_map2(&params, &g, |p, g| Ok(p - &(g * 0.1))).unwrap();
+//! assert_eq!(params.tensor("w").unwrap().shape(), &[2, 1]);
+//! ```
+//!
+//! # How differentiation works
+//!
+//! Each `grad`/`value_and_grad`/`vjp` call creates a tape and wraps the
+//! tensors of the tree in tracers that point at it. Every operation on a
+//! traced tensor appends a node (its traced inputs and a backward closure)
+//! to that tape; nothing is global or thread-local, so concurrent calls on
+//! any threads are independent. The backward pass walks the nodes in
+//! reverse, hands each closure its output gradient by value so that it can
+//! scale it in place, and accumulates into existing buffers. Only first-order
+//! derivatives are supported: the backward pass is not itself recorded.
+
+mod base;
+mod error;
+mod grad;
+mod ops;
+mod shape;
+mod tape;
+mod tree;
+
+pub use base::Tensor;
+pub use error::{Result, TensorError};
+pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};
+pub use shape::broadcast_shapes;
+pub use tree::{tree_map, tree_map2, Tree};

@@ -1,0 +1,352 @@
+//! Elementwise binary operations with NumPy broadcasting, comparisons and
+//! `select`.
+
+use ndarray::{ArcArray, ArrayD, IxDyn, Zip};
+use smallvec::smallvec;
+
+use crate::tensor::error::{Result, TensorError};
+use crate::tensor::shape::{broadcast_shapes_for, sum_to};
+use crate::tensor::tape::InputGrads;
+use crate::tensor::Tensor;
+
+/// A partial derivative as a function of (lhs, rhs, output).
+type Partial = fn(f32, f32, f32) -> f32;
+
+/// `f` applied elementwise over the broadcast of `a` and `b`.
+fn zip_map(
+    op: &'static str,
+    a: &ArcArray<f32, IxDyn>,
+    b: &ArcArray<f32, IxDyn>,
+    f: impl Fn(f32, f32) -> f32,
+) -> Result<ArrayD<f32>> {
+    if a.shape() == b.shape() {
+        if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
+            let v: Vec<f32> = x.iter().zip(y).map(|(&x, &y)| f(x, y)).collect();
+            return Ok(ArrayD::from_shape_vec(a.raw_dim(), v).expect("same shape"));
+        }
+    }
+    let shape = IxDyn(&broadcast_shapes_for(op, a.shape(), b.shape())?);
+    let (av, bv) = (
+        a.broadcast(shape.clone()).unwrap(),
+        b.broadcast(shape).unwrap(),
+    );
+    Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
+}
+
+/// `g * partial(a, b, out)` summed to `shape`, reusing `g`'s buffer.
+fn scale_grad(
+    mut g: ArrayD<f32>,
+    a: &ArcArray<f32, IxDyn>,
+    b: &ArcArray<f32, IxDyn>,
+    out: &ArcArray<f32, IxDyn>,
+    partial: Partial,
+    shape: &[usize],
+) -> ArrayD<f32> {
+    let dim = g.raw_dim();
+    Zip::from(&mut g)
+        .and_broadcast(a.broadcast(dim.clone()).unwrap())
+        .and_broadcast(b.broadcast(dim).unwrap())
+        .and(out)
+        .for_each(|g, &x, &y, &o| *g *= partial(x, y, o));
+    sum_to(g, shape)
+}
+
+/// Splits one output gradient into the two inputs', cloning only when both
+/// inputs need it.
+fn split(
+    g: ArrayD<f32>,
+    needs: &[bool],
+    fa: impl FnOnce(ArrayD<f32>) -> ArrayD<f32>,
+    fb: impl FnOnce(ArrayD<f32>) -> ArrayD<f32>,
+) -> InputGrads {
+    match (needs[0], needs[1]) {
+        (true, true) => {
+            let gb = fb(g.clone());
+            smallvec![Some(fa(g)), Some(gb)]
+        }
+        (true, false) => smallvec![Some(fa(g)), None],
+        (false, true) => smallvec![None, Some(fb(g))],
+        (false, false) => smallvec![None, None],
+    }
+}
+
+/// A broadcasting binary operation with the given partial derivatives.
+fn binary(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    f: fn(f32, f32) -> f32,
+    da: Partial,
+    db: Partial,
+) -> Result<Tensor> {
+    let out = zip_map(op, &a.data, &b.data, f)?.into_shared();
+    let (ad, bd, od) = (a.data.clone(), b.data.clone(), out.clone());
+    Ok(Tensor::record(out, &[a, b], move |g, needs| {
+        split(
+            g,
+            needs,
+            |g| scale_grad(g, &ad, &bd, &od, da, ad.shape()),
+            |g| scale_grad(g, &ad, &bd, &od, db, bd.shape()),
+        )
+    }))
+}
+
+/// JAX's "balanced" derivative of max/min: 1 to the chosen side, 0.5 to each
+/// on a tie, 0 where the result is NaN.
+fn balanced(x: f32, y: f32, out: f32) -> f32 {
+    if x == out {
+        if y == out {
+            0.5
+        } else {
+            1.0
+        }
+    } else {
+        0.0
+    }
+}
+
+fn nan_max(x: f32, y: f32) -> f32 {
+    if x.is_nan() || y.is_nan() {
+        f32::NAN
+    } else {
+        x.max(y)
+    }
+}
+
+fn nan_min(x: f32, y: f32) -> f32 {
+    if x.is_nan() || y.is_nan() {
+        f32::NAN
+    } else {
+        x.min(y)
+    }
+}
+
+impl Tensor {
+    /// `self + other`, broadcasting as NumPy does.
+    ///
+    /// Fails with [`TensorError::Incompatible`] naming both shapes when they
+    /// do not broadcast.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// let x = Tensor::ones(&[2, 3]);
+    /// let b = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap();
+    /// assert_eq!(x.add(&b).unwrap().to_vec(), [2.0, 3.0, 4.0, 2.0, 3.0, 4.0]);
+    /// ```
+    pub fn add(&self, other: &Tensor) -> Result<Tensor> {
+        let out = zip_map("add", &self.data, &other.data, |x, y| x + y)?.into_shared();
+        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
+        Ok(Tensor::record(out, &[self, other], move |g, needs| {
+            split(g, needs, |g| sum_to(g, &sa), |g| sum_to(g, &sb))
+        }))
+    }
+
+    /// `self - other`, broadcasting.
+    pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
+        let out = zip_map("sub", &self.data, &other.data, |x, y| x - y)?.into_shared();
+        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
+        Ok(Tensor::record(out, &[self, other], move |g, needs| {
+            split(g, needs, |g| sum_to(g, &sa), |g| sum_to(-g, &sb))
+        }))
+    }
+
+    /// `self * other` elementwise, broadcasting.
+    pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
+        binary("mul", self, other, |x, y| x * y, |_, y, _| y, |x, _, _| x)
+    }
+
+    /// `self / other` elementwise, broadcasting. Division by zero gives
+    /// ±inf or NaN, as IEEE 754 says.
+    pub fn div(&self, other: &Tensor) -> Result<Tensor> {
+        binary(
+            "div",
+            self,
+            other,
+            |x, y| x / y,
+            |_, y, _| 1.0 / y,
+            |x, y, _| -x / (y * y),
+        )
+    }
+
+    /// The elementwise maximum (`jnp.maximum`): NaN if either is NaN; on a
+    /// tie the gradient is split evenly, as in JAX.
+    pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
+        binary("maximum", self, other, nan_max, balanced, |x, y, o| {
+            balanced(y, x, o)
+        })
+    }
+
+    /// The elementwise minimum (`jnp.minimum`), with the same NaN and tie
+    /// rules as [`maximum`](Tensor::maximum).
+    pub fn minimum(&self, other: &Tensor) -> Result<Tensor> {
+        binary("minimum", self, other, nan_min, balanced, |x, y, o| {
+            balanced(y, x, o)
+        })
+    }
+
+    /// `self ** exponent` elementwise, broadcasting. The gradient with
+    /// respect to the exponent uses `log(self)` (with `log(1)` where the base
+    /// is 0, as JAX does).
+    pub fn pow(&self, exponent: &Tensor) -> Result<Tensor> {
+        binary(
+            "pow",
+            self,
+            exponent,
+            f32::powf,
+            |x, y, _| if y == 0.0 { 0.0 } else { y * x.powf(y - 1.0) },
+            |x, _, o| if x == 0.0 { 0.0 } else { x.ln() * o },
+        )
+    }
+
+    fn compare(&self, other: &Tensor, op: &'static str, f: fn(f32, f32) -> bool) -> Result<Tensor> {
+        let out = zip_map(
+            op,
+            &self.data,
+            &other.data,
+            |x, y| if f(x, y) { 1.0 } else { 0.0 },
+        )?;
+        Ok(Tensor::constant(out.into_shared()))
+    }
+
+    /// A mask, 1.0 where `self > other` and 0.0 elsewhere (not
+    /// differentiated).
+    pub fn greater(&self, other: &Tensor) -> Result<Tensor> {
+        self.compare(other, "greater", |x, y| x > y)
+    }
+
+    /// A mask of `self >= other`.
+    pub fn greater_equal(&self, other: &Tensor) -> Result<Tensor> {
+        self.compare(other, "greater_equal", |x, y| x >= y)
+    }
+
+    /// A mask of `self < other`.
+    pub fn less(&self, other: &Tensor) -> Result<Tensor> {
+        self.compare(other, "less", |x, y| x < y)
+    }
+
+    /// A mask of `self <= other`.
+    pub fn less_equal(&self, other: &Tensor) -> Result<Tensor> {
+        self.compare(other, "less_equal", |x, y| x <= y)
+    }
+
+    /// A mask of `self == other`.
+    pub fn equal(&self, other: &Tensor) -> Result<Tensor> {
+        self.compare(other, "equal", |x, y| x == y)
+    }
+
+    /// `jnp.where(mask, on_true, on_false)`: picks `on_true` where `mask` is
+    /// non-zero and `on_false` elsewhere, broadcasting all three. The mask is
+    /// not differentiated; each branch gets the gradient where it was picked.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// let mask = Tensor::from_vec(vec![1.0, 0.0], &[2]).unwrap();
+    /// let r = Tensor::select(&mask, &Tensor::ones(&[2]), &Tensor::zeros(&[2])).unwrap();
+    /// assert_eq!(r.to_vec(), [1.0, 0.0]);
+    /// ```
+    pub fn select(mask: &Tensor, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
+        let branches = broadcast_shapes_for("select", on_true.shape(), on_false.shape())?;
+        let shape = broadcast_shapes_for("select", mask.shape(), &branches)?;
+        let dim = IxDyn(&shape);
+        let m = mask.data.broadcast(dim.clone()).unwrap().to_owned();
+        let out = Zip::from(&m)
+            .and_broadcast(on_true.data.broadcast(dim.clone()).unwrap())
+            .and_broadcast(on_false.data.broadcast(dim).unwrap())
+            .map_collect(|&m, &t, &f| if m != 0.0 { t } else { f })
+            .into_shared();
+        let m = m.into_shared();
+        let (st, sf) = (on_true.shape().to_vec(), on_false.shape().to_vec());
+        Ok(Tensor::record(
+            out,
+            &[on_true, on_false],
+            move |g, needs| {
+                let pick = |mut g: ArrayD<f32>, keep: bool, shape: &[usize]| {
+                    Zip::from(&mut g).and(&m).for_each(|g, &m| {
+                        if (m != 0.0) != keep {
+                            *g = 0.0
+                        }
+                    });
+                    sum_to(g, shape)
+                };
+                split(g, needs, |g| pick(g, true, &st), |g| pick(g, false, &sf))
+            },
+        ))
+    }
+}
+
+/// Panics with the error's message; used by the operator overloads.
+fn or_panic(r: Result<Tensor>) -> Tensor {
+    r.unwrap_or_else(|e: TensorError| panic!("{e}"))
+}
+
+macro_rules! operator {
+    ($trait:ident, $method:ident, $fn:ident) => {
+        impl std::ops::$trait<&Tensor> for &Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: &Tensor) -> Tensor {
+                or_panic(Tensor::$fn(self, rhs))
+            }
+        }
+        impl std::ops::$trait<Tensor> for Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: Tensor) -> Tensor {
+                or_panic(Tensor::$fn(&self, &rhs))
+            }
+        }
+        impl std::ops::$trait<&Tensor> for Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: &Tensor) -> Tensor {
+                or_panic(Tensor::$fn(&self, rhs))
+            }
+        }
+        impl std::ops::$trait<Tensor> for &Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: Tensor) -> Tensor {
+                or_panic(Tensor::$fn(self, &rhs))
+            }
+        }
+        impl std::ops::$trait<f32> for &Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: f32) -> Tensor {
+                or_panic(Tensor::$fn(self, &Tensor::scalar(rhs)))
+            }
+        }
+        impl std::ops::$trait<f32> for Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: f32) -> Tensor {
+                or_panic(Tensor::$fn(&self, &Tensor::scalar(rhs)))
+            }
+        }
+        impl std::ops::$trait<&Tensor> for f32 {
+            type Output = Tensor;
+            fn $method(self, rhs: &Tensor) -> Tensor {
+                or_panic(Tensor::$fn(&Tensor::scalar(self), rhs))
+            }
+        }
+        impl std::ops::$trait<Tensor> for f32 {
+            type Output = Tensor;
+            fn $method(self, rhs: Tensor) -> Tensor {
+                or_panic(Tensor::$fn(&Tensor::scalar(self), &rhs))
+            }
+        }
+    };
+}
+
+operator!(Add, add, add);
+operator!(Sub, sub, sub);
+operator!(Mul, mul, mul);
+operator!(Div, div, div);
+
+impl std::ops::Neg for &Tensor {
+    type Output = Tensor;
+    fn neg(self) -> Tensor {
+        Tensor::neg(self)
+    }
+}
+
+impl std::ops::Neg for Tensor {
+    type Output = Tensor;
+    fn neg(self) -> Tensor {
+        Tensor::neg(&self)
+    }
+}

@@ -1,0 +1,182 @@
+//! Matrix multiplication (2-D, batched with broadcasting, and the 1-D cases
+//! of `jnp.matmul`) through the `gemm` crate's AVX-512/AVX2 kernels.
+
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use smallvec::smallvec;
+
+use crate::tensor::error::{Result, TensorError};
+use crate::tensor::shape::{broadcast_shapes_for, sum_to};
+use crate::tensor::Tensor;
+
+/// Below this many multiply-adds a product runs on the calling thread.
+const PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
+
+/// `a @ b` for `a: [..., m, k]`, `b: [..., k, n]` (both at least 2-D, with
+/// matching `k`), broadcasting the batch axes. Any strides are accepted.
+pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Result<ArrayD<f32>> {
+    let (ra, rb) = (a.ndim(), b.ndim());
+    let (m, k) = (a.shape()[ra - 2], a.shape()[ra - 1]);
+    let (k2, n) = (b.shape()[rb - 2], b.shape()[rb - 1]);
+    let incompatible = || TensorError::Incompatible {
+        op: "matmul",
+        lhs: a.shape().to_vec(),
+        rhs: b.shape().to_vec(),
+    };
+    if k != k2 {
+        return Err(incompatible());
+    }
+    let batch = broadcast_shapes_for("matmul", &a.shape()[..ra - 2], &b.shape()[..rb - 2])
+        .map_err(|_| incompatible())?;
+    let mut a_shape = batch.clone();
+    a_shape.extend([m, k]);
+    let mut b_shape = batch.clone();
+    b_shape.extend([k, n]);
+    let mut out_shape = batch.clone();
+    out_shape.extend([m, n]);
+    let av = a
+        .broadcast(IxDyn(&a_shape))
+        .expect("batch shapes broadcast");
+    let bv = b
+        .broadcast(IxDyn(&b_shape))
+        .expect("batch shapes broadcast");
+    let mut out = ArrayD::<f32>::zeros(IxDyn(&out_shape));
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(out);
+    }
+    let nb = batch.len();
+    let (sa, sb, so) = (av.strides(), bv.strides(), out.strides().to_vec());
+    let parallelism = if m * n * k >= PARALLEL_THRESHOLD {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    let count: usize = batch.iter().product();
+    let mut index = vec![0usize; nb];
+    for _ in 0..count {
+        let offset = |strides: &[isize]| -> isize {
+            index
+                .iter()
+                .zip(strides)
+                .map(|(&i, &s)| i as isize * s)
+                .sum()
+        };
+        let (oa, ob, oo) = (offset(sa), offset(sb), offset(&so));
+        // SAFETY: `av`, `bv` and `out` are valid arrays of shapes
+        // `batch + [m, k]`, `batch + [k, n]` and `batch + [m, n]`; `index` is
+        // within `batch`, so the offsets computed from each array's own
+        // strides point at the first element of one matrix of that array, and
+        // every element `(i, j)` that gemm reads or writes is reached from it
+        // through that array's row/column strides with `i`, `j` below the
+        // given dimensions, hence stays inside the array's allocation (zero
+        // strides of broadcast axes only repeat reads). `out` is freshly
+        // allocated, exclusively borrowed, row-major, so its matrices do not
+        // overlap each other or the inputs. `read_dst = false`, so the
+        // zero-initialized destination is only written.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                out.as_mut_ptr().offset(oo),
+                so[nb + 1],
+                so[nb],
+                false,
+                av.as_ptr().offset(oa),
+                sa[nb + 1],
+                sa[nb],
+                bv.as_ptr().offset(ob),
+                sb[nb + 1],
+                sb[nb],
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                parallelism,
+            );
+        }
+        // Advance the row-major batch index.
+        for d in (0..nb).rev() {
+            index[d] += 1;
+            if index[d] < batch[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    Ok(out)
+}
+
+impl Tensor {
+    /// The matrix product `jnp.matmul(self, other)`: `[m, k] @ [k, n]`,
+    /// batched over leading axes with broadcasting (`[b, m, k] @ [k, n]`,
+    /// `[b, 1, m, k] @ [c, k, n]`, ...); a 1-D operand is a vector (a row on
+    /// the left, a column on the right) whose axis is removed from the
+    /// result.
+    ///
+    /// Fails with [`TensorError::Incompatible`] naming both shapes when the
+    /// inner lengths differ or the batch axes do not broadcast.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// let b = Tensor::from_vec(vec![1.0, 0.0], &[2]).unwrap();
+    /// assert_eq!(a.matmul(&b).unwrap().to_vec(), [1.0, 3.0]);
+    /// assert!(a.matmul(&Tensor::zeros(&[3, 2])).is_err());
+    /// ```
+    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        let incompatible = || TensorError::Incompatible {
+            op: "matmul",
+            lhs: self.shape().to_vec(),
+            rhs: other.shape().to_vec(),
+        };
+        match (self.ndim(), other.ndim()) {
+            (0, _) | (_, 0) => Err(incompatible()),
+            (1, _) => {
+                let r = self
+                    .expand_dims(0)?
+                    .matmul(other)
+                    .map_err(|_| incompatible())?;
+                r.squeeze(-2)
+            }
+            (_, 1) => {
+                let r = self
+                    .matmul(&other.expand_dims(1)?)
+                    .map_err(|_| incompatible())?;
+                r.squeeze(-1)
+            }
+            _ => {
+                let out = matmul_raw(self.data.view(), other.data.view())?.into_shared();
+                let (ad, bd) = (self.data.clone(), other.data.clone());
+                Ok(Tensor::record(out, &[self, other], move |g, needs| {
+                    // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch axes.
+                    let ga = needs[0].then(|| {
+                        let bt = {
+                            let mut v = bd.view();
+                            let r = v.ndim();
+                            v.swap_axes(r - 2, r - 1);
+                            v
+                        };
+                        sum_to(
+                            matmul_raw(g.view(), bt).expect("shapes checked"),
+                            ad.shape(),
+                        )
+                    });
+                    let gb = needs[1].then(|| {
+                        let at = {
+                            let mut v = ad.view();
+                            let r = v.ndim();
+                            v.swap_axes(r - 2, r - 1);
+                            v
+                        };
+                        sum_to(
+                            matmul_raw(at, g.view()).expect("shapes checked"),
+                            bd.shape(),
+                        )
+                    });
+                    smallvec![ga, gb]
+                }))
+            }
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! The differentiable operations, as methods of [`Tensor`](super::Tensor).
+
+mod binary;
+pub(crate) mod matmul;
+mod reduce;
+mod shape_ops;
+mod unary;

@@ -1,0 +1,182 @@
+//! Reductions over axes (sum, mean, var, max) and softmax.
+
+use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Zip};
+use smallvec::smallvec;
+
+use crate::tensor::error::Result;
+use crate::tensor::shape::{normalize_axes, normalize_axis};
+use crate::tensor::Tensor;
+
+/// Sums `x` over the (sorted) `axes`, dropping them.
+fn sum_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
+    let mut out: Option<ArrayD<f32>> = None;
+    for &a in axes.iter().rev() {
+        out = Some(match out {
+            None => x.sum_axis(Axis(a)),
+            Some(o) => o.sum_axis(Axis(a)),
+        });
+    }
+    out.unwrap_or_else(|| x.to_owned())
+}
+
+/// NaN-propagating max, as XLA's reduce_max.
+fn nan_max(acc: f32, x: f32) -> f32 {
+    if acc.is_nan() || x.is_nan() {
+        f32::NAN
+    } else {
+        acc.max(x)
+    }
+}
+
+/// The maximum of `x` over the (sorted) `axes`, dropping them.
+fn max_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
+    let mut out = x.to_owned();
+    for &a in axes.iter().rev() {
+        out = out.fold_axis(Axis(a), f32::NEG_INFINITY, |&acc, &v| nan_max(acc, v));
+    }
+    out
+}
+
+/// The input's shape with the reduced axes set to 1.
+fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
+    let mut s = shape.to_vec();
+    for &a in axes {
+        s[a] = 1;
+    }
+    s
+}
+
+/// Reshapes a reduced array to `kept` (a pure relabeling of axes of length 1).
+fn to_kept(x: ArrayD<f32>, kept: &[usize]) -> ArrayD<f32> {
+    let x = if x.is_standard_layout() {
+        x
+    } else {
+        x.as_standard_layout().into_owned()
+    };
+    x.into_shape_with_order(IxDyn(kept))
+        .expect("same element count")
+}
+
+impl Tensor {
+    /// The sum over `axes` (negative axes count from the end), keeping them
+    /// as length-1 axes when `keepdims` (`jnp.sum(x, axis, keepdims)`).
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.sum(&[0], false).unwrap().to_vec(), [4.0, 6.0]);
+    /// assert_eq!(x.sum(&[-1], true).unwrap().shape(), &[2, 1]);
+    /// ```
+    pub fn sum(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        let ax = normalize_axes("sum", axes, self.ndim())?;
+        let kept = kept_shape(self.shape(), &ax);
+        let mut out = sum_axes(self.data.view(), &ax);
+        if keepdims {
+            out = to_kept(out, &kept);
+        }
+        let in_shape = IxDyn(self.shape());
+        Ok(Tensor::record(out.into_shared(), &[self], move |g, _| {
+            let g = to_kept(g, &kept);
+            smallvec![Some(g.broadcast(in_shape.clone()).unwrap().to_owned())]
+        }))
+    }
+
+    /// The sum of all elements, as a scalar (shape `[]`).
+    pub fn sum_all(&self) -> Tensor {
+        let axes: Vec<isize> = (0..self.ndim() as isize).collect();
+        self.sum(&axes, false).expect("all axes are valid")
+    }
+
+    /// The mean over `axes` (`jnp.mean`).
+    pub fn mean(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        let ax = normalize_axes("mean", axes, self.ndim())?;
+        let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
+        self.sum(axes, keepdims)?.div(&Tensor::scalar(n as f32))
+    }
+
+    /// The mean of all elements, as a scalar.
+    pub fn mean_all(&self) -> Tensor {
+        let axes: Vec<isize> = (0..self.ndim() as isize).collect();
+        self.mean(&axes, false).expect("all axes are valid")
+    }
+
+    /// The (biased, `ddof=0`) variance over `axes` (`jnp.var`):
+    /// `mean((x - mean(x))^2)`.
+    pub fn var(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        let centered = self.sub(&self.mean(axes, true)?)?;
+        centered.mul(&centered)?.mean(axes, keepdims)
+    }
+
+    /// The maximum over `axes` (`jnp.max`); NaN if any element is NaN. The
+    /// gradient is shared equally between tied maxima, as in JAX.
+    pub fn max(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        let ax = normalize_axes("max", axes, self.ndim())?;
+        let kept = kept_shape(self.shape(), &ax);
+        let reduced = max_axes(self.data.view(), &ax);
+        let kept_max = to_kept(reduced.clone(), &kept);
+        let out = if keepdims { kept_max.clone() } else { reduced };
+        let xd = self.data.clone();
+        Ok(Tensor::record(out.into_shared(), &[self], move |g, _| {
+            let dim = xd.raw_dim();
+            let mut mask = Zip::from(&xd)
+                .and_broadcast(kept_max.broadcast(dim.clone()).unwrap())
+                .map_collect(|&x, &m| if x == m { 1.0f32 } else { 0.0 });
+            let counts = to_kept(sum_axes(mask.view(), &ax), &kept);
+            let g = to_kept(g, &kept);
+            Zip::from(&mut mask)
+                .and_broadcast(g.broadcast(dim.clone()).unwrap())
+                .and_broadcast(counts.broadcast(dim).unwrap())
+                .for_each(|m, &g, &c| *m = *m * g / c);
+            smallvec![Some(mask)]
+        }))
+    }
+
+    /// `jax.nn.softmax(x, axis)`: `exp(x - max) / sum(exp(x - max))`, with
+    /// the max not differentiated.
+    pub fn softmax(&self, axis: isize) -> Result<Tensor> {
+        let a = normalize_axis("softmax", axis, self.ndim())?;
+        let m = self
+            .data
+            .fold_axis(Axis(a), f32::NEG_INFINITY, |&acc, &v| nan_max(acc, v));
+        let m = m.insert_axis(Axis(a));
+        let mut u = &self.data - &m;
+        u.mapv_inplace(f32::exp);
+        let s = u.sum_axis(Axis(a)).insert_axis(Axis(a));
+        u /= &s;
+        let out = u.into_shared();
+        let od = out.clone();
+        Ok(Tensor::record(out, &[self], move |mut g, _| {
+            // dx = y * (g - sum(g * y))
+            let gy = (&g * &od).sum_axis(Axis(a)).insert_axis(Axis(a));
+            g -= &gy;
+            g *= &od;
+            smallvec![Some(g)]
+        }))
+    }
+
+    /// `jax.nn.log_softmax(x, axis)`: `x - max - log(sum(exp(x - max)))`.
+    pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
+        let a = normalize_axis("log_softmax", axis, self.ndim())?;
+        let m = self
+            .data
+            .fold_axis(Axis(a), f32::NEG_INFINITY, |&acc, &v| nan_max(acc, v));
+        let mut shifted = &self.data - &m.insert_axis(Axis(a));
+        let lse = shifted
+            .mapv(f32::exp)
+            .sum_axis(Axis(a))
+            .mapv(f32::ln)
+            .insert_axis(Axis(a));
+        shifted -= &lse;
+        let out = shifted.into_shared();
+        let od = out.clone();
+        Ok(Tensor::record(out, &[self], move |mut g, _| {
+            // dx = g - softmax * sum(g)
+            let gs = g.sum_axis(Axis(a)).insert_axis(Axis(a));
+            Zip::from(&mut g)
+                .and(&od)
+                .and_broadcast(gs.broadcast(od.raw_dim()).unwrap())
+                .for_each(|g, &o, &s| *g -= o.exp() * s);
+            smallvec![Some(g)]
+        }))
+    }
+}

@@ -1,0 +1,298 @@
+//! Operations that move elements without computing: reshape, transpose,
+//! broadcast, slicing, stacking.
+
+use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Slice};
+use smallvec::{smallvec, SmallVec};
+
+use crate::tensor::error::{Result, TensorError};
+use crate::tensor::shape::{broadcast_shapes_for, normalize_axis, sum_to};
+use crate::tensor::tape::InputGrads;
+use crate::tensor::Tensor;
+
+/// `x` with `shape`, copying only when its memory order is not row-major.
+fn reshape_owned(x: ArrayD<f32>, shape: &[usize]) -> ArrayD<f32> {
+    let x = if x.is_standard_layout() {
+        x
+    } else {
+        x.as_standard_layout().into_owned()
+    };
+    x.into_shape_with_order(IxDyn(shape))
+        .expect("same element count")
+}
+
+/// Resolves a NumPy target shape with at most one `-1`.
+fn resolve_shape(from: &[usize], to: &[isize]) -> Result<Vec<usize>> {
+    let err = || TensorError::Reshape {
+        op: "reshape",
+        from: from.to_vec(),
+        to: to.to_vec(),
+    };
+    let n: usize = from.iter().product();
+    let unknown = to.iter().filter(|&&d| d == -1).count();
+    if unknown > 1 || to.iter().any(|&d| d < -1) {
+        return Err(err());
+    }
+    let known: usize = to
+        .iter()
+        .filter(|&&d| d >= 0)
+        .map(|&d| d as usize)
+        .product();
+    let shape: Vec<usize> = to
+        .iter()
+        .map(|&d| {
+            if d == -1 {
+                if known == 0 {
+                    0
+                } else {
+                    n / known
+                }
+            } else {
+                d as usize
+            }
+        })
+        .collect();
+    if shape.iter().product::<usize>() != n {
+        return Err(err());
+    }
+    Ok(shape)
+}
+
+impl Tensor {
+    /// The same elements in row-major order with a new shape; one length may
+    /// be `-1` (inferred). O(1) for contiguous tensors.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// let x = Tensor::zeros(&[2, 3, 4]);
+    /// assert_eq!(x.reshape(&[6, -1]).unwrap().shape(), &[6, 4]);
+    /// assert!(x.reshape(&[5, -1]).is_err());
+    /// ```
+    pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
+        let shape = resolve_shape(self.shape(), shape)?;
+        let out = match self.data.clone().into_shape_with_order(IxDyn(&shape)) {
+            Ok(v) => v,
+            Err(_) => reshape_owned(self.data.to_owned(), &shape).into_shared(),
+        };
+        let in_shape = self.shape().to_vec();
+        Ok(Tensor::record(out, &[self], move |g, _| {
+            smallvec![Some(reshape_owned(g, &in_shape))]
+        }))
+    }
+
+    /// Inserts an axis of length 1 at `axis` (`jnp.expand_dims`).
+    pub fn expand_dims(&self, axis: isize) -> Result<Tensor> {
+        let a = normalize_axis("expand_dims", axis, self.ndim() + 1)?;
+        let mut shape: Vec<isize> = self.shape().iter().map(|&d| d as isize).collect();
+        shape.insert(a, 1);
+        self.reshape(&shape)
+    }
+
+    /// Removes the length-1 axis `axis` (`jnp.squeeze`).
+    pub fn squeeze(&self, axis: isize) -> Result<Tensor> {
+        let a = normalize_axis("squeeze", axis, self.ndim())?;
+        if self.shape()[a] != 1 {
+            return Err(TensorError::Argument {
+                op: "squeeze",
+                message: format!("axis {axis} of shape {:?} is not of length 1", self.shape()),
+            });
+        }
+        let mut shape: Vec<isize> = self.shape().iter().map(|&d| d as isize).collect();
+        shape.remove(a);
+        self.reshape(&shape)
+    }
+
+    /// Reverses the axes (`x.T`). O(1).
+    pub fn transpose(&self) -> Tensor {
+        let perm: Vec<usize> = (0..self.ndim()).rev().collect();
+        self.permute(&perm).expect("a reversal is a permutation")
+    }
+
+    /// Reorders the axes: axis `i` of the result is axis `perm[i]` of `self`
+    /// (`jnp.transpose(x, perm)`). O(1).
+    pub fn permute(&self, perm: &[usize]) -> Result<Tensor> {
+        let n = self.ndim();
+        let mut seen = vec![false; n];
+        if perm.len() != n
+            || perm
+                .iter()
+                .any(|&p| p >= n || std::mem::replace(&mut seen[p], true))
+        {
+            return Err(TensorError::Argument {
+                op: "permute",
+                message: format!("{perm:?} is not a permutation of {n} axes"),
+            });
+        }
+        let mut inverse = vec![0; n];
+        for (i, &p) in perm.iter().enumerate() {
+            inverse[p] = i;
+        }
+        let out = self.data.clone().permuted_axes(IxDyn(perm));
+        Ok(Tensor::record(out, &[self], move |g, _| {
+            smallvec![Some(g.permuted_axes(IxDyn(&inverse)))]
+        }))
+    }
+
+    /// Swaps two axes (`jnp.swapaxes`). O(1).
+    pub fn swap_axes(&self, a: isize, b: isize) -> Result<Tensor> {
+        let a = normalize_axis("swap_axes", a, self.ndim())?;
+        let b = normalize_axis("swap_axes", b, self.ndim())?;
+        let mut perm: Vec<usize> = (0..self.ndim()).collect();
+        perm.swap(a, b);
+        self.permute(&perm)
+    }
+
+    /// Broadcasts to `shape` by NumPy rules (`jnp.broadcast_to`).
+    ///
+    /// Fails with [`TensorError::Reshape`] when `self` does not broadcast to
+    /// `shape`.
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        let err = || TensorError::Reshape {
+            op: "broadcast_to",
+            from: self.shape().to_vec(),
+            to: shape.iter().map(|&d| d as isize).collect(),
+        };
+        match broadcast_shapes_for("broadcast_to", self.shape(), shape) {
+            Ok(s) if s == shape => {}
+            _ => return Err(err()),
+        }
+        let out = self
+            .data
+            .broadcast(IxDyn(shape))
+            .ok_or_else(err)?
+            .to_shared();
+        let in_shape = self.shape().to_vec();
+        Ok(Tensor::record(out, &[self], move |g, _| {
+            smallvec![Some(sum_to(g, &in_shape))]
+        }))
+    }
+
+    /// Elements `start..end` along `axis` (`x[..., start:end, ...]`). O(1).
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// let x = Tensor::from_vec((0..6).map(|v| v as f32).collect(), &[2, 3]).unwrap();
+    /// assert_eq!(x.slice(1, 1, 3).unwrap().to_vec(), [1.0, 2.0, 4.0, 5.0]);
+    /// ```
+    pub fn slice(&self, axis: isize, start: usize, end: usize) -> Result<Tensor> {
+        let a = normalize_axis("slice", axis, self.ndim())?;
+        let len = self.shape()[a];
+        if start > end || end > len {
+            return Err(TensorError::Argument {
+                op: "slice",
+                message: format!("range {start}..{end} is not within axis {axis} of length {len}"),
+            });
+        }
+        let mut out = self.data.clone();
+        out.slice_axis_inplace(Axis(a), Slice::from(start..end));
+        let in_shape = IxDyn(self.shape());
+        Ok(Tensor::record(out, &[self], move |g, _| {
+            let mut full = ArrayD::zeros(in_shape.clone());
+            full.slice_axis_mut(Axis(a), Slice::from(start..end))
+                .assign(&g);
+            smallvec![Some(full)]
+        }))
+    }
+
+    /// The sub-tensor at `index` along `axis`, which is removed (`x[i]` for
+    /// axis 0). O(1).
+    pub fn index_axis(&self, axis: isize, index: usize) -> Result<Tensor> {
+        let a = normalize_axis("index_axis", axis, self.ndim())?;
+        let len = self.shape()[a];
+        if index >= len {
+            return Err(TensorError::Argument {
+                op: "index_axis",
+                message: format!("index {index} is out of bounds for axis {axis} of length {len}"),
+            });
+        }
+        let out = self.data.clone().index_axis_move(Axis(a), index);
+        let in_shape = IxDyn(self.shape());
+        Ok(Tensor::record(out, &[self], move |g, _| {
+            let mut full = ArrayD::zeros(in_shape.clone());
+            full.index_axis_mut(Axis(a), index).assign(&g);
+            smallvec![Some(full)]
+        }))
+    }
+
+    /// Stacks equally shaped tensors along a new axis (`jnp.stack`).
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// let s = Tensor::stack(&[Tensor::zeros(&[3]), Tensor::ones(&[3])], 0).unwrap();
+    /// assert_eq!(s.shape(), &[2, 3]);
+    /// ```
+    pub fn stack(tensors: &[Tensor], axis: isize) -> Result<Tensor> {
+        let first = tensors.first().ok_or_else(|| TensorError::Argument {
+            op: "stack",
+            message: "needs at least one tensor".into(),
+        })?;
+        let a = normalize_axis("stack", axis, first.ndim() + 1)?;
+        for t in tensors {
+            if t.shape() != first.shape() {
+                return Err(TensorError::Incompatible {
+                    op: "stack",
+                    lhs: first.shape().to_vec(),
+                    rhs: t.shape().to_vec(),
+                });
+            }
+        }
+        let views: Vec<ArrayViewD<'_, f32>> = tensors.iter().map(|t| t.data.view()).collect();
+        let out = ndarray::stack(Axis(a), &views).expect("shapes checked");
+        let inputs: Vec<&Tensor> = tensors.iter().collect();
+        Ok(Tensor::record(
+            out.into_shared(),
+            &inputs,
+            move |g, needs| {
+                needs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| n.then(|| g.index_axis(Axis(a), i).to_owned()))
+                    .collect::<InputGrads>()
+            },
+        ))
+    }
+
+    /// Joins tensors along an existing axis (`jnp.concatenate`); all other
+    /// lengths must agree.
+    pub fn concatenate(tensors: &[Tensor], axis: isize) -> Result<Tensor> {
+        let first = tensors.first().ok_or_else(|| TensorError::Argument {
+            op: "concatenate",
+            message: "needs at least one tensor".into(),
+        })?;
+        let a = normalize_axis("concatenate", axis, first.ndim())?;
+        for t in tensors {
+            let same_rest = t.ndim() == first.ndim()
+                && (0..t.ndim()).all(|i| i == a || t.shape()[i] == first.shape()[i]);
+            if !same_rest {
+                return Err(TensorError::Incompatible {
+                    op: "concatenate",
+                    lhs: first.shape().to_vec(),
+                    rhs: t.shape().to_vec(),
+                });
+            }
+        }
+        let views: Vec<ArrayViewD<'_, f32>> = tensors.iter().map(|t| t.data.view()).collect();
+        let out = ndarray::concatenate(Axis(a), &views).expect("shapes checked");
+        let bounds: SmallVec<[(usize, usize); 4]> = tensors
+            .iter()
+            .scan(0, |start, t| {
+                let s = *start;
+                *start += t.shape()[a];
+                Some((s, *start))
+            })
+            .collect();
+        let inputs: Vec<&Tensor> = tensors.iter().collect();
+        Ok(Tensor::record(
+            out.into_shared(),
+            &inputs,
+            move |g, needs| {
+                needs
+                    .iter()
+                    .zip(&bounds)
+                    .map(|(&n, &(s, e))| {
+                        n.then(|| g.slice_axis(Axis(a), Slice::from(s..e)).to_owned())
+                    })
+                    .collect::<InputGrads>()
+            },
+        ))
+    }
+}

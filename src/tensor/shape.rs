@@ -1,0 +1,115 @@
+//! Shape arithmetic: NumPy broadcasting, axis normalization, and reducing a
+//! broadcast gradient back to its input's shape.
+
+use ndarray::{ArrayD, Axis};
+
+use super::error::{Result, TensorError};
+
+/// The shape NumPy broadcasting gives `a` and `b` (align right; each pair of
+/// lengths must be equal or contain a 1).
+///
+/// ```
+/// use flaxen::tensor::broadcast_shapes;
+/// assert_eq!(broadcast_shapes(&[8, 1, 3], &[5, 1]).unwrap(), vec![8, 5, 3]);
+/// assert!(broadcast_shapes(&[2, 3], &[4]).is_err());
+/// ```
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    broadcast_shapes_for("broadcast_shapes", a, b)
+}
+
+pub(crate) fn broadcast_shapes_for(
+    op: &'static str,
+    a: &[usize],
+    b: &[usize],
+) -> Result<Vec<usize>> {
+    if a == b {
+        return Ok(a.to_vec());
+    }
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for (i, o) in out.iter_mut().enumerate() {
+        let da = dim_from_right(a, n - 1 - i);
+        let db = dim_from_right(b, n - 1 - i);
+        *o = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => {
+                return Err(TensorError::Incompatible {
+                    op,
+                    lhs: a.to_vec(),
+                    rhs: b.to_vec(),
+                })
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// The length of the axis `k` places from the right, 1 past the left end.
+fn dim_from_right(shape: &[usize], k: usize) -> usize {
+    if k < shape.len() {
+        shape[shape.len() - 1 - k]
+    } else {
+        1
+    }
+}
+
+/// `axis` in `0..ndim`, counting negative axes from the end as NumPy does.
+pub(crate) fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Result<usize> {
+    let a = if axis < 0 { axis + ndim as isize } else { axis };
+    if a < 0 || a >= ndim as isize {
+        Err(TensorError::Axis { op, axis, ndim })
+    } else {
+        Ok(a as usize)
+    }
+}
+
+/// Normalized, sorted, deduplicated axes.
+pub(crate) fn normalize_axes(op: &'static str, axes: &[isize], ndim: usize) -> Result<Vec<usize>> {
+    let mut out = axes
+        .iter()
+        .map(|&a| normalize_axis(op, a, ndim))
+        .collect::<Result<Vec<_>>>()?;
+    out.sort_unstable();
+    let n = out.len();
+    out.dedup();
+    if out.len() != n {
+        return Err(TensorError::Argument {
+            op,
+            message: format!("repeated axis in {axes:?}"),
+        });
+    }
+    Ok(out)
+}
+
+/// Sums a gradient of the broadcast shape down to `shape` (the reverse of
+/// broadcasting). Returns the buffer unchanged when the shapes agree.
+pub(crate) fn sum_to(grad: ArrayD<f32>, shape: &[usize]) -> ArrayD<f32> {
+    if grad.shape() == shape {
+        return grad;
+    }
+    let mut g = grad;
+    while g.ndim() > shape.len() {
+        g = g.sum_axis(Axis(0));
+    }
+    for (i, &d) in shape.iter().enumerate() {
+        if d == 1 && g.shape()[i] != 1 {
+            g = g.sum_axis(Axis(i)).insert_axis(Axis(i));
+        }
+    }
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sum_to_reduces_leading_and_unit_axes() {
+        let g = ArrayD::from_elem(ndarray::IxDyn(&[4, 2, 3]), 1.0f32);
+        let r = sum_to(g, &[2, 1]);
+        assert_eq!(r.shape(), &[2, 1]);
+        assert!(r.iter().all(|&x| x == 12.0));
+    }
+}

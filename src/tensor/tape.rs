@@ -1,0 +1,119 @@
+//! The tape: the graph of operations recorded during one `grad` call.
+//!
+//! Every `grad`/`value_and_grad`/`vjp` call makes its own [`Tape`], shared
+//! (through an `Arc`) by the tensors traced in that call only. There is no
+//! global or thread-local tape, so two calls, on one thread or on many, never
+//! see each other's nodes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ndarray::ArrayD;
+use smallvec::SmallVec;
+
+/// Gradients with respect to an operation's inputs, `None` where the input
+/// needs none.
+pub(crate) type InputGrads = SmallVec<[Option<ArrayD<f32>>; 2]>;
+
+/// Maps the gradient of an operation's output (owned, so that it can be
+/// reused in place) and which inputs need a gradient to the inputs'
+/// gradients, each reduced to its input's shape.
+pub(crate) type Backward = Box<dyn Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync>;
+
+/// One recorded operation.
+pub(crate) struct Node {
+    /// Node ids of the inputs traced on this tape (`None`: a constant).
+    pub(crate) inputs: SmallVec<[Option<usize>; 2]>,
+    /// `None` for a leaf (a differentiated argument).
+    pub(crate) backward: Option<Backward>,
+}
+
+/// The nodes of one differentiation.
+pub(crate) struct Tape {
+    /// Distinguishes tapes; later tapes have larger ids (nested calls).
+    pub(crate) id: u64,
+    nodes: Mutex<Vec<Node>>,
+}
+
+static NEXT_TAPE_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Tape {
+    pub(crate) fn new() -> Arc<Tape> {
+        Arc::new(Tape {
+            id: NEXT_TAPE_ID.fetch_add(1, Ordering::Relaxed),
+            nodes: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The nodes; a poisoned lock (a panic in another thread of the same
+    /// call) still holds a consistent vector, since pushes are atomic.
+    pub(crate) fn nodes(&self) -> MutexGuard<'_, Vec<Node>> {
+        self.nodes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends a node and returns its id.
+    pub(crate) fn push(&self, node: Node) -> usize {
+        let mut nodes = self.nodes();
+        nodes.push(node);
+        nodes.len() - 1
+    }
+}
+
+/// A tensor's place on a tape.
+#[derive(Clone)]
+pub(crate) struct Tracer {
+    pub(crate) tape: Arc<Tape>,
+    pub(crate) node: usize,
+}
+
+/// Runs the backward pass from node `root` with output gradient `seed`;
+/// returns the accumulated gradient of each node in `wanted`.
+pub(crate) fn backward(
+    tape: &Tape,
+    root: usize,
+    seed: ArrayD<f32>,
+    wanted: &[usize],
+) -> Vec<Option<ArrayD<f32>>> {
+    let nodes = tape.nodes();
+    let mut grads: Vec<Option<ArrayD<f32>>> = Vec::new();
+    grads.resize_with(root + 1, || None);
+    grads[root] = Some(seed);
+    // Inputs always have smaller ids than the nodes using them, so walking
+    // ids downwards visits a node only after all its uses.
+    for id in (0..=root).rev() {
+        let node = &nodes[id];
+        let Some(backward) = &node.backward else {
+            continue;
+        };
+        let Some(g) = grads[id].take() else {
+            continue;
+        };
+        let needs: SmallVec<[bool; 4]> = node.inputs.iter().map(|i| i.is_some()).collect();
+        let input_grads = backward(g, &needs);
+        for (input, grad) in node.inputs.iter().zip(input_grads) {
+            if let (Some(input), Some(grad)) = (input, grad) {
+                accumulate(&mut grads[*input], grad);
+            }
+        }
+    }
+    drop(nodes);
+    wanted
+        .iter()
+        .map(|&w| if w <= root { grads[w].take() } else { None })
+        .collect()
+}
+
+/// Adds `grad` into `slot`, in place when the slot already holds a buffer.
+fn accumulate(slot: &mut Option<ArrayD<f32>>, grad: ArrayD<f32>) {
+    match slot {
+        None => *slot = Some(grad),
+        Some(acc) => {
+            if acc.is_standard_layout() && grad.is_standard_layout() {
+                let (a, g) = (acc.as_slice_mut().unwrap(), grad.as_slice().unwrap());
+                a.iter_mut().zip(g).for_each(|(a, g)| *a += g);
+            } else {
+                *acc += &grad;
+            }
+        }
+    }
+}
