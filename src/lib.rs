@@ -21,5 +21,6 @@
 pub mod array_format;
 pub mod core;
 pub mod init;
+pub mod nn;
 pub mod random;
 pub mod tensor;
