@@ -21,6 +21,7 @@
 mod error;
 mod key;
 mod threefry;
+mod xla_math;
 
 pub use error::RandomError;
 pub use key::{
