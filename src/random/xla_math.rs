@@ -321,3 +321,6 @@ pub(crate) fn erf_inv_slice(xs: &mut [f32]) {
         *x = erf_inv(*x);
     }
 }
+
+#[cfg(test)]
+mod tests;
