@@ -90,8 +90,34 @@ fn initializers_match_jax_exactly() {
     assert!(worst.is_empty(), "inexact: {worst:#?}");
 }
 
+/// `orthogonal` goes through a QR decomposition, which JAX hands to the
+/// CPU's LAPACK/BLAS (scipy's OpenBLAS): its f32 summation order depends on
+/// the BLAS kernel chosen for the CPU at run time, so JAX itself is not
+/// bit-reproducible across machines here. flaxen follows LAPACK's
+/// Householder algorithm (sgeqr2/sorg2r) with sequential sums, and is held
+/// to the error bound of an f32 QR instead: every element within 1e-5 of
+/// JAX's (the columns have unit norm), and Q orthonormal.
 #[test]
-fn orthogonal_report() {
-    let worst = compare(|name| name == "orthogonal");
-    println!("{worst:#?}");
+fn orthogonal_matches_jax_within_qr_rounding() {
+    let fixture: Fixture = load_fixture("init.json");
+    let mut cases = 0;
+    for case in fixture.cases.iter().filter(|c| c.init == "orthogonal") {
+        let got = init::orthogonal(1.0)
+            .init(random::key(case.seed), &case.shape)
+            .unwrap();
+        let want: Vec<f32> = case.out.iter().map(|&b| f32::from_bits(b)).collect();
+        let max_diff = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (g - w).abs())
+            .fold(0.0f32, f32::max);
+        assert!(
+            max_diff <= 1e-5,
+            "orthogonal seed={} shape={:?}: max |diff| {max_diff:e}",
+            case.seed,
+            case.shape
+        );
+        cases += 1;
+    }
+    assert!(cases > 0);
 }
