@@ -28,13 +28,23 @@ impl Module for Model {
         let model_param = s.param("model_param", random::normal, x.shape())?;
         // model_variable1 will use 'params' seed, call count 2
         let model_variable1 = s.variable("other_collection", "model_variable1", || {
-            Ok(Tensor::from_array(random::normal(s.make_rng("params")?, x.shape())?))
+            Ok(Tensor::from_array(random::normal(
+                s.make_rng("params")?,
+                x.shape(),
+            )?))
         })?;
         // model_variable2 will use 'other' seed, call count 1
         let model_variable2 = s.variable("other_collection", "model_variable2", || {
-            Ok(Tensor::from_array(random::normal(s.make_rng("other")?, x.shape())?))
+            Ok(Tensor::from_array(random::normal(
+                s.make_rng("other")?,
+                x.shape(),
+            )?))
         })?;
-        let _ = (model_param, model_variable1.value(), model_variable2.value());
+        let _ = (
+            model_param,
+            model_variable1.value(),
+            model_variable2.value(),
+        );
         // kernel will use 'params' seed, initial data will include 'Dense_1', call count 1
         // bias will use 'params' seed, initial data will include 'Dense_1', call count 2
         s.call(Dense::new(2).kernel_init(normal()).bias_init(normal()), x)

@@ -48,7 +48,10 @@ where
         let mut words = [0u32; BLOCK];
         let words = &mut words[..chunk.len()];
         key.fill_bits(total, (b * BLOCK) as u64, words);
-        simd(|| transform(words, chunk));
+        simd(
+            #[inline(always)]
+            || transform(words, chunk),
+        );
     };
     if out.len() >= PARALLEL_MIN {
         out.par_chunks_mut(BLOCK).enumerate().for_each(block);

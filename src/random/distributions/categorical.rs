@@ -20,22 +20,34 @@ pub(crate) fn gumbel_named(
     key: Key,
     shape: &[usize],
 ) -> Result<ArrayD<f32>, RandomError> {
-    sample(function, &key, shape, |words, out| {
-        for (o, &w) in out.iter_mut().zip(words) {
-            let u = scale_unit(unit_float(w), f32::MIN_POSITIVE, 1.0);
-            *o = -log(-log(u));
-        }
-    })
+    sample(
+        function,
+        &key,
+        shape,
+        #[inline(always)]
+        |words, out| {
+            for (o, &w) in out.iter_mut().zip(words) {
+                let u = scale_unit(unit_float(w), f32::MIN_POSITIVE, 1.0);
+                *o = -log(-log(u));
+            }
+        },
+    )
 }
 
 /// Standard exponential floats (`jax.random.exponential(key, shape)`):
 /// `-log1p(-u)` for `u` uniform in `[0, 1)`.
 pub fn exponential(key: Key, shape: &[usize]) -> Result<ArrayD<f32>, RandomError> {
-    sample("exponential", &key, shape, |words, out| {
-        for (o, &w) in out.iter_mut().zip(words) {
-            *o = -log1p(-unit_float(w));
-        }
-    })
+    sample(
+        "exponential",
+        &key,
+        shape,
+        #[inline(always)]
+        |words, out| {
+            for (o, &w) in out.iter_mut().zip(words) {
+                *o = -log1p(-unit_float(w));
+            }
+        },
+    )
 }
 
 /// Draws category indices from unnormalized log-probabilities

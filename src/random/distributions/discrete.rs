@@ -26,11 +26,17 @@ pub fn bernoulli(key: Key, p: f32, shape: &[usize]) -> Result<ArrayD<bool>, Rand
             p,
         });
     }
-    sample("bernoulli", &key, shape, |words, out| {
-        for (o, &w) in out.iter_mut().zip(words) {
-            *o = unit_float(w) < p;
-        }
-    })
+    sample(
+        "bernoulli",
+        &key,
+        shape,
+        #[inline(always)]
+        |words, out| {
+            for (o, &w) in out.iter_mut().zip(words) {
+                *o = unit_float(w) < p;
+            }
+        },
+    )
 }
 
 /// Integers uniformly in `[minval, maxval)`

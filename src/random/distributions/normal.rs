@@ -23,11 +23,17 @@ pub fn normal(key: Key, shape: &[usize]) -> Result<ArrayD<f32>, RandomError> {
     // The smallest float above -1, so that erf_inv stays finite.
     let lo = -1.0f32 + f32::EPSILON / 2.0;
     let hi = 1.0f32;
-    sample("normal", &key, shape, |words, out| {
-        for (o, &w) in out.iter_mut().zip(words) {
-            *o = SQRT2 * erf_inv(scale_unit(unit_float(w), lo, hi));
-        }
-    })
+    sample(
+        "normal",
+        &key,
+        shape,
+        #[inline(always)]
+        |words, out| {
+            for (o, &w) in out.iter_mut().zip(words) {
+                *o = SQRT2 * erf_inv(scale_unit(unit_float(w), lo, hi));
+            }
+        },
+    )
 }
 
 /// Normal floats truncated to `(lower, upper)`
@@ -47,14 +53,20 @@ pub fn truncated_normal(
     let b = erf(upper / SQRT2);
     let clip_lo = next_up(lower);
     let clip_hi = next_down(upper);
-    sample("truncated_normal", &key, shape, |words, out| {
-        for (o, &w) in out.iter_mut().zip(words) {
-            let x = SQRT2 * erf_inv(scale_unit(unit_float(w), a, b));
-            // jnp.clip: maximum then minimum, NaN propagating.
-            let x = if x < clip_lo { clip_lo } else { x };
-            *o = if x > clip_hi { clip_hi } else { x };
-        }
-    })
+    sample(
+        "truncated_normal",
+        &key,
+        shape,
+        #[inline(always)]
+        |words, out| {
+            for (o, &w) in out.iter_mut().zip(words) {
+                let x = SQRT2 * erf_inv(scale_unit(unit_float(w), a, b));
+                // jnp.clip: maximum then minimum, NaN propagating.
+                let x = if x < clip_lo { clip_lo } else { x };
+                *o = if x > clip_hi { clip_hi } else { x };
+            }
+        },
+    )
 }
 
 /// The next float towards +inf (`nextafter(x, inf)`).

@@ -14,7 +14,13 @@ use crate::random::sampling::sample;
 /// assert_eq!(b.as_slice().unwrap(), &[1883912375, 2292451390, 1915204986, 1882898417]);
 /// ```
 pub fn bits(key: Key, shape: &[usize]) -> Result<ArrayD<u32>, RandomError> {
-    sample("bits", &key, shape, |words, out| out.copy_from_slice(words))
+    sample(
+        "bits",
+        &key,
+        shape,
+        #[inline(always)]
+        |words, out| out.copy_from_slice(words),
+    )
 }
 
 /// A float in `[0, 1)` from 32 random bits: the top 23 bits become the
@@ -39,11 +45,17 @@ pub(crate) fn scale_unit(u: f32, minval: f32, maxval: f32) -> f32 {
 
 /// Uniform floats in `[0, 1)` (`jax.random.uniform(key, shape)`).
 pub fn uniform(key: Key, shape: &[usize]) -> Result<ArrayD<f32>, RandomError> {
-    sample("uniform", &key, shape, |words, out| {
-        for (o, &w) in out.iter_mut().zip(words) {
-            *o = unit_float(w);
-        }
-    })
+    sample(
+        "uniform",
+        &key,
+        shape,
+        #[inline(always)]
+        |words, out| {
+            for (o, &w) in out.iter_mut().zip(words) {
+                *o = unit_float(w);
+            }
+        },
+    )
 }
 
 /// Uniform floats in `[minval, maxval)`
@@ -70,11 +82,17 @@ pub(crate) fn uniform_unchecked(
     maxval: f32,
     function: &'static str,
 ) -> Result<ArrayD<f32>, RandomError> {
-    sample(function, &key, shape, |words, out| {
-        for (o, &w) in out.iter_mut().zip(words) {
-            *o = scale_unit(unit_float(w), minval, maxval);
-        }
-    })
+    sample(
+        function,
+        &key,
+        shape,
+        #[inline(always)]
+        |words, out| {
+            for (o, &w) in out.iter_mut().zip(words) {
+                *o = scale_unit(unit_float(w), minval, maxval);
+            }
+        },
+    )
 }
 
 /// An error unless `low < high` (which also rules out NaN).
