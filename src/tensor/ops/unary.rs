@@ -106,17 +106,10 @@ impl Tensor {
         unary(self, |x| x * x, |x, _| 2.0 * x)
     }
 
-    /// `|x|`; the gradient at 0 is 0 (`sign(0) = 0`), as in JAX.
+    /// `|x|`; the gradient at 0 is 1 (JAX differentiates `abs` as
+    /// `select(x >= 0, g, -g)`).
     pub fn abs(&self) -> Tensor {
-        unary(self, f32::abs, |x, _| {
-            if x > 0.0 {
-                1.0
-            } else if x < 0.0 {
-                -1.0
-            } else {
-                0.0
-            }
-        })
+        unary(self, f32::abs, |x, _| if x >= 0.0 { 1.0 } else { -1.0 })
     }
 
     /// `x ** p` for a constant exponent.
