@@ -392,7 +392,11 @@ fn tree_helpers() {
         params.tensor("b"),
         Err(TensorError::MissingKey { .. })
     ));
-    assert!(params.get("b/c/d").is_none());
+    assert!(params.subtree("b/c/d").is_none());
+    assert_eq!(
+        params.subtree("b").unwrap().tensor("c").unwrap().to_vec(),
+        [0.0]
+    );
     // An SGD step with tree_map2 lowers a quadratic loss.
     let loss = |p: &Tree| Ok(p.tensor("a")?.square().sum_all());
     let (before, g) = value_and_grad(loss, &params).unwrap();

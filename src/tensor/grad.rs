@@ -38,14 +38,15 @@ fn pull(tape: &Arc<Tape>, out: &Tensor, seed: ArrayD<f32>, params: &Tree, ids: &
         Some(tr) if Arc::ptr_eq(&tr.tape, tape) => backward(tape, tr.node, seed, ids),
         _ => vec![None; ids.len()],
     };
-    let mut i = 0;
-    tree_map(params, |p| {
-        let g = grads[i]
-            .take()
-            .unwrap_or_else(|| ArrayD::zeros(IxDyn(p.shape())));
-        i += 1;
-        Tensor::from_array(g)
-    })
+    let leaves = params
+        .leaves()
+        .iter()
+        .zip(grads.iter_mut())
+        .map(|(p, g)| {
+            Tensor::from_array(g.take().unwrap_or_else(|| ArrayD::zeros(IxDyn(p.shape()))))
+        })
+        .collect();
+    params.with_leaves(leaves).expect("one gradient per leaf")
 }
 
 /// `jax.value_and_grad`: the value of `f(params)` and its gradient with

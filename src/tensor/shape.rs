@@ -89,6 +89,19 @@ pub(crate) fn sum_to(grad: ArrayD<f32>, shape: &[usize]) -> ArrayD<f32> {
     if grad.shape() == shape {
         return grad;
     }
+    // Fast path: row-major gradient, target repeated along leading axes
+    // (a bias or a scalar): add up the rows.
+    let n: usize = shape.iter().product();
+    if let Some(gs) = grad.as_slice() {
+        if n > 0 && !gs.is_empty() && crate::tensor::ops::is_trailing(shape, grad.shape()) {
+            let mut acc = gs[..n].to_vec();
+            for row in gs[n..].chunks_exact(n) {
+                acc.iter_mut().zip(row).for_each(|(a, &g)| *a += g);
+            }
+            return ArrayD::from_shape_vec(ndarray::IxDyn(shape), acc)
+                .expect("length of the shape");
+        }
+    }
     let mut g = grad;
     while g.ndim() > shape.len() {
         g = g.sum_axis(Axis(0));

@@ -41,7 +41,7 @@ impl Tape {
     pub(crate) fn new() -> Arc<Tape> {
         Arc::new(Tape {
             id: NEXT_TAPE_ID.fetch_add(1, Ordering::Relaxed),
-            nodes: Mutex::new(Vec::new()),
+            nodes: Mutex::new(Vec::with_capacity(16)),
         })
     }
 

@@ -1,35 +1,63 @@
 //! Trees of tensors: the nested name → tensor maps that Flax variables are.
+//!
+//! A [`Tree`] is stored flattened, as JAX stores a pytree: its tensors in
+//! depth-first order, plus a shared description of the nesting (the
+//! "treedef"). Mapping over a tree, as `grad` and optimizers do on every
+//! step, then copies no keys: the result shares the description and only
+//! gets a new list of tensors.
 
-use std::ops::Index;
+use std::fmt;
+use std::sync::Arc;
 
 use indexmap::IndexMap;
 
 use super::error::{Result, TensorError};
 use super::Tensor;
 
+/// The nesting of a tree: a leaf, or named children with the offset of
+/// their first tensor in the flat list.
+#[derive(Clone, Debug, PartialEq)]
+enum Def {
+    Leaf,
+    Map {
+        children: IndexMap<String, (usize, Arc<Def>)>,
+        leaves: usize,
+    },
+}
+
+impl Def {
+    fn num_leaves(&self) -> usize {
+        match self {
+            Def::Leaf => 1,
+            Def::Map { leaves, .. } => *leaves,
+        }
+    }
+}
+
 /// A tensor, or an ordered map from names to subtrees (a JAX pytree of
 /// nested dicts, like Flax's `{'params': {'Dense_0': {'kernel': ...}}}`).
 ///
-/// Maps keep insertion order; [`tree_map`] and [`grad`](super::grad) keep the
-/// structure.
+/// Maps keep insertion order. Paths are `/`-separated keys. Clones are
+/// cheap: the tensors share storage and the structure is shared.
 ///
 /// ```
 /// use flaxen::tensor::{Tensor, Tree};
 ///
-/// let params = Tree::new()
-///     .with("dense", Tree::new()
+/// let params = Tree::new().with(
+///     "dense",
+///     Tree::new()
 ///         .with("kernel", Tensor::ones(&[2, 3]))
-///         .with("bias", Tensor::zeros(&[3])));
+///         .with("bias", Tensor::zeros(&[3])),
+/// );
 /// assert_eq!(params.tensor("dense/kernel").unwrap().shape(), &[2, 3]);
-/// assert_eq!(params["dense"]["bias"].as_tensor().unwrap().shape(), &[3]);
+/// let dense = params.subtree("dense").unwrap();
+/// assert_eq!(dense.keys(), ["kernel", "bias"]);
 /// assert_eq!(params.leaves().len(), 2);
 /// ```
-#[derive(Clone, Debug)]
-pub enum Tree {
-    /// A tensor.
-    Leaf(Tensor),
-    /// Named subtrees, in insertion order.
-    Map(IndexMap<String, Tree>),
+#[derive(Clone)]
+pub struct Tree {
+    def: Arc<Def>,
+    leaves: Vec<Tensor>,
 }
 
 impl Default for Tree {
@@ -41,20 +69,35 @@ impl Default for Tree {
 impl Tree {
     /// An empty map.
     pub fn new() -> Tree {
-        Tree::Map(IndexMap::new())
+        Tree {
+            def: Arc::new(Def::Map {
+                children: IndexMap::new(),
+                leaves: 0,
+            }),
+            leaves: Vec::new(),
+        }
+    }
+
+    /// A tree that is just `tensor`.
+    pub fn leaf(tensor: Tensor) -> Tree {
+        Tree {
+            def: Arc::new(Def::Leaf),
+            leaves: vec![tensor],
+        }
     }
 
     /// `self` with `value` under `key` (builder style).
     ///
     /// # Panics
     ///
-    /// If `self` is a leaf.
+    /// If `self` is a leaf, with [`TensorError::TreeStructure`]'s message.
     pub fn with(mut self, key: impl Into<String>, value: impl Into<Tree>) -> Tree {
         self.insert(key, value).unwrap_or_else(|e| panic!("{e}"));
         self
     }
 
-    /// Puts `value` under `key`, returning the subtree it replaces.
+    /// Puts `value` under `key` (replacing, in place, what was there, or
+    /// appending), returning the subtree it replaces.
     ///
     /// Fails with [`TensorError::TreeStructure`] if `self` is a leaf.
     pub fn insert(
@@ -62,109 +105,204 @@ impl Tree {
         key: impl Into<String>,
         value: impl Into<Tree>,
     ) -> Result<Option<Tree>> {
-        match self {
-            Tree::Map(m) => Ok(m.insert(key.into(), value.into())),
-            Tree::Leaf(_) => Err(TensorError::TreeStructure {
-                message: "cannot insert a key into a leaf".into(),
+        let key = key.into();
+        let value = value.into();
+        let mut entries = self.entries().ok_or_else(|| TensorError::TreeStructure {
+            message: format!("cannot insert key {key:?} into a leaf"),
+        })?;
+        let old = match entries.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => Some(std::mem::replace(v, value)),
+            None => {
+                entries.push((key, value));
+                None
+            }
+        };
+        *self = Tree::from_entries(entries);
+        Ok(old)
+    }
+
+    /// A map from `(key, subtree)` pairs, in order (a repeated key keeps its
+    /// first position and its last value).
+    pub fn from_entries(entries: impl IntoIterator<Item = (String, Tree)>) -> Tree {
+        let mut children: IndexMap<String, Tree> = IndexMap::new();
+        for (k, v) in entries {
+            children.insert(k, v);
+        }
+        let mut defs = IndexMap::with_capacity(children.len());
+        let mut leaves = Vec::new();
+        for (k, v) in children {
+            defs.insert(k, (leaves.len(), v.def));
+            leaves.extend(v.leaves);
+        }
+        Tree {
+            def: Arc::new(Def::Map {
+                children: defs,
+                leaves: leaves.len(),
             }),
+            leaves,
         }
     }
 
-    /// The subtree at a `/`-separated path (`"params/Dense_0/kernel"`); the
-    /// empty path is `self`.
-    pub fn get(&self, path: &str) -> Option<&Tree> {
-        path.split('/')
-            .filter(|k| !k.is_empty())
-            .try_fold(self, |t, k| match t {
-                Tree::Map(m) => m.get(k),
-                Tree::Leaf(_) => None,
-            })
+    /// The `(key, subtree)` pairs of a map, in order; `None` for a leaf.
+    pub fn entries(&self) -> Option<Vec<(String, Tree)>> {
+        match &*self.def {
+            Def::Leaf => None,
+            Def::Map { children, .. } => Some(
+                children
+                    .iter()
+                    .map(|(k, (offset, def))| {
+                        let leaves = self.leaves[*offset..offset + def.num_leaves()].to_vec();
+                        (
+                            k.clone(),
+                            Tree {
+                                def: def.clone(),
+                                leaves,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+        }
     }
 
-    /// The tensor at a `/`-separated path.
+    /// The keys of a map, in order (empty for a leaf).
+    pub fn keys(&self) -> Vec<&str> {
+        match &*self.def {
+            Def::Leaf => Vec::new(),
+            Def::Map { children, .. } => children.keys().map(String::as_str).collect(),
+        }
+    }
+
+    /// Finds the structure and leaf offset at `path`.
+    fn locate(&self, path: &str) -> Option<(usize, &Arc<Def>)> {
+        let mut def = &self.def;
+        let mut offset = 0;
+        for key in path.split('/').filter(|k| !k.is_empty()) {
+            match &**def {
+                Def::Leaf => return None,
+                Def::Map { children, .. } => {
+                    let (o, d) = children.get(key)?;
+                    offset += o;
+                    def = d;
+                }
+            }
+        }
+        Some((offset, def))
+    }
+
+    /// The subtree at a `/`-separated path (`"params/Dense_0"`); the empty
+    /// path is the whole tree. The copy shares storage with `self`.
+    pub fn subtree(&self, path: &str) -> Option<Tree> {
+        let (offset, def) = self.locate(path)?;
+        Some(Tree {
+            def: def.clone(),
+            leaves: self.leaves[offset..offset + def.num_leaves()].to_vec(),
+        })
+    }
+
+    /// The tensor at a `/`-separated path (`"params/Dense_0/kernel"`).
     ///
-    /// Fails with [`TensorError::MissingKey`] when there is none.
+    /// Fails with [`TensorError::MissingKey`] when there is none (or the
+    /// path names a map).
     pub fn tensor(&self, path: &str) -> Result<&Tensor> {
-        self.get(path)
-            .and_then(Tree::as_tensor)
-            .ok_or_else(|| TensorError::MissingKey { path: path.into() })
+        match self.locate(path) {
+            Some((offset, def)) if **def == Def::Leaf => Ok(&self.leaves[offset]),
+            _ => Err(TensorError::MissingKey { path: path.into() }),
+        }
     }
 
-    /// The tensor, if this is a leaf.
+    /// The tensor, if the tree is a single leaf.
     pub fn as_tensor(&self) -> Option<&Tensor> {
-        match self {
-            Tree::Leaf(t) => Some(t),
-            Tree::Map(_) => None,
+        match &*self.def {
+            Def::Leaf => self.leaves.first(),
+            Def::Map { .. } => None,
         }
     }
 
-    /// The map, if this is not a leaf.
-    pub fn as_map(&self) -> Option<&IndexMap<String, Tree>> {
-        match self {
-            Tree::Map(m) => Some(m),
-            Tree::Leaf(_) => None,
-        }
+    /// Whether the tree is a single tensor.
+    pub fn is_leaf(&self) -> bool {
+        *self.def == Def::Leaf
     }
 
-    /// All tensors, depth first in insertion order.
-    pub fn leaves(&self) -> Vec<&Tensor> {
-        self.paths().into_iter().map(|(_, t)| t).collect()
+    /// All tensors, depth first in insertion order (`jax.tree.leaves`).
+    pub fn leaves(&self) -> &[Tensor] {
+        &self.leaves
+    }
+
+    /// The tensors, consuming the tree.
+    pub fn into_leaves(self) -> Vec<Tensor> {
+        self.leaves
+    }
+
+    /// A tree of the same structure holding `leaves` (in the order of
+    /// [`leaves`](Tree::leaves); `jax.tree.unflatten`).
+    ///
+    /// Fails with [`TensorError::TreeStructure`] when the count differs.
+    pub fn with_leaves(&self, leaves: Vec<Tensor>) -> Result<Tree> {
+        if leaves.len() != self.leaves.len() {
+            return Err(TensorError::TreeStructure {
+                message: format!(
+                    "{} leaves for a tree of {}",
+                    leaves.len(),
+                    self.leaves.len()
+                ),
+            });
+        }
+        Ok(Tree {
+            def: self.def.clone(),
+            leaves,
+        })
+    }
+
+    /// Whether `other` has the same structure (same keys in the same order,
+    /// leaves in the same places).
+    pub fn same_structure(&self, other: &Tree) -> bool {
+        Arc::ptr_eq(&self.def, &other.def) || self.def == other.def
     }
 
     /// All tensors with their `/`-separated paths, depth first.
     pub fn paths(&self) -> Vec<(String, &Tensor)> {
-        fn walk<'a>(t: &'a Tree, prefix: &str, out: &mut Vec<(String, &'a Tensor)>) {
-            match t {
-                Tree::Leaf(x) => out.push((prefix.to_string(), x)),
-                Tree::Map(m) => {
-                    for (k, v) in m {
+        fn walk(def: &Def, prefix: &str, offset: usize, out: &mut Vec<(String, usize)>) {
+            match def {
+                Def::Leaf => out.push((prefix.to_string(), offset)),
+                Def::Map { children, .. } => {
+                    for (k, (o, d)) in children {
                         let p = if prefix.is_empty() {
                             k.clone()
                         } else {
                             format!("{prefix}/{k}")
                         };
-                        walk(v, &p, out);
+                        walk(d, &p, offset + o, out);
                     }
                 }
             }
         }
         let mut out = Vec::new();
-        walk(self, "", &mut out);
-        out
+        walk(&self.def, "", 0, &mut out);
+        out.into_iter().map(|(p, i)| (p, &self.leaves[i])).collect()
     }
 }
 
 impl From<Tensor> for Tree {
     fn from(t: Tensor) -> Tree {
-        Tree::Leaf(t)
+        Tree::leaf(t)
     }
 }
 
-impl From<IndexMap<String, Tree>> for Tree {
-    fn from(m: IndexMap<String, Tree>) -> Tree {
-        Tree::Map(m)
-    }
-}
-
-/// `tree[key]`: the subtree under `key`.
-///
-/// # Panics
-///
-/// If `self` is a leaf or has no `key`.
-impl Index<&str> for Tree {
-    type Output = Tree;
-    fn index(&self, key: &str) -> &Tree {
-        match self {
-            Tree::Map(m) => m
-                .get(key)
-                .unwrap_or_else(|| panic!("{}", TensorError::MissingKey { path: key.into() })),
-            Tree::Leaf(_) => panic!("{}", TensorError::MissingKey { path: key.into() }),
+impl fmt::Debug for Tree {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.entries() {
+            None => write!(f, "{:?}", self.leaves[0]),
+            Some(entries) => f
+                .debug_map()
+                .entries(entries.iter().map(|(k, v)| (k, v)))
+                .finish(),
         }
     }
 }
 
 /// A tree of the same structure with `f` applied to every tensor
-/// (`jax.tree_util.tree_map`).
+/// (`jax.tree_util.tree_map`). Copies no keys.
 ///
 /// ```
 /// use flaxen::tensor::{tree_map, Tensor, Tree};
@@ -172,18 +310,15 @@ impl Index<&str> for Tree {
 /// let doubled = tree_map(&t, |x| x * 2.0);
 /// assert_eq!(doubled.tensor("a").unwrap().to_vec(), [2.0, 2.0]);
 /// ```
-pub fn tree_map(tree: &Tree, mut f: impl FnMut(&Tensor) -> Tensor) -> Tree {
-    fn go(t: &Tree, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Tree {
-        match t {
-            Tree::Leaf(x) => Tree::Leaf(f(x)),
-            Tree::Map(m) => Tree::Map(m.iter().map(|(k, v)| (k.clone(), go(v, f))).collect()),
-        }
+pub fn tree_map(tree: &Tree, f: impl FnMut(&Tensor) -> Tensor) -> Tree {
+    Tree {
+        def: tree.def.clone(),
+        leaves: tree.leaves.iter().map(f).collect(),
     }
-    go(tree, &mut f)
 }
 
-/// `f` over the tensors of two trees of the same structure, pairwise (maps
-/// are matched by key, in `a`'s order). The usual SGD update:
+/// `f` over the tensors of two trees of the same structure, pairwise. The
+/// usual SGD update:
 ///
 /// ```
 /// use flaxen::tensor::{tree_map2, Tensor, Tree};
@@ -194,43 +329,27 @@ pub fn tree_map(tree: &Tree, mut f: impl FnMut(&Tensor) -> Tensor) -> Tree {
 /// assert_eq!(new.tensor("w").unwrap().to_vec(), [0.95, 0.95]);
 /// ```
 ///
-/// Fails with [`TensorError::TreeStructure`] when the structures differ, or
-/// with `f`'s error.
+/// Fails with [`TensorError::TreeStructure`] when the structures differ
+/// (keys, their order, or where the leaves are), or with `f`'s error.
 pub fn tree_map2(
     a: &Tree,
     b: &Tree,
     mut f: impl FnMut(&Tensor, &Tensor) -> Result<Tensor>,
 ) -> Result<Tree> {
-    fn go(
-        a: &Tree,
-        b: &Tree,
-        path: &str,
-        f: &mut dyn FnMut(&Tensor, &Tensor) -> Result<Tensor>,
-    ) -> Result<Tree> {
-        match (a, b) {
-            (Tree::Leaf(x), Tree::Leaf(y)) => Ok(Tree::Leaf(f(x, y)?)),
-            (Tree::Map(ma), Tree::Map(mb)) => {
-                if ma.len() != mb.len() || ma.keys().any(|k| !mb.contains_key(k)) {
-                    return Err(TensorError::TreeStructure {
-                        message: format!(
-                            "keys {:?} and {:?} at {path:?}",
-                            ma.keys().collect::<Vec<_>>(),
-                            mb.keys().collect::<Vec<_>>()
-                        ),
-                    });
-                }
-                ma.iter()
-                    .map(|(k, v)| {
-                        let p = format!("{path}/{k}");
-                        Ok((k.clone(), go(v, &mb[k], &p, f)?))
-                    })
-                    .collect::<Result<IndexMap<_, _>>>()
-                    .map(Tree::Map)
-            }
-            _ => Err(TensorError::TreeStructure {
-                message: format!("a leaf and a map at {path:?}"),
-            }),
-        }
+    if !a.same_structure(b) {
+        let paths = |t: &Tree| t.paths().into_iter().map(|(p, _)| p).collect::<Vec<_>>();
+        return Err(TensorError::TreeStructure {
+            message: format!("leaves {:?} and {:?}", paths(a), paths(b)),
+        });
     }
-    go(a, b, "", &mut f)
+    let leaves = a
+        .leaves
+        .iter()
+        .zip(&b.leaves)
+        .map(|(x, y)| f(x, y))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Tree {
+        def: a.def.clone(),
+        leaves,
+    })
 }

@@ -19,18 +19,45 @@ fn zip_map(
     b: &ArcArray<f32, IxDyn>,
     f: impl Fn(f32, f32) -> f32,
 ) -> Result<ArrayD<f32>> {
-    if a.shape() == b.shape() {
-        if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
-            let v: Vec<f32> = x.iter().zip(y).map(|(&x, &y)| f(x, y)).collect();
-            return Ok(ArrayD::from_shape_vec(a.raw_dim(), v).expect("same shape"));
+    let shape = broadcast_shapes_for(op, a.shape(), b.shape())?;
+    // Fast paths on row-major data: equal shapes, and one operand repeating
+    // along leading axes (a bias, a scalar).
+    if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
+        let v: Option<Vec<f32>> = if x.len() == y.len() && a.shape() == b.shape() {
+            Some(x.iter().zip(y).map(|(&x, &y)| f(x, y)).collect())
+        } else if a.shape() == &shape[..] && is_trailing(b.shape(), &shape) && !y.is_empty() {
+            let mut v = Vec::with_capacity(x.len());
+            for row in x.chunks_exact(y.len()) {
+                v.extend(row.iter().zip(y).map(|(&x, &y)| f(x, y)));
+            }
+            Some(v)
+        } else if b.shape() == &shape[..] && is_trailing(a.shape(), &shape) && !x.is_empty() {
+            let mut v = Vec::with_capacity(y.len());
+            for row in y.chunks_exact(x.len()) {
+                v.extend(x.iter().zip(row).map(|(&x, &y)| f(x, y)));
+            }
+            Some(v)
+        } else {
+            None
+        };
+        if let Some(v) = v {
+            return Ok(ArrayD::from_shape_vec(IxDyn(&shape), v).expect("length of the shape"));
         }
     }
-    let shape = IxDyn(&broadcast_shapes_for(op, a.shape(), b.shape())?);
+    let shape = IxDyn(&shape);
     let (av, bv) = (
         a.broadcast(shape.clone()).unwrap(),
         b.broadcast(shape).unwrap(),
     );
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
+}
+
+/// Whether `small` broadcasts to `full` by repeating along leading axes only
+/// (its shape, without leading ones, is a suffix of `full`).
+pub(crate) fn is_trailing(small: &[usize], full: &[usize]) -> bool {
+    let lead = small.iter().take_while(|&&d| d == 1).count();
+    let small = &small[lead..];
+    small.len() <= full.len() && full[full.len() - small.len()..] == *small
 }
 
 /// `g * partial(a, b, out)` summed to `shape`, reusing `g`'s buffer.
@@ -42,6 +69,16 @@ fn scale_grad(
     partial: Partial,
     shape: &[usize],
 ) -> ArrayD<f32> {
+    if a.shape() == b.shape() && g.shape() == a.shape() {
+        if let (Some(gs), Some(x), Some(y), Some(o)) =
+            (g.as_slice_mut(), a.as_slice(), b.as_slice(), out.as_slice())
+        {
+            for (((g, &x), &y), &o) in gs.iter_mut().zip(x).zip(y).zip(o) {
+                *g *= partial(x, y, o);
+            }
+            return sum_to(g, shape);
+        }
+    }
     let dim = g.raw_dim();
     Zip::from(&mut g)
         .and_broadcast(a.broadcast(dim.clone()).unwrap())

@@ -1,7 +1,7 @@
 //! Matrix multiplication (2-D, batched with broadcasting, and the 1-D cases
 //! of `jnp.matmul`) through the `gemm` crate's AVX-512/AVX2 kernels.
 
-use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use ndarray::{ArrayD, ArrayViewD, Ix2, IxDyn};
 use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
@@ -10,6 +10,26 @@ use crate::tensor::Tensor;
 
 /// Below this many multiply-adds a product runs on the calling thread.
 const PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
+
+/// At most this many multiply-adds go through a plain loop: gemm's setup
+/// costs more than the product.
+const SMALL: usize = 16 * 16 * 16;
+
+/// `out = a @ b` for 2-D operands by rows of `b`; `out` is row-major zeros.
+fn small_matmul(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, out: &mut ArrayD<f32>) {
+    let a = a.view().into_dimensionality::<Ix2>().expect("2-D");
+    let b = b.view().into_dimensionality::<Ix2>().expect("2-D");
+    let n = b.ncols();
+    let o = out.as_slice_mut().expect("row-major");
+    for (i, orow) in o.chunks_exact_mut(n).enumerate() {
+        for (p, brow) in b.rows().into_iter().enumerate() {
+            let x = a[[i, p]];
+            for (o, &y) in orow.iter_mut().zip(brow.iter()) {
+                *o += x * y;
+            }
+        }
+    }
+}
 
 /// `a @ b` for `a: [..., m, k]`, `b: [..., k, n]` (both at least 2-D, with
 /// matching `k`), broadcasting the batch axes. Any strides are accepted.
@@ -44,6 +64,10 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
         return Ok(out);
     }
     let nb = batch.len();
+    if nb == 0 && m * n * k <= SMALL {
+        small_matmul(&av, &bv, &mut out);
+        return Ok(out);
+    }
     let (sa, sb, so) = (av.strides(), bv.strides(), out.strides().to_vec());
     let parallelism = if m * n * k >= PARALLEL_THRESHOLD {
         gemm::Parallelism::Rayon(0)

@@ -68,16 +68,46 @@ impl Tensor {
     /// assert_eq!(x.sum(&[-1], true).unwrap().shape(), &[2, 1]);
     /// ```
     pub fn sum(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
-        let ax = normalize_axes("sum", axes, self.ndim())?;
+        self.sum_divided("sum", axes, keepdims, None)
+    }
+
+    /// The sum over `axes`, divided by `divisor` when given (the mean).
+    fn sum_divided(
+        &self,
+        op: &'static str,
+        axes: &[isize],
+        keepdims: bool,
+        divisor: Option<f32>,
+    ) -> Result<Tensor> {
+        let ax = normalize_axes(op, axes, self.ndim())?;
         let kept = kept_shape(self.shape(), &ax);
-        let mut out = sum_axes(self.data.view(), &ax);
+        let mut out = match self.data.as_slice() {
+            // Everything, row-major: one pass.
+            Some(s) if ax.len() == self.ndim() => {
+                ArrayD::from_elem(IxDyn(&[]), s.iter().sum::<f32>())
+            }
+            _ => sum_axes(self.data.view(), &ax),
+        };
+        if let Some(d) = divisor {
+            out.mapv_inplace(|v| v / d);
+        }
         if keepdims {
             out = to_kept(out, &kept);
         }
         let in_shape = IxDyn(self.shape());
         Ok(Tensor::record(out.into_shared(), &[self], move |g, _| {
-            let g = to_kept(g, &kept);
-            smallvec![Some(g.broadcast(in_shape.clone()).unwrap().to_owned())]
+            let mut g = if g.len() == 1 {
+                ArrayD::from_elem(in_shape.clone(), *g.iter().next().unwrap())
+            } else {
+                to_kept(g, &kept)
+                    .broadcast(in_shape.clone())
+                    .unwrap()
+                    .to_owned()
+            };
+            if let Some(d) = divisor {
+                g.mapv_inplace(|v| v / d);
+            }
+            smallvec![Some(g)]
         }))
     }
 
@@ -87,11 +117,11 @@ impl Tensor {
         self.sum(&axes, false).expect("all axes are valid")
     }
 
-    /// The mean over `axes` (`jnp.mean`).
+    /// The mean over `axes` (`jnp.mean`: the sum divided by the count).
     pub fn mean(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         let ax = normalize_axes("mean", axes, self.ndim())?;
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
-        self.sum(axes, keepdims)?.div(&Tensor::scalar(n as f32))
+        self.sum_divided("mean", axes, keepdims, Some(n as f32))
     }
 
     /// The mean of all elements, as a scalar.

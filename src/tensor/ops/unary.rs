@@ -25,6 +25,14 @@ where
     let out = map(&x.data, f).into_shared();
     let (xd, od) = (x.data.clone(), out.clone());
     Tensor::record(out, &[x], move |mut g, _| {
+        if let (Some(gs), Some(xs), Some(os)) = (g.as_slice_mut(), xd.as_slice(), od.as_slice()) {
+            if gs.len() == xs.len() {
+                for ((g, &x), &o) in gs.iter_mut().zip(xs).zip(os) {
+                    *g *= df(x, o);
+                }
+                return smallvec![Some(g)];
+            }
+        }
         Zip::from(&mut g)
             .and(&xd)
             .and(&od)
@@ -106,17 +114,10 @@ impl Tensor {
         unary(self, |x| x * x, |x, _| 2.0 * x)
     }
 
-    /// `|x|`; the gradient at 0 is 0 (`sign(0) = 0`), as in JAX.
+    /// `|x|`; the gradient at 0 is 1 (JAX differentiates `abs` as
+    /// `select(x >= 0, g, -g)`).
     pub fn abs(&self) -> Tensor {
-        unary(self, f32::abs, |x, _| {
-            if x > 0.0 {
-                1.0
-            } else if x < 0.0 {
-                -1.0
-            } else {
-                0.0
-            }
-        })
+        unary(self, f32::abs, |x, _| if x >= 0.0 { 1.0 } else { -1.0 })
     }
 
     /// `x ** p` for a constant exponent.

@@ -1,0 +1,107 @@
+//! Forward + backward of MLP training steps (the work of
+//! tools/bench/jax_train_step.py), and the GEMM measurement behind
+//! `Tensor::matmul`.
+//!
+//! ```text
+//! cargo bench --bench autodiff
+//! .venv-oracle/bin/python tools/bench/jax_train_step.py
+//! ```
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use flaxen::tensor::{value_and_grad, Tensor, Tree};
+use ndarray::{Array2, ArrayD, IxDyn};
+
+/// Deterministic values in `[-scale, scale)` (a tiny LCG; the numbers do
+/// not matter for timing).
+fn filled(shape: &[usize], scale: f32, seed: u64) -> Tensor {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let a = ArrayD::from_shape_fn(IxDyn(shape), |_| {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+    });
+    Tensor::from(a)
+}
+
+/// A ReLU MLP with layer sizes `sizes`, parameters `Dense_i/{kernel,bias}`.
+fn mlp_params(sizes: &[usize]) -> Tree {
+    let mut params = Tree::new();
+    for (i, w) in sizes.windows(2).enumerate() {
+        let scale = 1.0 / (w[0] as f32).sqrt();
+        params
+            .insert(
+                format!("Dense_{i}"),
+                Tree::new()
+                    .with("kernel", filled(&[w[0], w[1]], scale, 2 * i as u64))
+                    .with("bias", filled(&[w[1]], 0.1, 2 * i as u64 + 1)),
+            )
+            .unwrap();
+    }
+    params
+}
+
+/// Mean squared error of the MLP on `(x, y)`.
+fn mse(p: &Tree, x: &Tensor, y: &Tensor, layers: usize) -> flaxen::tensor::Result<Tensor> {
+    let mut h = x.clone();
+    for i in 0..layers {
+        h = h
+            .matmul(p.tensor(&format!("Dense_{i}/kernel"))?)?
+            .add(p.tensor(&format!("Dense_{i}/bias"))?)?;
+        if i + 1 < layers {
+            h = h.relu();
+        }
+    }
+    Ok(h.sub(y)?.square().mean_all())
+}
+
+fn train_steps(c: &mut Criterion) {
+    let mut group = c.benchmark_group("train_step");
+    for (name, sizes, batch) in [
+        ("mlp_784_512_512_10_b128", vec![784, 512, 512, 10], 128),
+        ("mlp_2_3_2_b8", vec![2, 3, 2], 8),
+    ] {
+        let params = mlp_params(&sizes);
+        let x = filled(&[batch, sizes[0]], 1.0, 100);
+        let y = filled(&[batch, *sizes.last().unwrap()], 1.0, 101);
+        let layers = sizes.len() - 1;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let (loss, grads) =
+                    value_and_grad(|p| mse(p, &x, &y, layers), black_box(&params)).unwrap();
+                black_box((loss, grads))
+            })
+        });
+    }
+    group.finish();
+}
+
+/// `Tensor::matmul` (the gemm crate) against ndarray's `dot`
+/// (matrixmultiply) on the products of the large training step.
+fn gemm_vs_matrixmultiply(c: &mut Criterion) {
+    let mut group = c.benchmark_group("matmul");
+    // (m, k, n): forward layers, and the backward dW = x^T g and dx = g W^T.
+    for (m, k, n) in [
+        (128, 784, 512),
+        (128, 512, 512),
+        (784, 128, 512),
+        (128, 512, 784),
+    ] {
+        let a = filled(&[m, k], 1.0, 1);
+        let b = filled(&[k, n], 1.0, 2);
+        let (a2, b2): (Array2<f32>, Array2<f32>) =
+            (a.to_array_fixed().unwrap(), b.to_array_fixed().unwrap());
+        group.bench_function(format!("gemm_{m}x{k}x{n}"), |bch| {
+            bch.iter(|| black_box(a.matmul(&b).unwrap()))
+        });
+        group.bench_function(format!("matrixmultiply_{m}x{k}x{n}"), |bch| {
+            bch.iter(|| black_box(a2.dot(&b2)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, train_steps, gemm_vs_matrixmultiply);
+criterion_main!(benches);

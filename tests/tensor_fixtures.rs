@@ -1,0 +1,183 @@
+//! Values and vector-Jacobian products against JAX
+//! (tests/fixtures/tensor_ops.json, made by tools/oracle/generate_tensor.py).
+
+use flaxen::tensor::{value_and_grad, vjp, Tensor, Tree};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Arr {
+    shape: Vec<usize>,
+    data: Vec<f32>,
+}
+
+impl Arr {
+    fn tensor(&self) -> Tensor {
+        Tensor::from_vec(self.data.clone(), &self.shape).unwrap()
+    }
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    inputs: Vec<Arr>,
+    cotangent: Arr,
+    output: Arr,
+    grads: Vec<Arr>,
+}
+
+#[derive(Deserialize)]
+struct Dense {
+    kernel: Arr,
+    bias: Arr,
+}
+
+#[derive(Deserialize)]
+#[allow(non_snake_case)]
+struct Mlp {
+    Dense_0: Dense,
+    Dense_1: Dense,
+}
+
+#[derive(Deserialize)]
+struct TrainStep {
+    x: Arr,
+    onehot: Arr,
+    params: Mlp,
+    loss: f32,
+    grads: Mlp,
+}
+
+#[derive(Deserialize)]
+struct Fixture {
+    cases: Vec<Case>,
+    train_step: TrainStep,
+}
+
+fn fixture() -> Fixture {
+    let text = include_str!("fixtures/tensor_ops.json");
+    serde_json::from_str(text).unwrap()
+}
+
+/// Asserts `got` matches JAX's `want` to within `rel` (relative to
+/// `1 + |want|`), returning the largest difference seen.
+fn assert_close(what: &str, got: &Tensor, want: &Arr, rel: f32) -> f32 {
+    assert_eq!(got.shape(), &want.shape[..], "{what}: shape");
+    let mut worst = 0.0f32;
+    for (i, (g, w)) in got.to_vec().iter().zip(&want.data).enumerate() {
+        let d = (g - w).abs() / (1.0 + w.abs());
+        assert!(d <= rel, "{what}[{i}]: flaxen {g} vs JAX {w}");
+        worst = worst.max(d);
+    }
+    worst
+}
+
+fn op(name: &str, x: &[Tensor]) -> Tensor {
+    match name {
+        "relu" => x[0].relu(),
+        "gelu" => x[0].gelu(),
+        "sigmoid" => x[0].sigmoid(),
+        "tanh" => x[0].tanh(),
+        "exp" => x[0].exp(),
+        "log" => x[0].log(),
+        "sqrt" => x[0].sqrt(),
+        "rsqrt" => x[0].rsqrt(),
+        "abs" => x[0].abs(),
+        "square" => x[0].square(),
+        "clip" => x[0].clip(-0.5, 0.5).unwrap(),
+        "powf" => x[0].powf(2.5),
+        "pow" => x[0].pow(&x[1]).unwrap(),
+        "maximum" => x[0].maximum(&x[1]).unwrap(),
+        "minimum" => x[0].minimum(&x[1]).unwrap(),
+        "max_axis1" => x[0].max(&[1], false).unwrap(),
+        "max_all" => x[0].max(&[0, 1], false).unwrap(),
+        "softmax" => x[0].softmax(-1).unwrap(),
+        "log_softmax" => x[0].log_softmax(0).unwrap(),
+        "mean_keepdims" => x[0].mean(&[0], true).unwrap(),
+        "var" => x[0].var(&[-1], false).unwrap(),
+        "broadcast_div" => &x[0] / &x[1],
+        "matmul_batched" => x[0].matmul(&x[1]).unwrap(),
+        other => panic!("no operation for fixture case {other}"),
+    }
+}
+
+#[test]
+fn operations_match_jax_values_and_vjps() {
+    for case in fixture().cases {
+        let mut params = Tree::new();
+        for (i, a) in case.inputs.iter().enumerate() {
+            params.insert(format!("x{i}"), a.tensor()).unwrap();
+        }
+        let n = case.inputs.len();
+        let (out, pullback) = vjp(
+            |p| {
+                let xs: Vec<Tensor> = (0..n)
+                    .map(|i| p.tensor(&format!("x{i}")).unwrap().clone())
+                    .collect();
+                Ok(op(&case.name, &xs))
+            },
+            &params,
+        )
+        .unwrap();
+        // Transcendentals come from Rust's libm, XLA uses its own
+        // approximations: a few ulp apart.
+        assert_close(&case.name, &out, &case.output, 2e-6);
+        let grads = pullback.call(&case.cotangent.tensor()).unwrap();
+        for (i, want) in case.grads.iter().enumerate() {
+            let got = grads.tensor(&format!("x{i}")).unwrap();
+            assert_close(&format!("{} grad {i}", case.name), got, want, 2e-6);
+        }
+    }
+}
+
+#[test]
+fn mlp_training_step_matches_jax() {
+    let step = fixture().train_step;
+    let dense = |d: &Dense| {
+        Tree::new()
+            .with("kernel", d.kernel.tensor())
+            .with("bias", d.bias.tensor())
+    };
+    let params = Tree::new()
+        .with("Dense_0", dense(&step.params.Dense_0))
+        .with("Dense_1", dense(&step.params.Dense_1));
+    let (x, onehot) = (step.x.tensor(), step.onehot.tensor());
+    let (loss, grads) = value_and_grad(
+        |p| {
+            let h = x
+                .matmul(p.tensor("Dense_0/kernel")?)?
+                .add(p.tensor("Dense_0/bias")?)?
+                .relu();
+            let logits = h
+                .matmul(p.tensor("Dense_1/kernel")?)?
+                .add(p.tensor("Dense_1/bias")?)?;
+            Ok(-(logits.log_softmax(-1)? * &onehot)
+                .sum(&[-1], false)?
+                .mean_all())
+        },
+        &params,
+    )
+    .unwrap();
+    let l = loss.item().unwrap();
+    assert!(
+        (l - step.loss).abs() <= 1e-6 * (1.0 + step.loss.abs()),
+        "loss {l} vs JAX {}",
+        step.loss
+    );
+    for (name, want) in [
+        ("Dense_0", &step.grads.Dense_0),
+        ("Dense_1", &step.grads.Dense_1),
+    ] {
+        assert_close(
+            &format!("{name}/kernel"),
+            grads.tensor(&format!("{name}/kernel")).unwrap(),
+            &want.kernel,
+            1e-6,
+        );
+        assert_close(
+            &format!("{name}/bias"),
+            grads.tensor(&format!("{name}/bias")).unwrap(),
+            &want.bias,
+            1e-6,
+        );
+    }
+}

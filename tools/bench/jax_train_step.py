@@ -1,0 +1,74 @@
+"""The work of benches/autodiff.rs (`train_step` group), timed in JAX (jit,
+CPU), for a side-by-side ratio. Run on the same machine in the same session
+as `cargo bench --bench autodiff`:
+
+    .venv-oracle/bin/python tools/bench/jax_train_step.py
+
+Each step is `jax.jit(jax.value_and_grad(mse))(params, x, y)` for a ReLU MLP
+with an MSE loss, results blocked on; the figure is the median of many
+timed calls after compilation. Pinned like the oracle: jax==0.10.2,
+jaxlib==0.10.2, flax==0.12.8.
+"""
+
+import time
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+CASES = [
+    ("mlp_784_512_512_10_b128", [784, 512, 512, 10], 128),
+    ("mlp_2_3_2_b8", [2, 3, 2], 8),
+]
+
+
+def mlp_params(sizes, rng):
+    params = {}
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        scale = 1.0 / np.sqrt(fan_in)
+        params[f"Dense_{i}"] = {
+            "kernel": jnp.asarray(rng.uniform(-scale, scale, (fan_in, fan_out)), jnp.float32),
+            "bias": jnp.asarray(rng.uniform(-0.1, 0.1, (fan_out,)), jnp.float32),
+        }
+    return params
+
+
+def mse(params, x, y):
+    h = x
+    n = len(params)
+    for i in range(n):
+        h = h @ params[f"Dense_{i}"]["kernel"] + params[f"Dense_{i}"]["bias"]
+        if i + 1 < n:
+            h = jax.nn.relu(h)
+    return jnp.mean((h - y) ** 2)
+
+
+def median_time(f, min_seconds=3.0):
+    jax.block_until_ready(f())  # compile and warm up
+    times = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < min_seconds or len(times) < 20:
+        t = time.perf_counter()
+        jax.block_until_ready(f())
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def main():
+    print(f"jax {jax.__version__} on {jax.devices()}")
+    rng = np.random.default_rng(0)
+    step = jax.jit(jax.value_and_grad(mse))
+    for name, sizes, batch in CASES:
+        params = mlp_params(sizes, rng)
+        x = jnp.asarray(rng.uniform(-1, 1, (batch, sizes[0])), jnp.float32)
+        y = jnp.asarray(rng.uniform(-1, 1, (batch, sizes[-1])), jnp.float32)
+        t = median_time(lambda: step(params, x, y))
+        if t < 1e-3:
+            print(f"train_step/{name}: {t * 1e6:.2f} µs")
+        else:
+            print(f"train_step/{name}: {t * 1e3:.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
