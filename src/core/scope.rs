@@ -210,8 +210,8 @@ impl<'s> Scope<'s> {
         let st = self.state.borrow();
         st.variables
             .collection(collection)?
-            .get(&self.var_path(name))?
-            .as_tensor()
+            .tensor(&self.var_path(name))
+            .ok()
             .cloned()
     }
 
@@ -226,27 +226,16 @@ impl<'s> Scope<'s> {
                 name: name.to_string(),
             });
         }
-        let misplaced = || Error::Config {
+        let mut path: Vec<&str> = self.path.iter().map(String::as_str).collect();
+        path.push(name);
+        let tree = st.variables.collection_mut(collection);
+        put_at(tree, &path, Tree::leaf(value)).map_err(|_| Error::Config {
             path: self.path_text(),
             message: format!(
                 "collection \"{collection}\" holds a value where module {} keeps its variables",
                 self.path_text()
             ),
-        };
-        let mut tree = st.variables.collection_mut(collection);
-        for part in &self.path {
-            tree = match tree {
-                Tree::Map(m) => m.entry(part.clone()).or_insert_with(Tree::new),
-                Tree::Leaf(_) => return Err(misplaced()),
-            };
-        }
-        match tree {
-            Tree::Map(m) => {
-                m.insert(name.to_string(), Tree::Leaf(value));
-                Ok(())
-            }
-            Tree::Leaf(_) => Err(misplaced()),
-        }
+        })
     }
 
     /// A parameter (Flax's `self.param(name, init_fn, shape)`): during
@@ -329,6 +318,23 @@ impl<'s> Scope<'s> {
         let name = format!("{type_name}_{n}");
         *n += 1;
         name
+    }
+}
+
+/// Sets `value` at `path` inside `tree`, creating maps along the way; fails
+/// where a tensor stands on the path.
+fn put_at(tree: &mut Tree, path: &[&str], value: Tree) -> std::result::Result<(), ()> {
+    match path {
+        [] => Err(()),
+        [last] => tree.insert(*last, value).map(|_| ()).map_err(|_| ()),
+        [first, rest @ ..] => {
+            let mut child = tree.subtree(first).unwrap_or_default();
+            if child.is_leaf() {
+                return Err(());
+            }
+            put_at(&mut child, rest, value)?;
+            tree.insert(*first, child).map(|_| ()).map_err(|_| ())
+        }
     }
 }
 

@@ -75,15 +75,15 @@ impl Variables {
 
     /// The subtree at a `/`-separated path that starts with the collection:
     /// `"params/Dense_0/kernel"`.
-    pub fn get(&self, path: &str) -> Option<&Tree> {
-        let path = path.trim_start_matches('/');
-        let (collection, rest) = path.split_once('/').unwrap_or((path, ""));
-        self.collections.get(collection)?.get(rest)
+    pub fn get(&self, path: &str) -> Option<Tree> {
+        let (collection, rest) = split_collection(path);
+        self.collections.get(collection)?.subtree(rest)
     }
 
     /// The tensor at a `/`-separated path (see [`Variables::get`]).
     pub fn tensor(&self, path: &str) -> Option<&Tensor> {
-        self.get(path).and_then(Tree::as_tensor)
+        let (collection, rest) = split_collection(path);
+        self.collections.get(collection)?.tensor(rest).ok()
     }
 
     /// Every tensor with its full path (`params/Dense_0/kernel`), in order.
@@ -109,6 +109,12 @@ impl Variables {
     }
 }
 
+/// `"params/Dense_0/kernel"` → `("params", "Dense_0/kernel")`.
+fn split_collection(path: &str) -> (&str, &str) {
+    let path = path.trim_start_matches('/');
+    path.split_once('/').unwrap_or((path, ""))
+}
+
 impl FromIterator<(String, Tree)> for Variables {
     fn from_iter<I: IntoIterator<Item = (String, Tree)>>(iter: I) -> Self {
         Variables {
@@ -127,11 +133,11 @@ pub fn array_repr(t: &Tensor) -> String {
 }
 
 fn write_tree(f: &mut fmt::Formatter<'_>, t: &Tree) -> fmt::Result {
-    match t {
-        Tree::Leaf(x) => write!(f, "{}", array_repr(x)),
-        Tree::Map(m) => {
+    match (t.as_tensor(), t.entries()) {
+        (Some(x), _) => write!(f, "{}", array_repr(x)),
+        (None, entries) => {
             write!(f, "{{")?;
-            for (i, (k, v)) in m.iter().enumerate() {
+            for (i, (k, v)) in entries.unwrap_or_default().iter().enumerate() {
                 if i > 0 {
                     write!(f, ", ")?;
                 }
