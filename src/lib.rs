@@ -26,5 +26,6 @@ pub mod array_format;
 pub mod core;
 pub mod init;
 pub mod nn;
+pub mod optim;
 pub mod random;
 pub mod tensor;

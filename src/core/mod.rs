@@ -10,6 +10,7 @@
 
 mod error;
 mod filter;
+mod grad;
 pub mod rng_hash;
 mod rngs;
 mod scope;
@@ -17,6 +18,7 @@ mod variables;
 
 pub use error::{Error, Result};
 pub use filter::Filter;
+pub use grad::{grad, value_and_grad};
 pub use rngs::{flax_fix_rng_separator, set_flax_fix_rng_separator, Rngs};
 pub(crate) use scope::State;
 pub use scope::{ParamInit, Scope, Variable};

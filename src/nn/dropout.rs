@@ -104,7 +104,16 @@ impl Module for Dropout {
         }
         let keep = random::bernoulli(rng, keep_prob, &mask_shape)?;
         let mask = Tensor::from_array(keep.mapv(|k| if k { 1.0f32 } else { 0.0 }));
-        let scaled = x.div(&Tensor::scalar(keep_prob))?;
+        // Flax writes `x / keep_prob`. Run eagerly, XLA sees a constant
+        // divisor and multiplies by its f32 reciprocal instead; under
+        // `jax.grad`, the divisor reaches the kernel as an argument and the
+        // division is a true one. Reproduce both, so that values match JAX's
+        // inside and outside `grad`.
+        let scaled = if x.is_traced() {
+            x.div(&Tensor::scalar(keep_prob))?
+        } else {
+            x.mul(&Tensor::scalar(1.0 / keep_prob))?
+        };
         Ok(Tensor::select(&mask, &scaled, &Tensor::zeros(&[]))?)
     }
 }
