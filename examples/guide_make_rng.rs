@@ -8,7 +8,7 @@ use flaxen::core::{Result, Rngs, Scope};
 use flaxen::nn::Module;
 use flaxen::random;
 
-struct RNGModule;
+pub struct RNGModule;
 
 impl Module for RNGModule {
     type Input = ();
@@ -21,7 +21,7 @@ impl Module for RNGModule {
     }
 }
 
-struct RNGModuleTwoStreams;
+pub struct RNGModuleTwoStreams;
 
 impl Module for RNGModuleTwoStreams {
     type Input = ();
@@ -35,7 +35,7 @@ impl Module for RNGModuleTwoStreams {
     }
 }
 
-struct RNGSubSubModule;
+pub struct RNGSubSubModule;
 
 impl Module for RNGSubSubModule {
     type Input = ();
@@ -48,7 +48,7 @@ impl Module for RNGSubSubModule {
     }
 }
 
-struct RNGSubModule;
+pub struct RNGSubModule;
 
 impl Module for RNGSubModule {
     type Input = ();
@@ -61,7 +61,7 @@ impl Module for RNGSubModule {
     }
 }
 
-struct NestedRNGModule;
+pub struct NestedRNGModule;
 
 impl Module for NestedRNGModule {
     type Input = ();
@@ -77,7 +77,7 @@ impl Module for NestedRNGModule {
 }
 
 /// The guide's second sub-module example: the same class used twice.
-struct LeafRNGSubModule;
+pub struct LeafRNGSubModule;
 
 impl Module for LeafRNGSubModule {
     type Input = ();
@@ -93,7 +93,7 @@ impl Module for LeafRNGSubModule {
     }
 }
 
-struct TwoSubModules;
+pub struct TwoSubModules;
 
 impl Module for TwoSubModules {
     type Input = ();
@@ -106,7 +106,7 @@ impl Module for TwoSubModules {
     }
 }
 
-fn main() -> Result<()> {
+pub fn main() -> Result<()> {
     println!("## one stream, key(0)");
     let rng_module = RNGModule;
     let _variables = rng_module.init(Rngs::none().with("rng_stream", random::key(0)), ())?;

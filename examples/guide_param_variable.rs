@@ -15,7 +15,7 @@ fn normal() -> Initializer {
     Initializer::from_fn("normal", random::normal)
 }
 
-struct Model;
+pub struct Model;
 
 impl Module for Model {
     type Input = Tensor;
@@ -51,7 +51,7 @@ impl Module for Model {
     }
 }
 
-fn main() -> Result<()> {
+pub fn main() -> Result<()> {
     let model = Model;
     let variables = model.init(
         Rngs::from([("params", random::key(0)), ("other", random::key(1))]),

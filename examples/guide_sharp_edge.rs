@@ -10,7 +10,7 @@ use flaxen::core::{Result, Rngs, Scope, Variables};
 use flaxen::nn::Module;
 use flaxen::random;
 
-struct Leaf;
+pub struct Leaf;
 
 impl Module for Leaf {
     type Input = i32;
@@ -20,7 +20,7 @@ impl Module for Leaf {
     }
 }
 
-struct Node {
+pub struct Node {
     leaf_name: &'static str,
 }
 
@@ -32,7 +32,7 @@ impl Module for Node {
     }
 }
 
-struct Model;
+pub struct Model;
 
 impl Module for Model {
     type Input = i32;
@@ -45,7 +45,7 @@ impl Module for Model {
     }
 }
 
-fn main() -> Result<()> {
+pub fn main() -> Result<()> {
     let rngs = || Rngs::none().with("rng", random::key(33));
     let (out1, out2) = Model.apply(&Variables::new(), 0, rngs())?;
     println!("{}", out1 == out2); // same output, despite different submodule names

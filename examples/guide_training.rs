@@ -50,7 +50,7 @@ impl Module for Model {
     }
 }
 
-fn main() -> Result<()> {
+pub fn main() -> Result<()> {
     let [params_rng, other_rng, mut train_rng] = random::split_n(random::key(0));
     let init_rngs = Rngs::from([("params", params_rng), ("other", other_rng)]);
 
