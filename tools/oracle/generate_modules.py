@@ -108,9 +108,113 @@ def guide_training():
     return dict(init=init, steps=steps)
 
 
+def nesting():
+    """Three levels, explicit and auto names, a child called twice, a
+    stream that falls back to 'params', custom initializers, variables in
+    several collections, and apply with a mutable collection."""
+    I = nn.initializers
+
+    class Inner(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            k = self.make_rng("noise")
+            x = nn.Dense(3, kernel_init=I.glorot_uniform(), bias_init=I.normal(0.5))(x)
+            return x + jax.random.normal(k, x.shape)
+
+    class Middle(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            inner = Inner(name="inner")
+            x = inner(x)
+            x = inner(x)
+            x = Inner()(x)
+            return nn.Dense(3, name="out", kernel_init=I.he_normal())(x)
+
+    class Top(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = Middle(name="mid")(x)
+            x = Middle()(x)
+            count = self.variable("counter", "n", lambda: jnp.zeros((), jnp.float32))
+            stats = self.variable(
+                "stats", "noise", lambda: jax.random.uniform(self.make_rng("stats"), (3,))
+            )
+            if self.is_mutable_collection("counter"):
+                count.value = count.value + 1.0
+            return x * stats.value
+
+    x = jnp.asarray(np.random.RandomState(0).randn(4, 3).astype(np.float32))
+    model = Top()
+    out_init, variables = model.init_with_output(
+        {"params": jax.random.key(0), "stats": jax.random.key(7)}, x
+    )
+    out_apply, mutated = model.apply(
+        variables, x, rngs={"noise": jax.random.key(5)}, mutable=["counter"]
+    )
+    return dict(
+        x=f32_bits(x),
+        init_out=f32_bits(out_init),
+        variables={c: tree_bits(t) for c, t in variables.items()},
+        order=[p for c, t in variables.items() for p in tree_bits({c: t})],
+        apply_out=f32_bits(out_apply),
+        mutated={c: tree_bits(t) for c, t in mutated.items()},
+    )
+
+
+def dropout_masks():
+    cases = []
+    for rate, shape, dims, seed in [
+        (0.5, (4, 5), (0,), 3),
+        (0.3, (3, 4, 2), (1,), 4),
+        (0.75, (6,), (), 5),
+        (0.1, (2, 3, 4), (0, 2), 6),
+    ]:
+        x = jnp.asarray(np.random.RandomState(seed).randn(*shape).astype(np.float32))
+        out = nn.Dropout(rate, broadcast_dims=dims).apply(
+            {}, x, deterministic=False, rngs={"dropout": jax.random.key(seed)}
+        )
+        cases.append(
+            dict(rate=rate, shape=list(shape), broadcast_dims=list(dims), seed=seed,
+                 x=f32_bits(x), out=f32_bits(out))
+        )
+    return cases
+
+
+def mlp_grads():
+    """Gradients of a small MLP with dropout, through jax.value_and_grad."""
+
+    class Mlp(nn.Module):
+        @nn.compact
+        def __call__(self, x, train):
+            x = nn.relu(nn.Dense(4)(x))
+            x = nn.Dropout(0.25)(x, deterministic=not train)
+            return nn.Dense(1)(x)
+
+    rs = np.random.RandomState(11)
+    x = jnp.asarray(rs.randn(5, 3).astype(np.float32))
+    y = jnp.asarray(rs.randn(5, 1).astype(np.float32))
+    model = Mlp()
+    variables = model.init(jax.random.key(1), x, train=False)
+
+    def loss(params):
+        out = model.apply({"params": params}, x, train=True, rngs={"dropout": jax.random.key(2)})
+        return jnp.mean((y - out) ** 2)
+
+    l, g = jax.value_and_grad(loss)(variables["params"])
+    return dict(
+        x=f32_bits(x), y=f32_bits(y), params=tree_bits(variables["params"]),
+        loss=f32_bits(l), grads=tree_bits(g),
+    )
+
+
 if __name__ == "__main__":
     check_versions()
-    data = dict(guide_training=guide_training())
+    data = dict(
+        guide_training=guide_training(),
+        nesting=nesting(),
+        dropout_masks=dropout_masks(),
+        mlp_grads=mlp_grads(),
+    )
     path = os.path.join(OUT, "modules.json")
     with open(path, "w") as f:
         json.dump(data, f, separators=(",", ":"))
