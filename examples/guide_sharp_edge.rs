@@ -45,10 +45,16 @@ impl Module for Model {
     }
 }
 
+/// A boolean as JAX prints a scalar bool array.
+fn jax_bool(b: bool) -> String {
+    format!("Array({}, dtype=bool)", if b { "True" } else { "False" })
+}
+
 pub fn main() -> Result<()> {
     let rngs = || Rngs::none().with("rng", random::key(33));
     let (out1, out2) = Model.apply(&Variables::new(), 0, rngs())?;
-    println!("{}", out1 == out2); // same output, despite different submodule names
+    // same output, despite having different submodule names
+    println!("{}", jax_bool(out1 == out2));
 
     for data in [
         &["A".into(), "B".into(), "C".into(), 1u64.into()][..],
@@ -62,6 +68,6 @@ pub fn main() -> Result<()> {
     // flax.config.update('flax_fix_rng_separator', True), for this call only
     // (flaxen::core::set_flax_fix_rng_separator sets the process default).
     let (out1, out2) = Model.apply(&Variables::new(), 0, rngs().fix_separator(true))?;
-    println!("{}", out1 == out2); // different output
+    println!("{}", jax_bool(out1 == out2)); // different output
     Ok(())
 }

@@ -10,11 +10,11 @@ use flaxen::random::{self, Key, RandomError};
 
 /// The guide's `produce_hash(data)`: SHA-1 of the path elements (no
 /// separator, Flax's default).
-fn produce_hash(data: &[PathElement<'_>]) -> u32 {
+pub fn produce_hash(data: &[PathElement<'_>]) -> u32 {
     path_hash(data, false)
 }
 
-fn main() -> Result<(), RandomError> {
+pub fn main() -> Result<(), RandomError> {
     // "How self.make_rng works under the hood": the keys of three calls of
     // make_rng('rng_stream') in a root module.
     println!("## make_rng under the hood");

@@ -56,6 +56,34 @@ struct Frame {
 /// A module's view of the variables and RNG streams of the running
 /// `init`/`apply`: its path, and the methods of Flax's `Module`/`Scope`
 /// (`make_rng`, `param`, `variable`, ...).
+///
+/// A scope exists only while `init` or `apply` runs: only they create one,
+/// and a module receives it as an argument of `call`. So Flax's error "can
+/// only call make_rng on a bound module" cannot happen in flaxen — calling
+/// `make_rng` or `param` outside `init`/`apply` does not compile:
+///
+/// ```compile_fail
+/// use flaxen::core::Scope;
+/// // There is no way to make a scope outside init/apply.
+/// let scope = Scope::root();
+/// let key = scope.make_rng("params");
+/// ```
+///
+/// and a scope cannot escape the call that lent it:
+///
+/// ```compile_fail
+/// use flaxen::core::{Result, Scope};
+/// use flaxen::nn::Module;
+///
+/// struct Leak;
+/// impl Module for Leak {
+///     type Input = ();
+///     type Output = &'static Scope<'static>;
+///     fn call(&self, s: &Scope<'_>, _: ()) -> Result<&'static Scope<'static>> {
+///         Ok(s) // borrowed for the call only
+///     }
+/// }
+/// ```
 pub struct Scope<'s> {
     state: &'s RefCell<State>,
     path: Vec<String>,
