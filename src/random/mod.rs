@@ -20,6 +20,7 @@
 
 mod error;
 mod key;
+pub mod tf;
 mod threefry;
 
 pub use error::RandomError;
