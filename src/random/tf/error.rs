@@ -37,6 +37,13 @@ pub enum TfRandomError {
         /// The length given.
         got: usize,
     },
+    /// A saved state of another algorithm than the generator's.
+    AlgorithmMismatch {
+        /// The generator's algorithm.
+        expected: Algorithm,
+        /// The saved state's algorithm.
+        got: Algorithm,
+    },
     /// A numeric algorithm id that is not one of TensorFlow's (1, 2, 3).
     UnknownAlgorithm {
         /// The id given.
@@ -70,6 +77,10 @@ impl fmt::Display for TfRandomError {
             TfRandomError::StateLength { alg, expected, got } => write!(
                 f,
                 "a {alg:?} generator state has {expected} elements, got {got}"
+            ),
+            TfRandomError::AlgorithmMismatch { expected, got } => write!(
+                f,
+                "cannot restore a {got:?} state into a {expected:?} generator"
             ),
             TfRandomError::UnknownAlgorithm { id } => {
                 write!(f, "unknown RNG algorithm id {id} (expected 1, 2 or 3)")

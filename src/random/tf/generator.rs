@@ -299,9 +299,28 @@ impl Generator {
         Ok(())
     }
 
-    /// Replaces the whole state (algorithm included) with a saved one.
-    pub fn restore(&mut self, state: GeneratorState) {
+    /// Restores a saved state, as restoring a checkpoint does: the stream
+    /// continues exactly from the point where the state was saved. The
+    /// state must be of this generator's algorithm
+    /// ([`TfRandomError::AlgorithmMismatch`] otherwise).
+    ///
+    /// ```
+    /// use flaxen::random::tf::Generator;
+    /// let mut g = Generator::from_seed(1);
+    /// let saved = g.state().clone();
+    /// let a = g.normal::<f32>(&[2], 0.0, 1.0).unwrap();
+    /// g.restore(saved).unwrap();
+    /// assert_eq!(g.normal::<f32>(&[2], 0.0, 1.0).unwrap(), a);
+    /// ```
+    pub fn restore(&mut self, state: GeneratorState) -> Result<(), TfRandomError> {
+        if state.alg != self.state.alg {
+            return Err(TfRandomError::AlgorithmMismatch {
+                expected: self.state.alg,
+                got: state.alg,
+            });
+        }
         self.state = state;
+        Ok(())
     }
 
     /// `g.reset_from_seed(seed)`: the state [`Generator::from_seed`] would give.

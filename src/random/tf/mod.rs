@@ -23,7 +23,7 @@
 //! let mut g = Generator::from_seed(1);
 //! let saved = g.state().clone();
 //! let a = g.normal::<f32>(&[4], 0.0, 1.0).unwrap();
-//! g.restore(saved);
+//! g.restore(saved).unwrap();
 //! assert_eq!(g.normal::<f32>(&[4], 0.0, 1.0).unwrap(), a);
 //! ```
 
