@@ -32,6 +32,7 @@ mod dtype;
 mod error;
 mod generator;
 mod global;
+pub mod libm_f32;
 mod math;
 mod ops;
 mod philox;
