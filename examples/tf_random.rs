@@ -84,7 +84,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     #[cfg(feature = "serde")]
     println!("checkpoint as JSON: {saved_json}");
     #[cfg(not(feature = "serde"))]
-    println!("checkpoint: {:?} {:?}", checkpoint.algorithm(), checkpoint.words());
+    println!(
+        "checkpoint: {:?} {:?}",
+        checkpoint.algorithm(),
+        checkpoint.words()
+    );
     println!("RNG stream from saving point:");
     let saving = [scalar(&mut g)?, scalar(&mut g)?];
     saving.iter().for_each(|t| println!("{}", tensor(t)));
@@ -107,7 +111,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         let s = stateless_normal::<f32, i32>(&[2, 3], &[1, 2], 0.0, 1.0)?;
         println!("{}", tensor(&s));
         // The guide prints 0.07356433, -1.30159, -0.95385665 for elements 2, 4, 5.
-        assert_eq!((s[[0, 2]], s[[1, 1]], s[[1, 2]]), (0.07356432, -1.3015898, -0.9538565));
+        assert_eq!(
+            (s[[0, 2]], s[[1, 1]], s[[1, 2]]),
+            (0.07356432, -1.3015898, -0.9538565)
+        );
     }
 
     println!("\n# stateless_split([1, 2], 3) and stateless_fold_in([1, 2], 3)");

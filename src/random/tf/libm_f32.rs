@@ -105,10 +105,9 @@ pub fn logf(x: f32) -> f32 {
     let r = z * invc - 1.0;
     let y0 = logc + f64::from(k) * LN2;
     let r2 = r * r;
-    let mut y = LOGF_A[1] * r + LOGF_A[2];
-    y = LOGF_A[0] * r2 + y;
-    y = y * r2 + (y0 + r);
-    y as f32
+    let p = LOGF_A[1] * r + LOGF_A[2];
+    let q = LOGF_A[0] * r2 + p;
+    (q * r2 + (y0 + r)) as f32
 }
 
 /// One of sincosf's two coefficient tables.
