@@ -29,3 +29,5 @@ pub use key::{
     SeedWidth, ThreefryMode,
 };
 pub use threefry::threefry2x32;
+
+pub mod tf;
