@@ -20,7 +20,6 @@
 
 mod error;
 mod key;
-pub mod tf;
 mod threefry;
 
 pub use error::RandomError;
