@@ -12,7 +12,8 @@
 //! Both run on [`Philox`] 4x32-10 and reproduce TensorFlow 2.21's CPU
 //! kernels: integers, states and uniform floats exactly everywhere; `f32`
 //! normals exactly everywhere, because `logf` and `sincosf` are ports of
-//! glibc's algorithms; `f64` normals exactly where `std` uses glibc (Linux).
+//! glibc's algorithms; `f64` normals exactly where `std` uses the same glibc
+//! build as TensorFlow (Linux; see [`libm_f32`] and the book for the caveat).
 //!
 //! ```
 //! use flaxen::random::tf::{stateless_normal, Generator};
