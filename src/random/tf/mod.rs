@@ -13,7 +13,7 @@
 //! kernels: integers, states and uniform floats exactly everywhere; `f32`
 //! normals exactly everywhere, because `logf` and `sincosf` are ports of
 //! glibc's algorithms; `f64` normals exactly where `std` uses the same glibc
-//! build as TensorFlow (Linux; see [`libm_f32`] and the book for the caveat).
+//! build as TensorFlow (Linux; see the book for the caveat).
 //!
 //! ```
 //! use flaxen::random::tf::{stateless_normal, Generator};
