@@ -4,7 +4,7 @@
 
 mod tf_common;
 
-use flaxen::random::tf::{Algorithm, Generator, RngSeed, TfRandomError};
+use flaxen::random::tf::{Algorithm, Generator, RngSeed, TfRandomError, BF16, F16};
 use serde_json::Value;
 use tf_common::{encode, expected, fixture, float, i64s, int, matches, shape, Encoded};
 
@@ -52,6 +52,11 @@ fn make(from: &Value) -> Generator {
     }
 }
 
+/// A parameter as `f32` (the 16-bit cases use exactly representable values).
+fn half(v: &Value) -> f32 {
+    float(v) as f32
+}
+
 /// Runs one step; returns the output encoding, if the call has one.
 fn step(gens: &mut Vec<Generator>, s: &Value) -> Result<Option<Encoded>, TfRandomError> {
     let i = s.get("gen").map_or(0, |g| g.as_u64().unwrap() as usize);
@@ -67,6 +72,30 @@ fn step(gens: &mut Vec<Generator>, s: &Value) -> Result<Option<Encoded>, TfRando
     let out = match (call, dtype) {
         ("normal", "float32") => {
             encode(&g.normal(&shp, float(&p[0]) as f32, float(&p[1]) as f32)?)
+        }
+        ("normal", "float16") => {
+            let (a, b) = (half(&p[0]), half(&p[1]));
+            encode(&g.normal(&shp, F16::from_f32(a), F16::from_f32(b))?)
+        }
+        ("normal", "bfloat16") => {
+            let (a, b) = (half(&p[0]), half(&p[1]));
+            encode(&g.normal(&shp, BF16::from_f32(a), BF16::from_f32(b))?)
+        }
+        ("uniform", "float16") => {
+            let (a, b) = (half(&p[0]), half(&p[1]));
+            encode(&g.uniform(&shp, F16::from_f32(a), F16::from_f32(b))?)
+        }
+        ("uniform", "bfloat16") => {
+            let (a, b) = (half(&p[0]), half(&p[1]));
+            encode(&g.uniform(&shp, BF16::from_f32(a), BF16::from_f32(b))?)
+        }
+        ("truncated_normal", "float16") => {
+            let (a, b) = (half(&p[0]), half(&p[1]));
+            encode(&g.truncated_normal(&shp, F16::from_f32(a), F16::from_f32(b))?)
+        }
+        ("truncated_normal", "bfloat16") => {
+            let (a, b) = (half(&p[0]), half(&p[1]));
+            encode(&g.truncated_normal(&shp, BF16::from_f32(a), BF16::from_f32(b))?)
         }
         ("normal", "float64") => encode(&g.normal(&shp, float(&p[0]), float(&p[1]))?),
         ("truncated_normal", "float32") => {

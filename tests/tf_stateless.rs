@@ -7,10 +7,27 @@ mod tf_common;
 use flaxen::random::tf::{
     stateless_fold_in, stateless_key_counter, stateless_normal, stateless_split,
     stateless_truncated_normal, stateless_uniform, stateless_uniform_full_int,
-    stateless_uniform_int, SeedInt,
+    stateless_uniform_int, SeedInt, TfFloat, BF16, F16,
 };
 use serde_json::Value;
 use tf_common::{encode, fixture, float, int, matches, shape, Encoded};
+
+/// Runs a float case of a 16-bit dtype `T` (parameters converted from `f32`).
+fn run_half<T, S>(case: &Value, seed: &[S], from: fn(f32) -> T) -> Encoded
+where
+    T: TfFloat + Default + tf_common::Enc,
+    S: SeedInt + Default,
+{
+    let shp = shape(&case["shape"]);
+    let p = case["params"].as_array().unwrap();
+    let (a, b) = (from(float(&p[0]) as f32), from(float(&p[1]) as f32));
+    match case["op"].as_str().unwrap() {
+        "uniform" => encode(&stateless_uniform(&shp, seed, a, b).unwrap()),
+        "normal" => encode(&stateless_normal(&shp, seed, a, b).unwrap()),
+        "truncated_normal" => encode(&stateless_truncated_normal(&shp, seed, a, b).unwrap()),
+        other => panic!("unknown case {other}"),
+    }
+}
 
 /// Runs one stateless case with seed dtype `S`.
 fn run<S: SeedInt + Default>(case: &Value, seed: &[S]) -> Encoded {
@@ -19,6 +36,8 @@ fn run<S: SeedInt + Default>(case: &Value, seed: &[S]) -> Encoded {
     let shp = shape(&case["shape"]);
     let p = case["params"].as_array().unwrap();
     match (op, dtype) {
+        (_, "float16") => run_half(case, seed, F16::from_f32),
+        (_, "bfloat16") => run_half(case, seed, BF16::from_f32),
         ("uniform", "float32") => encode(
             &stateless_uniform(&shp, seed, float(&p[0]) as f32, float(&p[1]) as f32).unwrap(),
         ),

@@ -36,6 +36,20 @@ impl Enc for f64 {
         out.extend_from_slice(&self.to_bits().to_le_bytes());
     }
 }
+macro_rules! enc_half {
+    ($($t:ty),*) => {$(
+        impl Enc for $t {
+            fn enc(self) -> i128 {
+                i128::from(self.to_bits())
+            }
+            fn le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_bits().to_le_bytes());
+            }
+        }
+    )*};
+}
+enc_half!(flaxen::random::tf::F16, flaxen::random::tf::BF16);
+
 macro_rules! enc_int {
     ($($t:ty),*) => {$(
         impl Enc for $t {

@@ -5,18 +5,22 @@ use std::fmt::{Debug, Display};
 use std::ops::{Add, Mul, Sub};
 
 use super::convert::{box_muller_double, box_muller_float, uint32_to_float, uint64_to_double};
+use super::half::{BF16, F16};
 
 mod sealed {
     pub trait Sealed {}
     impl Sealed for f32 {}
     impl Sealed for f64 {}
+    impl Sealed for super::F16 {}
+    impl Sealed for super::BF16 {}
     impl Sealed for i32 {}
     impl Sealed for i64 {}
     impl Sealed for u32 {}
     impl Sealed for u64 {}
 }
 
-/// A floating-point dtype of TensorFlow's random ops: `f32` or `f64`.
+/// A floating-point dtype of TensorFlow's random ops: `f32`, `f64`,
+/// [`F16`] or [`BF16`].
 ///
 /// The methods say how one Philox block of four `u32` words becomes
 /// elements; they are public so that the layout is documented, but the
@@ -57,11 +61,10 @@ pub trait TfFloat:
     /// standard normal elements of a block.
     fn normal_block(block: [u32; 4], out: &mut [Self]);
 
-    /// One Box–Muller transform of [`Self::WORDS_PER_BOX_MULLER`] words.
-    fn box_muller(words: &[u32]) -> [Self; 2];
-
-    /// Whether a truncated-normal candidate is kept (`|x| < 2`).
-    fn inside_two_stddev(self) -> bool;
+    /// One Box–Muller transform of [`Self::WORDS_PER_BOX_MULLER`] words for
+    /// the truncated normal: each of the two values, sine term first, if it
+    /// is kept (`|x| < 2`, tested in `f32` for the 16-bit types).
+    fn truncated_pair(words: &[u32]) -> [Option<Self>; 2];
 }
 
 impl TfFloat for f32 {
@@ -94,13 +97,8 @@ impl TfFloat for f32 {
     }
 
     #[inline]
-    fn box_muller(words: &[u32]) -> [f32; 2] {
-        box_muller_float(words[0], words[1])
-    }
-
-    #[inline]
-    fn inside_two_stddev(self) -> bool {
-        self.abs() < 2.0
+    fn truncated_pair(words: &[u32]) -> [Option<f32>; 2] {
+        box_muller_float(words[0], words[1]).map(|v| (v.abs() < 2.0).then_some(v))
     }
 }
 
@@ -129,15 +127,54 @@ impl TfFloat for f64 {
     }
 
     #[inline]
-    fn box_muller(words: &[u32]) -> [f64; 2] {
+    fn truncated_pair(words: &[u32]) -> [Option<f64>; 2] {
         box_muller_double([words[0], words[1], words[2], words[3]])
-    }
-
-    #[inline]
-    fn inside_two_stddev(self) -> bool {
-        self.abs() < 2.0
+            .map(|v| (v.abs() < 2.0).then_some(v))
     }
 }
+
+/// `float16` and `bfloat16`: uniform from the low 10 (7) bits of each word
+/// as a mantissa of `[1, 2)` minus 1 (exact); normals are the `f32`
+/// Box–Muller values rounded to nearest-even; truncation is decided on the
+/// `f32` values. Arithmetic rounds through `f32`, as Eigen's half types do.
+macro_rules! half_float {
+    ($t:ident, $name:literal, $mant_bits:literal, $exp_one:literal) => {
+        impl TfFloat for $t {
+            const NAME: &'static str = $name;
+            const UNIFORM_PER_BLOCK: usize = 4;
+            const NORMAL_PER_BLOCK: usize = 4;
+            const WORDS_PER_BOX_MULLER: usize = 2;
+            const TRUNCATED_GROUP: usize = 4;
+            const ZERO: $t = $t::from_bits(0);
+            const ONE: $t = $t::from_bits($exp_one);
+
+            #[inline]
+            fn uniform_block(block: [u32; 4], out: &mut [$t]) {
+                for (o, &w) in out.iter_mut().zip(&block) {
+                    let bits = $exp_one | (w as u16 & ((1 << $mant_bits) - 1));
+                    *o = $t::from_bits(bits) - $t::ONE;
+                }
+            }
+
+            #[inline]
+            fn normal_block(block: [u32; 4], out: &mut [$t]) {
+                let mut v = [0.0f32; 4];
+                <f32 as TfFloat>::normal_block(block, &mut v[..out.len()]);
+                for (o, x) in out.iter_mut().zip(v) {
+                    *o = $t::from_f32(x);
+                }
+            }
+
+            #[inline]
+            fn truncated_pair(words: &[u32]) -> [Option<$t>; 2] {
+                <f32 as TfFloat>::truncated_pair(words).map(|v| v.map($t::from_f32))
+            }
+        }
+    };
+}
+
+half_float!(F16, "float16", 10, 0x3C00);
+half_float!(BF16, "bfloat16", 7, 0x3F80);
 
 /// An integer dtype of TensorFlow's random ops: `i32`, `i64`, `u32`, `u64`.
 pub trait TfInt:

@@ -118,14 +118,14 @@ pub(crate) fn truncated_normal<T: TfFloat + Default, S: BlockSource + ?Sized>(
             for w in buf.iter_mut().take(T::WORDS_PER_BOX_MULLER) {
                 *w = words.next_word();
             }
-            let pair = T::box_muller(&buf[..T::WORDS_PER_BOX_MULLER]);
-            for v in pair {
-                if v.inside_two_stddev() {
-                    elems[filled] = v;
-                    filled += 1;
-                    if filled == elems.len() {
-                        return;
-                    }
+            for v in T::truncated_pair(&buf[..T::WORDS_PER_BOX_MULLER])
+                .into_iter()
+                .flatten()
+            {
+                elems[filled] = v;
+                filled += 1;
+                if filled == elems.len() {
+                    return;
                 }
             }
         }

@@ -33,6 +33,8 @@ BIG = 2048  # arrays with more elements than this are stored as SHA-1
 DT = {
     "float32": tf.float32,
     "float64": tf.float64,
+    "float16": tf.float16,
+    "bfloat16": tf.bfloat16,
     "int32": tf.int32,
     "int64": tf.int64,
     "uint32": tf.uint32,
@@ -48,6 +50,8 @@ def encode(t):
         flat = flat.view(np.uint32)
     elif a.dtype == np.float64:
         flat = flat.view(np.uint64)
+    elif a.dtype == np.float16 or a.dtype.name == "bfloat16":
+        flat = flat.view(np.uint16)
     if flat.size > BIG:
         return {"sha1": hashlib.sha1(flat.astype(flat.dtype.newbyteorder("<")).tobytes()).hexdigest()}
     return {"values": [int(x) for x in flat]}
@@ -75,7 +79,7 @@ def stateless_cases():
 
     for seed, sdt in seeds:
         for shape in shapes:
-            for dtype in ["float32", "float64"]:
+            for dtype in ["float32", "float64", "float16", "bfloat16"]:
                 d = DT[dtype]
                 add("uniform", dtype, shape, seed, sdt, [0.0, 1.0],
                     lambda s, sd: tf.random.stateless_uniform(s, sd, dtype=d, alg="philox"))
@@ -89,7 +93,7 @@ def stateless_cases():
                     lambda s, sd: tf.random.stateless_uniform(s, sd, minval=None, maxval=None, dtype=d, alg="philox"))
         # Parameters, ranges and the default alg on a few shapes.
         for shape in [[5], [2, 3]]:
-            for dtype in ["float32", "float64"]:
+            for dtype in ["float32", "float64", "float16", "bfloat16"]:
                 d = DT[dtype]
                 for lo, hi in [(-3.25, 10.5), (2.0, 2.5), (-1e3, 1e-3)]:
                     add("uniform", dtype, shape, seed, sdt, [lo, hi],
@@ -117,6 +121,14 @@ def stateless_cases():
                 lambda s, sd: tf.random.stateless_uniform(s, sd, dtype=d))
         add("normal", "float32", [1000000], seed, sdt, [0.0, 1.0],
             lambda s, sd: tf.random.stateless_normal(s, sd, dtype=tf.float32))
+        for dtype in ["float16", "bfloat16"]:
+            d = DT[dtype]
+            add("normal", dtype, [300, 101], seed, sdt, [0.0, 1.0],
+                lambda s, sd: tf.random.stateless_normal(s, sd, dtype=d))
+            add("truncated_normal", dtype, [300, 101], seed, sdt, [0.0, 1.0],
+                lambda s, sd: tf.random.stateless_truncated_normal(s, sd, dtype=d))
+            add("uniform", dtype, [300, 101], seed, sdt, [-3.25, 10.5],
+                lambda s, sd: tf.random.stateless_uniform(s, sd, minval=-3.25, maxval=10.5, dtype=d))
     return cases
 
 
@@ -260,6 +272,18 @@ def generator_cases():
     rec = run_sequence(lambda: tf.random.Generator.from_seed(3, alg="auto_select"), short)
     rec["from"] = {"seed": "3", "alg": "auto_select"}
     out.append(rec)
+    half = [
+        {"call": "normal", "shape": [2, 3], "dtype": "float16"},
+        {"call": "normal", "shape": [5], "dtype": "bfloat16", "params": [1.5, 0.25]},
+        {"call": "uniform", "shape": [7], "dtype": "float16", "params": [-2.0, 6.0]},
+        {"call": "uniform", "shape": [3], "dtype": "bfloat16"},
+        {"call": "truncated_normal", "shape": [9], "dtype": "float16", "params": [-1.0, 4.0]},
+        {"call": "truncated_normal", "shape": [6], "dtype": "bfloat16"},
+    ]
+    for seed in ["1", "-7"]:
+        rec = run_sequence(lambda: tf.random.Generator.from_seed(int(seed), alg="philox"), half)
+        rec["from"] = {"seed": seed}
+        out.append(rec)
     return out
 
 
