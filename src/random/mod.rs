@@ -37,3 +37,5 @@ pub use key::{
 };
 pub use rng_core::KeyRng;
 pub use threefry::threefry2x32;
+
+pub mod tf;
