@@ -5,13 +5,16 @@
 //! The crate follows Flax's layering: a functional core that knows nothing of
 //! modules, and the module API on top of it.
 //!
-//! * [`random`] — JAX's splittable, counter-based PRNG (`jax.random`), bit for bit.
+//! * [`random`] — JAX's splittable, counter-based PRNG (`jax.random`), bit for
+//!   bit; and TensorFlow's Philox streams ([`random::tf`]).
 //! * [`init`] — parameter initializers (`jax.nn.initializers`).
 //! * [`tensor`] — `f32` tensors with reverse-mode autodiff over trees.
 //! * [`core`] — the functional core (`flax.core`): scopes, variables, RNG
 //!   streams, filters, and the `make_rng` hash.
 //! * [`nn`] — the module API (`flax.linen`): `Module`, `Dense`, `Dropout`.
-//! * [`tensor`] — `f32` tensors and reverse-mode autodiff over trees of them (`jax.grad`).
+//! * [`optim`] — optimizers over variable trees.
+//! * [`array_format`] — NumPy-style printing, so examples print as the
+//!   documents do.
 //!
 //! ```
 //! use flaxen::random;
