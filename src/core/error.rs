@@ -64,6 +64,17 @@ pub enum Error {
         /// What is wrong, with the value.
         message: String,
     },
+    /// A lifted transform (`vmap`) cannot map its inputs or variables:
+    /// inconsistent axis sizes, an axis out of range, a broadcast variable
+    /// that differs across items, ...
+    Lift {
+        /// Module path.
+        path: String,
+        /// The transform.
+        transform: &'static str,
+        /// What is wrong, with the values involved.
+        message: String,
+    },
     /// A tensor operation failed inside a module.
     Tensor {
         /// Module path (empty outside modules).
@@ -145,6 +156,11 @@ impl fmt::Display for Error {
                 )
             }
             Error::Config { path, message } => write!(f, "module {path}: {message}"),
+            Error::Lift {
+                path,
+                transform,
+                message,
+            } => write!(f, "module {path}: {transform}: {message}"),
             Error::Tensor { path, source } if path.is_empty() => write!(f, "{source}"),
             Error::Tensor { path, source } => write!(f, "module {path}: {source}"),
             Error::Random { path, source } if path.is_empty() => write!(f, "{source}"),

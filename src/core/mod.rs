@@ -11,6 +11,7 @@
 mod error;
 mod filter;
 mod grad;
+pub mod lift;
 pub mod rng_hash;
 mod rngs;
 mod scope;

@@ -25,6 +25,9 @@ pub(crate) struct State {
     /// outlive its calls, so calling the same child again continues them.
     pub(crate) counters: HashMap<(Vec<String>, String), u64>,
     pub(crate) initializing: bool,
+    /// Inside lifted transforms: the variable groups of each enclosing
+    /// transform; a collection is usable only if every level lifted it.
+    pub(crate) lifted: Vec<Vec<Filter>>,
 }
 
 impl State {
@@ -40,7 +43,18 @@ impl State {
             rngs,
             counters: HashMap::new(),
             initializing,
+            lifted: Vec::new(),
         }
+    }
+
+    /// Whether `collection` may be written: mutable in this call, and
+    /// lifted into every enclosing transform.
+    pub(crate) fn writable(&self, collection: &str) -> bool {
+        self.mutable.matches(collection)
+            && self
+                .lifted
+                .iter()
+                .all(|groups| groups.iter().any(|g| g.matches(collection)))
     }
 }
 
@@ -152,6 +166,20 @@ impl<'s> Scope<'s> {
         }
     }
 
+    /// A scope at `path` on another call's state (for lifted transforms).
+    pub(crate) fn at(state: &'s RefCell<State>, path: Vec<String>) -> Scope<'s> {
+        Scope {
+            state,
+            path,
+            frame: RefCell::default(),
+        }
+    }
+
+    /// The shared state of this call.
+    pub(crate) fn state(&self) -> &'s RefCell<State> {
+        self.state
+    }
+
     /// A child scope named `name` (a fresh call frame).
     pub(crate) fn push(&self, name: &str) -> Scope<'s> {
         let mut path = self.path.clone();
@@ -180,7 +208,7 @@ impl<'s> Scope<'s> {
 
     /// Whether `collection` may be written in this call.
     pub fn is_mutable_collection(&self, collection: &str) -> bool {
-        self.state.borrow().mutable.matches(collection)
+        self.state.borrow().writable(collection)
     }
 
     /// Whether a seed was given for RNG stream `stream`.
@@ -247,7 +275,7 @@ impl<'s> Scope<'s> {
     /// collection must be mutable.
     pub fn put_variable(&self, collection: &str, name: &str, value: Tensor) -> Result<()> {
         let mut st = self.state.borrow_mut();
-        if !st.mutable.matches(collection) {
+        if !st.writable(collection) {
             return Err(Error::ImmutableCollection {
                 path: self.path_text(),
                 collection: collection.to_string(),
@@ -351,7 +379,7 @@ impl<'s> Scope<'s> {
 
 /// Sets `value` at `path` inside `tree`, creating maps along the way; fails
 /// where a tensor stands on the path.
-fn put_at(tree: &mut Tree, path: &[&str], value: Tree) -> std::result::Result<(), ()> {
+pub(crate) fn put_at(tree: &mut Tree, path: &[&str], value: Tree) -> std::result::Result<(), ()> {
     match path {
         [] => Err(()),
         [last] => tree.insert(*last, value).map(|_| ()).map_err(|_| ()),

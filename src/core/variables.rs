@@ -149,6 +149,62 @@ fn write_tree(f: &mut fmt::Formatter<'_>, t: &Tree) -> fmt::Result {
     }
 }
 
+/// IPython's line width.
+const PRETTY_WIDTH: usize = 79;
+
+/// IPython's pretty form of a nested dict (what a notebook shows for
+/// `model.init(...)`), at nesting depth `depth` and starting column `col`.
+fn pretty_tree(t: &Tree, depth: usize, col: usize) -> String {
+    if let Some(x) = t.as_tensor() {
+        // A multi-line repr continues at the current indentation.
+        let indent = " ".repeat(depth);
+        return array_repr(x).replace('\n', &format!("\n{indent}"));
+    }
+    let entries = t.entries().unwrap_or_default();
+    let mut items = Vec::with_capacity(entries.len());
+    let mut item_col = col + 1;
+    for (k, v) in &entries {
+        let key = format!("'{k}': ");
+        let item = format!("{key}{}", pretty_tree(v, depth + 1, item_col + key.len()));
+        item_col += item.len() + 2;
+        items.push(item);
+    }
+    let one_line = format!("{{{}}}", items.join(", "));
+    if !one_line.contains('\n') && col + one_line.len() <= PRETTY_WIDTH {
+        return one_line;
+    }
+    // Broken: one item per line, indented by the nesting depth; items are
+    // re-rendered for the column they now start at.
+    let indent = " ".repeat(depth + 1);
+    let items: Vec<String> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| {
+            let start = if i == 0 { col + 1 } else { depth + 1 };
+            let key = format!("'{k}': ");
+            format!("{key}{}", pretty_tree(v, depth + 1, start + key.len()))
+        })
+        .collect();
+    format!("{{{}}}", items.join(&format!(",\n{indent}")))
+}
+
+impl Variables {
+    /// The variables as a notebook shows them (IPython's pretty printer):
+    /// Python's dict syntax, wrapped at 79 columns with one entry per line
+    /// and nested entries indented by their depth.
+    ///
+    /// ```
+    /// use flaxen::core::Variables;
+    /// use flaxen::tensor::{Tensor, Tree};
+    /// let v = Variables::new().with("params", Tree::new().with("bias", Tensor::zeros(&[2])));
+    /// assert_eq!(v.pretty(), "{'params': {'bias': Array([0., 0.], dtype=float32)}}");
+    /// ```
+    pub fn pretty(&self) -> String {
+        let tree = Tree::from_entries(self.collections.iter().map(|(k, v)| (k.clone(), v.clone())));
+        pretty_tree(&tree, 0, 0)
+    }
+}
+
 /// Python's `repr` of the dict Flax returns, in insertion order.
 impl fmt::Display for Variables {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -5,8 +5,10 @@ mod activation;
 mod dense;
 mod dropout;
 mod module;
+mod vmap;
 
 pub use activation::{gelu, log_softmax, relu, sigmoid, softmax, tanh};
 pub use dense::Dense;
 pub use dropout::Dropout;
 pub use module::{Child, Module};
+pub use vmap::Vmap;
