@@ -5,10 +5,12 @@ mod activation;
 mod dense;
 mod dropout;
 mod module;
+mod normalization;
 mod vmap;
 
 pub use activation::{gelu, log_softmax, relu, sigmoid, softmax, tanh};
 pub use dense::Dense;
 pub use dropout::Dropout;
 pub use module::{Child, Module};
+pub use normalization::{BatchNorm, LayerNorm};
 pub use vmap::Vmap;

@@ -32,9 +32,80 @@ where
     F: Fn(&[u32], &mut [T]) + Sync,
 {
     let n = element_count(function, shape)?;
-    let mut out = vec![T::default(); n];
+    let mut out = output(n);
     fill_blocks(key, &mut out, &transform);
     Ok(ArrayD::from_shape_vec(IxDyn(shape), out).expect("element count matches the shape"))
+}
+
+/// Draws the stream's 32-bit words themselves (`bits`), hashed straight
+/// into the array.
+pub(crate) fn sample_words(
+    function: &'static str,
+    key: &Key,
+    shape: &[usize],
+) -> Result<ArrayD<u32>, RandomError> {
+    let n = element_count(function, shape)?;
+    let mut out = output(n);
+    let total = n as u64;
+    let block = |(b, chunk): (usize, &mut [u32])| key.fill_bits(total, (b * BLOCK) as u64, chunk);
+    if n >= PARALLEL_MIN {
+        out.par_chunks_mut(BLOCK).enumerate().for_each(block);
+    } else {
+        out.chunks_mut(BLOCK).enumerate().for_each(block);
+    }
+    Ok(ArrayD::from_shape_vec(IxDyn(shape), out).expect("element count matches the shape"))
+}
+
+/// A zeroed buffer of `n` elements for a sampler to overwrite.
+///
+/// A large buffer is fresh memory from the kernel, and writing it the first
+/// time costs a page fault per 4 KiB page, which for 2^24 floats took more
+/// time than hashing them; asking for transparent huge pages makes that
+/// one fault per 2 MiB.
+fn output<T: Copy + Default>(n: usize) -> Vec<T> {
+    // `vec!` of a zero value is `calloc`, which does not touch fresh pages,
+    // so the advice comes before the first write.
+    let mut out = vec![T::default(); n];
+    advise_huge_pages(&mut out);
+    out
+}
+
+/// Transparent huge pages: the span of a 2 MiB page.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Asks Linux to back the whole 2 MiB pages inside `buf` with huge pages
+/// (`madvise(MADV_HUGEPAGE)`). Only a hint: contents are unchanged, and
+/// where it is refused (or elsewhere than on Linux) nothing happens.
+fn advise_huge_pages<T>(buf: &mut [T]) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::ffi::{c_int, c_void};
+        extern "C" {
+            fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
+        }
+        /// `MADV_HUGEPAGE` of Linux's `asm-generic/mman-common.h`, the same
+        /// on every architecture.
+        const MADV_HUGEPAGE: c_int = 14;
+
+        let start = buf.as_mut_ptr() as usize;
+        let end = start + std::mem::size_of_val(buf);
+        let first = start.next_multiple_of(HUGE_PAGE);
+        let last = end / HUGE_PAGE * HUGE_PAGE;
+        if last > first {
+            // SAFETY: `madvise` is libc's (std links libc on Linux) and has
+            // exactly this signature. The range `first..last` is aligned to
+            // 2 MiB, hence to the page size, and lies inside `buf`, memory
+            // we own and that stays mapped during the call. MADV_HUGEPAGE
+            // only sets the kernel's page-size policy for the range: it
+            // never changes memory contents, so no Rust value is affected;
+            // on failure (e.g. no THP support) it returns -1, ignored.
+            unsafe {
+                madvise(first as *mut c_void, last - first, MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = buf;
 }
 
 /// Fills `out` (the whole flat array) block by block, in parallel when large.

@@ -58,8 +58,18 @@ pub(crate) fn hash_lanes<const N: usize>(ks: [u32; 3], x0: &mut [u32; N], x1: &m
     }
 }
 
-/// Number of counter pairs hashed per vector batch.
+/// Counter pairs hashed per batch by the portable code: four SSE2 vectors.
 pub(crate) const LANES: usize = 16;
+
+/// Counter pairs hashed per batch with AVX2: four 8-lane vectors.
+#[cfg(target_arch = "x86_64")]
+const LANES_AVX2: usize = 32;
+
+/// Counter pairs hashed per batch with AVX-512: four 16-lane vectors. The
+/// four independent hash chains keep the vector units busy while each
+/// round waits on the one before it.
+#[cfg(target_arch = "x86_64")]
+const LANES_AVX512: usize = 64;
 
 /// Which counters a buffer of random bits is made of.
 #[derive(Clone, Copy, Debug)]
@@ -88,63 +98,76 @@ pub(crate) fn fill(key: [u32; 2], counters: Counters, start: u64, out: &mut [u32
             return unsafe { fill_avx2(key, counters, start, out) };
         }
     }
-    fill_portable(key, counters, start, out)
+    fill_portable::<LANES>(key, counters, start, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 fn fill_avx512(key: [u32; 2], counters: Counters, start: u64, out: &mut [u32]) {
-    fill_portable(key, counters, start, out)
+    fill_portable::<LANES_AVX512>(key, counters, start, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn fill_avx2(key: [u32; 2], counters: Counters, start: u64, out: &mut [u32]) {
-    fill_portable(key, counters, start, out)
+    fill_portable::<LANES_AVX2>(key, counters, start, out)
 }
 
 #[inline(always)]
-fn fill_portable(key: [u32; 2], counters: Counters, start: u64, out: &mut [u32]) {
+fn fill_portable<const N: usize>(key: [u32; 2], counters: Counters, start: u64, out: &mut [u32]) {
     let ks = key_schedule(key);
     match counters {
-        Counters::Partitionable => fill_partitionable(ks, start, out),
-        Counters::Original { total } => fill_original(ks, total, start, out),
+        Counters::Partitionable => fill_partitionable::<N>(ks, start, out),
+        Counters::Original { total } => fill_original::<N>(ks, total, start, out),
     }
 }
 
+/// The partitionable words at positions `base..base + N`.
 #[inline(always)]
-fn fill_partitionable(ks: [u32; 3], start: u64, out: &mut [u32]) {
-    let mut chunks = out.chunks_exact_mut(LANES);
+fn partitionable_block<const N: usize>(ks: [u32; 3], base: u64) -> [u32; N] {
+    // The 64-bit counters base + l as (hi, lo) words, in 32-bit lanes.
+    let (hi, lo) = ((base >> 32) as u32, base as u32);
+    let mut x0 = [hi; N];
+    let mut x1 = [0u32; N];
+    if lo <= u32::MAX - (N as u32 - 1) {
+        // No lane wraps (all but one block in 2^32 / N): `hi` is shared.
+        for (l, x) in x1.iter_mut().enumerate() {
+            *x = lo + l as u32;
+        }
+    } else {
+        // lo wraps, and hi carries where it did.
+        for l in 0..N {
+            let lo_l = lo.wrapping_add(l as u32);
+            x1[l] = lo_l;
+            x0[l] = hi.wrapping_add(u32::from(lo_l < lo));
+        }
+    }
+    hash_lanes(ks, &mut x0, &mut x1);
+    let mut out = [0u32; N];
+    for l in 0..N {
+        out[l] = x0[l] ^ x1[l];
+    }
+    out
+}
+
+#[inline(always)]
+fn fill_partitionable<const N: usize>(ks: [u32; 3], start: u64, out: &mut [u32]) {
+    let mut chunks = out.chunks_exact_mut(N);
     let mut base = start;
     for chunk in &mut chunks {
-        // The 64-bit counters base + l as (hi, lo) words, in 32-bit lanes:
-        // lo wraps, and hi carries where it did.
-        let (base_hi, base_lo) = ((base >> 32) as u32, base as u32);
-        let mut x0 = [0u32; LANES];
-        let mut x1 = [0u32; LANES];
-        for l in 0..LANES {
-            let lo = base_lo.wrapping_add(l as u32);
-            x1[l] = lo;
-            x0[l] = base_hi.wrapping_add(u32::from(lo < base_lo));
-        }
-        hash_lanes(ks, &mut x0, &mut x1);
-        for l in 0..LANES {
-            chunk[l] = x0[l] ^ x1[l];
-        }
-        base += LANES as u64;
+        chunk.copy_from_slice(&partitionable_block::<N>(ks, base));
+        base += N as u64;
     }
-    for (l, o) in chunks.into_remainder().iter_mut().enumerate() {
-        let i = base + l as u64;
-        let mut x0 = [(i >> 32) as u32];
-        let mut x1 = [i as u32];
-        hash_lanes(ks, &mut x0, &mut x1);
-        *o = x0[0] ^ x1[0];
+    let rest = chunks.into_remainder();
+    if !rest.is_empty() {
+        // A whole batch, of which the first `rest.len()` words are kept.
+        rest.copy_from_slice(&partitionable_block::<N>(ks, base)[..rest.len()]);
     }
 }
 
 /// The original (non-partitionable) layout: see [`Counters::Original`].
 #[inline(always)]
-fn fill_original(ks: [u32; 3], total: u64, start: u64, out: &mut [u32]) {
+fn fill_original<const N: usize>(ks: [u32; 3], total: u64, start: u64, out: &mut [u32]) {
     let half = total.div_ceil(2);
     // The padded zero replaces the counter `total` when `total` is odd.
     let second = |j: u64| -> u32 {
@@ -166,18 +189,18 @@ fn fill_original(ks: [u32; 3], total: u64, start: u64, out: &mut [u32]) {
         let run_end = if first_half { half } else { total };
         let run = ((run_end - pos) as usize).min(rest.len());
         let (now, later) = rest.split_at_mut(run);
-        let mut chunks = now.chunks_exact_mut(LANES);
+        let mut chunks = now.chunks_exact_mut(N);
         let mut j = pair0;
         for chunk in &mut chunks {
-            let mut x0 = [0u32; LANES];
-            let mut x1 = [0u32; LANES];
-            for l in 0..LANES {
+            let mut x0 = [0u32; N];
+            let mut x1 = [0u32; N];
+            for l in 0..N {
                 x0[l] = (j + l as u64) as u32;
                 x1[l] = second(j + l as u64);
             }
             hash_lanes(ks, &mut x0, &mut x1);
             chunk.copy_from_slice(if first_half { &x0 } else { &x1 });
-            j += LANES as u64;
+            j += N as u64;
         }
         for o in chunks.into_remainder() {
             let mut x0 = [j as u32];
@@ -212,13 +235,17 @@ mod tests {
     #[test]
     fn counters_carry_into_the_high_word() {
         let key = [5, 6];
-        let start = (1u64 << 32) - 7;
-        let mut out = [0u32; 40];
-        fill(key, Counters::Partitionable, start, &mut out);
-        for (l, &o) in out.iter().enumerate() {
-            let i = start + l as u64;
-            let [a, b] = threefry2x32(key, [(i >> 32) as u32, i as u32]);
-            assert_eq!(o, a ^ b, "index {i}");
+        // Wraps at the start, in the middle and at the end of a batch, and
+        // in the tail after the last whole batch.
+        for back in [7u64, 40, 64, 100, 129, 200] {
+            let start = (1u64 << 32) - back;
+            let mut out = [0u32; 250];
+            fill(key, Counters::Partitionable, start, &mut out);
+            for (l, &o) in out.iter().enumerate() {
+                let i = start + l as u64;
+                let [a, b] = threefry2x32(key, [(i >> 32) as u32, i as u32]);
+                assert_eq!(o, a ^ b, "index {i}");
+            }
         }
     }
 
@@ -238,7 +265,7 @@ mod tests {
             fill(key, counters, 0, &mut whole);
             let mut pieces = vec![0; n];
             for (k, piece) in pieces.chunks_mut(37).enumerate() {
-                fill_portable(key, counters, (k * 37) as u64, piece);
+                fill_portable::<LANES>(key, counters, (k * 37) as u64, piece);
             }
             assert_eq!(whole, pieces);
         }

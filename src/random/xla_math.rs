@@ -269,10 +269,18 @@ pub(crate) fn erf_inv(x: f32) -> f32 {
     let central = w < 5.0;
     let v = if central { w - 2.5 } else { w.sqrt() - 3.0 };
     let pick = |(a, b): (u32, u32)| f32::from_bits(if central { a } else { b });
+    // Unrolled by hand so that each `pick` selects between two constants; in
+    // a loop, LLVM turns the selects into loads from a table, which in a
+    // vectorized loop become slow gathers.
     let mut p = pick(C[0]);
-    for &c in &C[1..] {
-        p = p.mul_add(v, pick(c));
-    }
+    p = p.mul_add(v, pick(C[1]));
+    p = p.mul_add(v, pick(C[2]));
+    p = p.mul_add(v, pick(C[3]));
+    p = p.mul_add(v, pick(C[4]));
+    p = p.mul_add(v, pick(C[5]));
+    p = p.mul_add(v, pick(C[6]));
+    p = p.mul_add(v, pick(C[7]));
+    p = p.mul_add(v, pick(C[8]));
     let ax = x.abs();
     let p = if ax == 1.0 { f32::INFINITY } else { p };
     let r = mul_ftz(x, p);

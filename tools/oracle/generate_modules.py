@@ -207,6 +207,113 @@ def mlp_grads():
     )
 
 
+def normalization():
+    rs = np.random.RandomState(21)
+    x = jnp.asarray(rs.randn(8, 3).astype(np.float32) * 2 + 1)
+    bn = nn.BatchNorm(momentum=0.9)
+    variables = bn.init(jax.random.key(0), x, use_running_average=False)
+    y, updated = bn.apply(variables, x, use_running_average=False, mutable=["batch_stats"])
+    y_eval = bn.apply(
+        {"params": variables["params"], "batch_stats": updated["batch_stats"]},
+        x, use_running_average=True,
+    )
+    z = jnp.asarray(rs.randn(4, 5).astype(np.float32))
+    ln = nn.LayerNorm()
+    lv = ln.init(jax.random.key(0), z)
+    return dict(
+        bn_x=f32_bits(x), bn_variables={c: tree_bits(t) for c, t in variables.items()},
+        bn_train=f32_bits(y), bn_stats=tree_bits(updated["batch_stats"]),
+        bn_eval=f32_bits(y_eval),
+        ln_x=f32_bits(z), ln_out=f32_bits(ln.apply(lv, z)),
+    )
+
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, xs):
+        h = nn.Dense(4, name="hidden")(xs)
+        h = nn.relu(h)
+        return nn.Dense(1, name="out")(h)
+
+
+def lifted_vmap():
+    """The design note's LinenVmapMLP and LinenStatefulVmapMLP, and vmap of
+    a non-root submodule with in_axes=(0, None), out_axes=1, params on axis
+    1, dropout with a split stream, and the same instance called twice."""
+    xs = jnp.ones((3, 4))
+
+    class LinenVmapMLP(nn.Module):
+        @nn.compact
+        def __call__(self, xs):
+            VmapMLP = nn.vmap(MLP, variable_axes={"params": 0},
+                              split_rngs={"params": True}, in_axes=0)
+            return VmapMLP(name="mlp")(xs)
+
+    mlp_out, mlp_vars = LinenVmapMLP().init_with_output(jax.random.key(0), xs)
+
+    class StatefulMLP(nn.Module):
+        @nn.compact
+        def __call__(self, x, train):
+            h = nn.Dense(4, name="hidden")(x)
+            h = nn.BatchNorm(axis_name="batch")(h, use_running_average=not train)
+            h = nn.relu(h)
+            return nn.Dense(1, name="out")(h)
+
+    class LinenStatefulVmapMLP(nn.Module):
+        @nn.compact
+        def __call__(self, xs, train):
+            VmapMLP = nn.vmap(StatefulMLP, variable_axes={"params": 0, "batch_stats": 0},
+                              split_rngs={"params": True}, in_axes=(0, None),
+                              axis_name="batch")
+            return VmapMLP(name="mlp")(xs, train)
+
+    xs2 = jnp.ones((3, 5, 4))  # 3 models, a batch of 5 each
+    stateful = LinenStatefulVmapMLP().init(jax.random.key(0), xs2, True)
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x, scale):
+            h = nn.Dense(3)(x) * scale
+            return nn.Dropout(0.5)(h, deterministic=False)
+
+    class Outer(nn.Module):
+        @nn.compact
+        def __call__(self, x, scale):
+            x = nn.Dense(3)(x)
+            V = nn.vmap(Block, in_axes=(0, None), out_axes=1,
+                        variable_axes={"params": 1},
+                        split_rngs={"params": True, "dropout": True})
+            v = V()
+            a = v(x, scale)
+            b = v(x, scale)
+            return a + b
+
+    x = jnp.asarray(np.random.RandomState(5).randn(4, 2).astype(np.float32))
+    outer_out, outer_vars = Outer().init_with_output(
+        {"params": jax.random.key(3), "dropout": jax.random.key(4)}, x, 0.5)
+    outer_apply = Outer().apply(outer_vars, x, 2.0, rngs={"dropout": jax.random.key(9)})
+
+    # Gradients through vmap: an ensemble of 3 Dense(1) on one shared batch.
+    ens = nn.vmap(nn.Dense, in_axes=None, out_axes=0, variable_axes={"params": 0},
+                  split_rngs={"params": True}, axis_size=3)(1)
+    xe = jnp.asarray(np.random.RandomState(6).randn(5, 2).astype(np.float32))
+    ye = jnp.asarray(np.random.RandomState(7).randn(3, 5, 1).astype(np.float32))
+    ev = ens.init(jax.random.key(8), xe)
+
+    def loss(params):
+        return jnp.mean((ens.apply({"params": params}, xe) - ye) ** 2)
+
+    l, g = jax.value_and_grad(loss)(ev["params"])
+    return dict(
+        mlp_out=f32_bits(mlp_out), mlp_params=tree_bits(mlp_vars["params"]),
+        stateful={c: tree_bits(t) for c, t in stateful.items()},
+        outer_x=f32_bits(x), outer_init=f32_bits(outer_out),
+        outer_vars=tree_bits(outer_vars["params"]), outer_apply=f32_bits(outer_apply),
+        ens_x=f32_bits(xe), ens_y=f32_bits(ye), ens_params=tree_bits(ev["params"]),
+        ens_loss=f32_bits(l), ens_grads=tree_bits(g),
+    )
+
+
 if __name__ == "__main__":
     check_versions()
     data = dict(
@@ -214,6 +321,8 @@ if __name__ == "__main__":
         nesting=nesting(),
         dropout_masks=dropout_masks(),
         mlp_grads=mlp_grads(),
+        normalization=normalization(),
+        lifted_vmap=lifted_vmap(),
     )
     path = os.path.join(OUT, "modules.json")
     with open(path, "w") as f:

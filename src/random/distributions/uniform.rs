@@ -4,7 +4,7 @@ use ndarray::ArrayD;
 
 use crate::random::error::RandomError;
 use crate::random::key::Key;
-use crate::random::sampling::sample;
+use crate::random::sampling::{sample, sample_words};
 
 /// Random 32-bit words (`jax.random.bits(key, shape)` with `dtype=uint32`).
 ///
@@ -14,13 +14,7 @@ use crate::random::sampling::sample;
 /// assert_eq!(b.as_slice().unwrap(), &[1883912375, 2292451390, 1915204986, 1882898417]);
 /// ```
 pub fn bits(key: Key, shape: &[usize]) -> Result<ArrayD<u32>, RandomError> {
-    sample(
-        "bits",
-        &key,
-        shape,
-        #[inline(always)]
-        |words, out| out.copy_from_slice(words),
-    )
+    sample_words("bits", &key, shape)
 }
 
 /// A float in `[0, 1)` from 32 random bits: the top 23 bits become the

@@ -1,0 +1,256 @@
+//! `BatchNorm` and `LayerNorm` (`flax.linen.normalization`).
+
+use crate::core::{Error, Result, Scope};
+use crate::init::{self, Initializer};
+use crate::tensor::Tensor;
+
+use super::module::{config_error, Module};
+
+/// Mean and (fast) variance over `axes`, as Flax's `_compute_stats` with
+/// `use_fast_variance`: `var = max(0, mean(x²) - mean(x)²)`.
+fn compute_stats(x: &Tensor, axes: &[usize]) -> Result<(Tensor, Tensor)> {
+    let axes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+    let mu = x.mean(&axes, false)?;
+    let mu2 = x.square().mean(&axes, false)?;
+    let var = mu2.sub(&mu.square())?.maximum(&Tensor::scalar(0.0))?;
+    Ok((mu, var))
+}
+
+/// Flax's `_normalize`: `(x - mean) * rsqrt(var + eps) * scale + bias`, with
+/// `scale` (created first) and `bias` as parameters over the feature axes.
+#[allow(clippy::too_many_arguments)]
+fn normalize(
+    s: &Scope<'_>,
+    x: &Tensor,
+    mean: &Tensor,
+    var: &Tensor,
+    reduction_axes: &[usize],
+    feature_axes: &[usize],
+    epsilon: f32,
+    use_scale: bool,
+    use_bias: bool,
+    scale_init: &Initializer,
+    bias_init: &Initializer,
+) -> Result<Tensor> {
+    let mut feature_shape = vec![1usize; x.ndim()];
+    let mut reduced: Vec<usize> = Vec::new();
+    for &a in feature_axes {
+        feature_shape[a] = x.shape()[a];
+        reduced.push(x.shape()[a]);
+    }
+    let as_isize = |v: &[usize]| v.iter().map(|&d| d as isize).collect::<Vec<_>>();
+    // expand_dims(mean, reduction_axes)
+    let mut stats_shape = x.shape().to_vec();
+    for &a in reduction_axes {
+        stats_shape[a] = 1;
+    }
+    let mean = mean.reshape(&as_isize(&stats_shape))?;
+    let var = var.reshape(&as_isize(&stats_shape))?;
+    let y = x.sub(&mean)?;
+    let mut mul = var.add(&Tensor::scalar(epsilon))?.rsqrt();
+    if use_scale {
+        let scale = s.param("scale", scale_init, &reduced)?;
+        mul = mul.mul(&scale.reshape(&as_isize(&feature_shape))?)?;
+    }
+    let mut y = y.mul(&mul)?;
+    if use_bias {
+        let bias = s.param("bias", bias_init, &reduced)?;
+        y = y.add(&bias.reshape(&as_isize(&feature_shape))?)?;
+    }
+    Ok(y)
+}
+
+fn canonical_axis(s: &Scope<'_>, axis: isize, ndim: usize, what: &str) -> Result<usize> {
+    let n = ndim as isize;
+    if (-n..n).contains(&axis) {
+        Ok(axis.rem_euclid(n) as usize)
+    } else {
+        Err(config_error(
+            s,
+            format!("{what} axis {axis} is out of range for an input of rank {ndim}"),
+        ))
+    }
+}
+
+/// Batch normalization (Flax's `nn.BatchNorm`): normalizes over every axis
+/// but `axis` with the batch statistics (training), or with the running
+/// averages kept in the `batch_stats` collection (`use_running_average`).
+/// In training, `apply` must be given `batch_stats` as mutable to update
+/// them; during `init` the statistics are created but not updated, as in
+/// Flax.
+#[derive(Clone, Debug)]
+pub struct BatchNorm {
+    /// Use the running averages instead of the batch statistics.
+    pub use_running_average: bool,
+    /// The feature axis (default -1).
+    pub axis: isize,
+    /// Running-average momentum (default 0.99).
+    pub momentum: f64,
+    /// Added to the variance (default 1e-5).
+    pub epsilon: f32,
+    /// Learn a scale (default true).
+    pub use_scale: bool,
+    /// Learn a bias (default true).
+    pub use_bias: bool,
+    /// Scale initializer (ones).
+    pub scale_init: Initializer,
+    /// Bias initializer (zeros).
+    pub bias_init: Initializer,
+    /// Name of a mapped axis to average the statistics over (inside `vmap`).
+    pub axis_name: Option<String>,
+}
+
+impl Default for BatchNorm {
+    fn default() -> Self {
+        BatchNorm {
+            use_running_average: false,
+            axis: -1,
+            momentum: 0.99,
+            epsilon: 1e-5,
+            use_scale: true,
+            use_bias: true,
+            scale_init: init::ones(),
+            bias_init: init::zeros(),
+            axis_name: None,
+        }
+    }
+}
+
+impl BatchNorm {
+    /// Flax's defaults, in training mode.
+    pub fn new() -> BatchNorm {
+        BatchNorm::default()
+    }
+
+    /// Sets `use_running_average` (Flax's `use_running_average=not train`).
+    pub fn use_running_average(mut self, on: bool) -> BatchNorm {
+        self.use_running_average = on;
+        self
+    }
+
+    /// Sets the momentum of the running averages.
+    pub fn momentum(mut self, momentum: f64) -> BatchNorm {
+        self.momentum = momentum;
+        self
+    }
+
+    /// Sets epsilon.
+    pub fn epsilon(mut self, epsilon: f32) -> BatchNorm {
+        self.epsilon = epsilon;
+        self
+    }
+
+    /// Averages the statistics over the mapped axis `name` of an enclosing
+    /// `Vmap`.
+    pub fn axis_name(mut self, name: &str) -> BatchNorm {
+        self.axis_name = Some(name.to_string());
+        self
+    }
+}
+
+impl Module for BatchNorm {
+    type Input = Tensor;
+    type Output = Tensor;
+
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let feature = canonical_axis(s, self.axis, x.ndim(), "BatchNorm")?;
+        let reduction: Vec<usize> = (0..x.ndim()).filter(|&a| a != feature).collect();
+        let feature_shape = [x.shape()[feature]];
+        let ra_mean = s.variable("batch_stats", "mean", || Ok(Tensor::zeros(&feature_shape)))?;
+        let ra_var = s.variable("batch_stats", "var", || Ok(Tensor::ones(&feature_shape)))?;
+        let (mean, var) = if self.use_running_average {
+            (ra_mean.value(), ra_var.value())
+        } else {
+            if let (Some(name), false) = (&self.axis_name, s.is_initializing()) {
+                return Err(Error::Lift {
+                    path: s.path_text(),
+                    transform: "vmap",
+                    message: format!(
+                        "BatchNorm averages over the mapped axis \"{name}\", but collectives \
+                         over mapped axes are not supported yet (init works: it ignores \
+                         axis_name, as Flax does)"
+                    ),
+                });
+            }
+            let (mean, var) = compute_stats(&x, &reduction)?;
+            if !s.is_initializing() {
+                let m = Tensor::scalar(self.momentum as f32);
+                let one_minus = Tensor::scalar((1.0 - self.momentum) as f32);
+                ra_mean.set(m.mul(&ra_mean.value())?.add(&one_minus.mul(&mean)?)?)?;
+                ra_var.set(m.mul(&ra_var.value())?.add(&one_minus.mul(&var)?)?)?;
+            }
+            (mean, var)
+        };
+        normalize(
+            s,
+            &x,
+            &mean,
+            &var,
+            &reduction,
+            &[feature],
+            self.epsilon,
+            self.use_scale,
+            self.use_bias,
+            &self.scale_init,
+            &self.bias_init,
+        )
+    }
+}
+
+/// Layer normalization (Flax's `nn.LayerNorm`): normalizes each example
+/// over its last axis, with a learned `scale` and `bias`.
+#[derive(Clone, Debug)]
+pub struct LayerNorm {
+    /// Added to the variance (default 1e-6).
+    pub epsilon: f32,
+    /// Learn a scale (default true).
+    pub use_scale: bool,
+    /// Learn a bias (default true).
+    pub use_bias: bool,
+    /// Scale initializer (ones).
+    pub scale_init: Initializer,
+    /// Bias initializer (zeros).
+    pub bias_init: Initializer,
+}
+
+impl Default for LayerNorm {
+    fn default() -> Self {
+        LayerNorm {
+            epsilon: 1e-6,
+            use_scale: true,
+            use_bias: true,
+            scale_init: init::ones(),
+            bias_init: init::zeros(),
+        }
+    }
+}
+
+impl LayerNorm {
+    /// Flax's defaults.
+    pub fn new() -> LayerNorm {
+        LayerNorm::default()
+    }
+}
+
+impl Module for LayerNorm {
+    type Input = Tensor;
+    type Output = Tensor;
+
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let last = canonical_axis(s, -1, x.ndim(), "LayerNorm")?;
+        let (mean, var) = compute_stats(&x, &[last])?;
+        normalize(
+            s,
+            &x,
+            &mean,
+            &var,
+            &[last],
+            &[last],
+            self.epsilon,
+            self.use_scale,
+            self.use_bias,
+            &self.scale_init,
+            &self.bias_init,
+        )
+    }
+}
