@@ -6,6 +6,7 @@ mod dense;
 mod dropout;
 mod module;
 mod normalization;
+mod scan;
 mod vmap;
 
 pub use activation::{gelu, log_softmax, relu, sigmoid, softmax, tanh};
@@ -13,4 +14,5 @@ pub use dense::Dense;
 pub use dropout::Dropout;
 pub use module::{Child, Module};
 pub use normalization::{BatchNorm, LayerNorm};
+pub use scan::Scan;
 pub use vmap::Vmap;

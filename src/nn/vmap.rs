@@ -93,17 +93,19 @@ where
     }
 }
 
-/// `Vmap` + the target's type name, interned (Flax names the class
+/// `prefix` + the target's type name, interned (Flax names the class
 /// `VmapDense` for `nn.vmap(nn.Dense)`).
-fn vmap_type_name(inner: &str) -> &'static str {
+pub(crate) fn prefixed_type_name(prefix: &str, inner: &str) -> &'static str {
     static NAMES: OnceLock<Mutex<HashMap<String, &'static str>>> = OnceLock::new();
     let mut names = NAMES
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
+    let name = format!("{prefix}{inner}");
+    // One leaked string per distinct name, for the life of the program.
     names
-        .entry(inner.to_string())
-        .or_insert_with(|| Box::leak(format!("Vmap{inner}").into_boxed_str()))
+        .entry(name.clone())
+        .or_insert_with(|| Box::leak(name.into_boxed_str()))
 }
 
 impl<M: Module> Module for Vmap<M>
@@ -115,7 +117,7 @@ where
     type Output = M::Output;
 
     fn type_name(&self) -> &'static str {
-        vmap_type_name(self.module.type_name())
+        prefixed_type_name("Vmap", self.module.type_name())
     }
 
     fn call(&self, s: &Scope<'_>, input: M::Input) -> Result<M::Output> {

@@ -2,11 +2,14 @@
 //! transforms applied to scopes, with variables and RNG streams packed,
 //! filtered into groups, transformed, and committed back.
 //!
-//! Today: [`VmapConfig`] and the scope-level `vmap` behind
-//! [`crate::nn::Vmap`]; `scan` and `map_variables` come next.
+//! Today: `vmap` ([`VmapConfig`], behind [`crate::nn::Vmap`]) and `scan`
+//! ([`ScanConfig`], behind [`crate::nn::Scan`]); `map_variables` comes next.
 
 mod axes;
+mod pack;
+mod scan;
 mod vmap;
 
 pub use axes::{MapIn, StackOut};
+pub use scan::ScanConfig;
 pub use vmap::VmapConfig;

@@ -1,0 +1,337 @@
+//! `pack`: the stages every lifted transform shares (Flax's `lift.pack`).
+//!
+//! 1. scope selection — a transform lifts the scope it is called on (its
+//!    own path), so there is one root scope and nothing to de-duplicate;
+//! 2. filtering — collections and RNG streams are put in the group of the
+//!    first filter that matches them; unmatched ones stay outside;
+//! 3. transform-specific lifting — done by the caller with
+//!    [`Packed::item_state`], which slices, broadcasts or carries each
+//!    collection and splits or broadcasts each stream for one item;
+//! 4. scope rebuild — each item gets a fresh state at the same path;
+//! 5. repack — only writable collections come back;
+//! 6. commit — [`Packed::commit`] stores them in the outer scope, with the
+//!    `make_rng` counters of the lifted path.
+
+use std::collections::HashMap;
+
+use crate::core::error::{Error, Result};
+use crate::core::filter::Filter;
+use crate::core::rngs::Rngs;
+use crate::core::scope::{put_at, Scope, State};
+use crate::core::variables::Variables;
+use crate::random::{self, Key};
+use crate::tensor::{Tensor, Tree};
+
+/// How a lifted collection reaches the items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VarMode {
+    /// Sliced along this axis, one slice per item; stacked back.
+    Axis(usize),
+    /// One copy shared by every item; must come back identical.
+    Broadcast,
+    /// Threaded from item to item (scan's carry).
+    Carry,
+}
+
+/// The lifted view of one scope: its variables and streams, filtered.
+pub(crate) struct Packed {
+    transform: &'static str,
+    path: Vec<String>,
+    path_text: String,
+    /// Lifted collections: name, mode, the scope's subtree (if any).
+    collections: Vec<(String, VarMode, Option<Tree>)>,
+    /// Lifted streams: name, split per item, seed key.
+    streams: Vec<(String, bool, Key)>,
+    separator: bool,
+    mutable: Filter,
+    initializing: bool,
+    lifted: Vec<Vec<Filter>>,
+    /// `make_rng` counters when the transform started.
+    pub(crate) counters: HashMap<(Vec<String>, String), u64>,
+    modes: Vec<(Filter, VarMode)>,
+}
+
+impl Packed {
+    /// Packs the variables and RNG streams of `scope` (stages 1 and 2).
+    pub(crate) fn new(
+        scope: &Scope<'_>,
+        transform: &'static str,
+        modes: Vec<(Filter, VarMode)>,
+        split_rngs: &[(Filter, bool)],
+    ) -> Packed {
+        let outer = scope.state().borrow();
+        let path = scope.path().to_vec();
+        let sub_path = path.join("/");
+        let mode_of = |c: &str| modes.iter().find(|(f, _)| f.matches(c)).map(|&(_, m)| m);
+        let collections = outer
+            .variables
+            .iter()
+            .filter_map(|(c, tree)| mode_of(c).map(|m| (c.to_string(), m, tree.subtree(&sub_path))))
+            .collect();
+        let streams = outer
+            .rngs
+            .streams
+            .iter()
+            .filter_map(|(name, key)| {
+                split_rngs
+                    .iter()
+                    .find(|(f, _)| f.matches(name))
+                    .map(|&(_, split)| (name.clone(), split, random::clone(key)))
+            })
+            .collect();
+        let mut lifted = outer.lifted.clone();
+        lifted.push(modes.iter().map(|(f, _)| f.clone()).collect());
+        Packed {
+            transform,
+            path_text: scope.path_text(),
+            path,
+            collections,
+            streams,
+            separator: outer.rngs.separator_flag(),
+            mutable: outer.mutable.clone(),
+            initializing: outer.initializing,
+            lifted,
+            counters: outer.counters.clone(),
+            modes,
+        }
+    }
+
+    /// A lift error at this scope.
+    pub(crate) fn error(&self, message: String) -> Error {
+        Error::Lift {
+            path: self.path_text.clone(),
+            transform: self.transform,
+            message,
+        }
+    }
+
+    /// The mode of a collection, if lifted.
+    pub(crate) fn mode(&self, collection: &str) -> Option<VarMode> {
+        self.modes
+            .iter()
+            .find(|(f, _)| f.matches(collection))
+            .map(|&(_, m)| m)
+    }
+
+    /// The seeds of every item: `split(seed, n)[i]` for split streams, the
+    /// seed itself otherwise.
+    pub(crate) fn item_rngs(&self, n: usize) -> Vec<Rngs> {
+        let mut rngs: Vec<Rngs> = (0..n)
+            .map(|_| Rngs::none().fix_separator(self.separator))
+            .collect();
+        for (name, split, seed) in &self.streams {
+            if *split {
+                let keys = random::split(random::clone(seed), n);
+                for (r, k) in rngs.iter_mut().zip(keys) {
+                    r.streams.insert(name.clone(), k);
+                }
+            } else {
+                for r in &mut rngs {
+                    r.streams.insert(name.clone(), random::clone(seed));
+                }
+            }
+        }
+        rngs
+    }
+
+    /// The state of item `i` of `n` (stages 3 and 4): mapped collections
+    /// sliced, broadcast ones shared, carried ones taken from `carry`.
+    pub(crate) fn item_state(
+        &self,
+        n: usize,
+        i: usize,
+        rngs: Rngs,
+        carry: &[(String, Tree)],
+        counters: HashMap<(Vec<String>, String), u64>,
+    ) -> Result<State> {
+        let mut variables = Variables::new();
+        for (c, mode, sub) in &self.collections {
+            let item = match (mode, sub) {
+                (VarMode::Carry, _) => continue,
+                (_, None) => continue,
+                (VarMode::Broadcast, Some(sub)) => sub.clone(),
+                (VarMode::Axis(a), Some(sub)) => {
+                    let mut leaves = Vec::with_capacity(sub.leaves().len());
+                    for (name, x) in sub.paths() {
+                        if *a >= x.ndim() || x.shape()[*a] != n {
+                            return Err(self.error(format!(
+                                "variable \"{c}/{name}\" of shape {:?} cannot be mapped over \
+                                 axis {a} with {n} items",
+                                x.shape()
+                            )));
+                        }
+                        leaves.push(x.index_axis(*a as isize, i)?);
+                    }
+                    sub.with_leaves(leaves)?
+                }
+            };
+            variables.insert(c.clone(), self.place(c, item)?);
+        }
+        for (c, sub) in carry {
+            variables.insert(c.clone(), self.place(c, sub.clone())?);
+        }
+        let mut state = State::new(variables, rngs, self.mutable.clone(), self.initializing);
+        state.counters = counters;
+        state.lifted = self.lifted.clone();
+        Ok(state)
+    }
+
+    /// The carried collections as they are before the first item.
+    pub(crate) fn initial_carry(&self) -> Vec<(String, Tree)> {
+        self.collections
+            .iter()
+            .filter(|(_, m, _)| *m == VarMode::Carry)
+            .filter_map(|(c, _, sub)| sub.clone().map(|s| (c.clone(), s)))
+            .collect()
+    }
+
+    /// This scope's subtree of `collection` in an item's final state.
+    pub(crate) fn subtree_of(&self, state: &State, collection: &str) -> Tree {
+        state
+            .variables
+            .collection(collection)
+            .and_then(|t| t.subtree(&self.path.join("/")))
+            .unwrap_or_default()
+    }
+
+    /// A tree holding `sub` at this scope's path.
+    fn place(&self, collection: &str, sub: Tree) -> Result<Tree> {
+        if self.path.is_empty() {
+            return Ok(sub);
+        }
+        let mut tree = Tree::new();
+        let parts: Vec<&str> = self.path.iter().map(String::as_str).collect();
+        put_at(&mut tree, &parts, sub).map_err(|_| {
+            self.error(format!(
+                "collection \"{collection}\" cannot hold this scope's variables"
+            ))
+        })?;
+        Ok(tree)
+    }
+
+    /// The writable lifted collections that `states` (the items' final
+    /// states) hold, merged by mode (stage 5).
+    pub(crate) fn repack(&self, states: &[State]) -> Result<Vec<(String, Tree)>> {
+        let Some(first) = states.first() else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let names: Vec<String> = first
+            .variables
+            .collection_names()
+            .map(str::to_string)
+            .collect();
+        for c in names {
+            let Some(mode) = self.mode(&c) else { continue };
+            if !first.writable(&c) {
+                continue;
+            }
+            let subs: Vec<Tree> = states.iter().map(|st| self.subtree_of(st, &c)).collect();
+            let merged = match mode {
+                VarMode::Axis(a) => {
+                    stack_trees(&subs, a).map_err(|m| self.error(format!("{c}: {m}")))?
+                }
+                VarMode::Broadcast => {
+                    same_trees(&subs).map_err(|m| {
+                        self.error(format!(
+                            "variable \"{c}/{m}\" is broadcast (not mapped) but differs across \
+                             the {} items; give its collection an axis, or split fewer RNG streams",
+                            subs.len()
+                        ))
+                    })?;
+                    subs.into_iter().next().unwrap_or_default()
+                }
+                VarMode::Carry => subs.into_iter().last().unwrap_or_default(),
+            };
+            out.push((c, merged));
+        }
+        Ok(out)
+    }
+
+    /// Stores repacked collections and the lifted path's counters in the
+    /// outer scope (stage 6). Variables that went through a JAX transform
+    /// come back as a pytree, whose dicts have sorted keys; so do these.
+    pub(crate) fn commit(
+        &self,
+        scope: &Scope<'_>,
+        collections: Vec<(String, Tree)>,
+        counters: &HashMap<(Vec<String>, String), u64>,
+    ) -> Result<()> {
+        let mut outer = scope.state().borrow_mut();
+        for (key, &count) in counters {
+            if key.0.starts_with(&self.path) {
+                outer.counters.insert(key.clone(), count);
+            }
+        }
+        for (c, tree) in collections {
+            let tree = sort_keys(&tree);
+            let target = outer.variables.collection_mut(&c);
+            if self.path.is_empty() {
+                *target = tree;
+            } else {
+                let parts: Vec<&str> = self.path.iter().map(String::as_str).collect();
+                put_at(target, &parts, tree).map_err(|_| {
+                    self.error(format!(
+                        "collection \"{c}\" cannot hold this scope's variables"
+                    ))
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The same tree with every map's keys in sorted order.
+fn sort_keys(tree: &Tree) -> Tree {
+    match tree.entries() {
+        None => tree.clone(),
+        Some(mut entries) => {
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Tree::from_entries(entries.into_iter().map(|(k, v)| (k, sort_keys(&v))))
+        }
+    }
+}
+
+/// Stacks trees of the same structure leaf by leaf along `axis`.
+fn stack_trees(trees: &[Tree], axis: usize) -> std::result::Result<Tree, String> {
+    let first = trees.first().ok_or("no items")?;
+    if let Some(t) = trees.iter().find(|t| !t.same_structure(first)) {
+        let names = |t: &Tree| t.paths().into_iter().map(|(p, _)| p).collect::<Vec<_>>();
+        return Err(format!(
+            "items created different variables: {:?} and {:?}",
+            names(first),
+            names(t)
+        ));
+    }
+    let leaves = (0..first.leaves().len())
+        .map(|k| {
+            let parts: Vec<Tensor> = trees.iter().map(|t| t.leaves()[k].clone()).collect();
+            Tensor::stack(&parts, axis as isize).map_err(|e| e.to_string())
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    first.with_leaves(leaves).map_err(|e| e.to_string())
+}
+
+/// Checks that every tree equals the first, bit for bit; the error names
+/// the first variable that differs.
+fn same_trees(trees: &[Tree]) -> std::result::Result<(), String> {
+    let Some(first) = trees.first() else {
+        return Ok(());
+    };
+    for t in &trees[1..] {
+        if !t.same_structure(first) {
+            return Err("(structure)".to_string());
+        }
+        for ((name, a), b) in first.paths().into_iter().zip(t.leaves()) {
+            let same = a.shape() == b.shape()
+                && a.to_vec()
+                    .iter()
+                    .zip(b.to_vec())
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
+            if !same {
+                return Err(name);
+            }
+        }
+    }
+    Ok(())
+}
