@@ -37,46 +37,6 @@ where
     Ok(ArrayD::from_shape_vec(IxDyn(shape), out).expect("element count matches the shape"))
 }
 
-/// Draws an array of `shape` from `key` whose element `i` is `f` of the
-/// stream's word `i`. `f` must be a pure function, written without branches
-/// so that it vectorizes.
-pub(crate) fn sample_map<T, F>(
-    function: &'static str,
-    key: &Key,
-    shape: &[usize],
-    f: F,
-) -> Result<ArrayD<T>, RandomError>
-where
-    T: Copy + Default + Send,
-    F: Fn(u32) -> T + Sync,
-{
-    sample(
-        function,
-        key,
-        shape,
-        #[inline(always)]
-        |words: &[u32], out: &mut [T]| map_interleaved(words, out, &f),
-    )
-}
-
-/// `out[i] = f(words[i])`, two independent halves per loop step: the long
-/// dependency chains of `f` (a polynomial after a division after a
-/// logarithm) then overlap in the out-of-order window.
-#[inline(always)]
-fn map_interleaved<T: Copy, F: Fn(u32) -> T>(words: &[u32], out: &mut [T], f: &F) {
-    let n = out.len();
-    let half = n / 2;
-    let (o0, o1) = out.split_at_mut(half);
-    let (w0, w1) = words[..n].split_at(half);
-    for i in 0..half {
-        o0[i] = f(w0[i]);
-        o1[i] = f(w1[i]);
-    }
-    if o1.len() > half {
-        o1[half] = f(w1[half]);
-    }
-}
-
 /// Draws the stream's 32-bit words themselves (`bits`), hashed straight
 /// into the array.
 pub(crate) fn sample_words(

@@ -5,7 +5,7 @@ use ndarray::ArrayD;
 use super::uniform::{check_range, scale_unit, unit_float};
 use crate::random::error::RandomError;
 use crate::random::key::Key;
-use crate::random::sampling::{sample, sample_map};
+use crate::random::sampling::sample;
 use crate::random::xla_math::{erf, erf_inv};
 
 /// `sqrt(2)` rounded to `f32`, as JAX's `np.array(np.sqrt(2), float32)`.
@@ -23,12 +23,16 @@ pub fn normal(key: Key, shape: &[usize]) -> Result<ArrayD<f32>, RandomError> {
     // The smallest float above -1, so that erf_inv stays finite.
     let lo = -1.0f32 + f32::EPSILON / 2.0;
     let hi = 1.0f32;
-    sample_map(
+    sample(
         "normal",
         &key,
         shape,
         #[inline(always)]
-        |w| SQRT2 * erf_inv(scale_unit(unit_float(w), lo, hi)),
+        |words, out| {
+            for (o, &w) in out.iter_mut().zip(words) {
+                *o = SQRT2 * erf_inv(scale_unit(unit_float(w), lo, hi));
+            }
+        },
     )
 }
 
