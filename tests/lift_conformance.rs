@@ -296,3 +296,138 @@ fn batch_norm_and_layer_norm() {
     // Within 2 ulp: means over 5 features are divided differently by XLA.
     check("layer norm", &ln.apply(&lv, z, ()).unwrap(), &n.ln_out, 2);
 }
+
+#[derive(Deserialize)]
+struct ScanRun {
+    carry: Vec<u32>,
+    ys: Vec<u32>,
+    params: Leaves,
+}
+
+#[derive(Deserialize)]
+struct DropoutBlocks {
+    xs: Vec<u32>,
+    carry: Vec<u32>,
+    ys: Vec<u32>,
+    params: Leaves,
+    apply_carry: Vec<u32>,
+    apply_ys: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct VmapOfScan {
+    cs: Vec<u32>,
+    xss: Vec<u32>,
+    carry: Vec<u32>,
+    ys: Vec<u32>,
+    params: Leaves,
+}
+
+#[derive(Deserialize)]
+#[allow(non_snake_case)]
+struct Scans {
+    rnn_reverse_False: ScanRun,
+    rnn_reverse_True: ScanRun,
+    dropout_blocks: DropoutBlocks,
+    vmap_of_scan: VmapOfScan,
+    c: Vec<u32>,
+    xs: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct ScanFixture {
+    lifted_scan: Scans,
+}
+
+pub struct Cell;
+
+impl Module for Cell {
+    type Input = (Tensor, Tensor);
+    type Output = (Tensor, Tensor);
+    fn call(&self, s: &Scope<'_>, (c, x): (Tensor, Tensor)) -> Result<(Tensor, Tensor)> {
+        let h = s.call(Dense::new(2), c)?.add(&x)?.relu();
+        let y = h.mul(&Tensor::scalar(2.0))?;
+        Ok((h, y))
+    }
+}
+
+fn rnn(reverse: bool) -> flaxen::nn::Scan<Cell> {
+    flaxen::nn::Scan::new(Cell)
+        .variable_broadcast("params")
+        .split_rngs("params", false)
+        .reverse(reverse)
+}
+
+#[test]
+fn scan_rnn_with_broadcast_params_forward_and_reversed() {
+    let f: ScanFixture = load_fixture("modules.json");
+    let l = f.lifted_scan;
+    let c = tensor(&l.c, &[2]);
+    let xs = tensor(&l.xs, &[4, 2]);
+    for (reverse, want) in [(false, &l.rnn_reverse_False), (true, &l.rnn_reverse_True)] {
+        let ((carry, ys), v) = rnn(reverse)
+            .init_with_output(random::key(0), (c.clone(), xs.clone()))
+            .unwrap();
+        check_tree("params", &v.params(), &want.params, 0);
+        check("carry", &carry, &want.carry, 0);
+        check("ys", &ys, &want.ys, 0);
+    }
+}
+
+struct DropBlock;
+
+impl Module for DropBlock {
+    type Input = (Tensor, Tensor);
+    type Output = (Tensor, Tensor);
+    fn call(&self, s: &Scope<'_>, (c, x): (Tensor, Tensor)) -> Result<(Tensor, Tensor)> {
+        let h = s.call(Dense::new(3), c)?.add(&x)?;
+        let h = s.call(Dropout::new(0.5), h)?;
+        let total = h.sum_all();
+        Ok((h, total))
+    }
+}
+
+#[test]
+fn scan_with_per_step_params_and_split_dropout() {
+    let f: ScanFixture = load_fixture("modules.json");
+    let d = f.lifted_scan.dropout_blocks;
+    let blocks = || {
+        flaxen::nn::Scan::new(DropBlock)
+            .variable_axes("params", 0)
+            .split_rngs("params", true)
+            .split_rngs("dropout", true)
+    };
+    let c = Tensor::ones(&[3]);
+    let xs = tensor(&d.xs, &[5, 3]);
+    let ((carry, ys), v) = blocks()
+        .init_with_output(
+            Rngs::from([("params", random::key(1)), ("dropout", random::key(2))]),
+            (c.clone(), xs.clone()),
+        )
+        .unwrap();
+    check_tree("params", &v.params(), &d.params, 0);
+    check("carry", &carry, &d.carry, 0);
+    check("ys", &ys, &d.ys, 0);
+    let (carry, ys) = blocks()
+        .apply(&v, (c, xs), Rngs::none().with("dropout", random::key(7)))
+        .unwrap();
+    check("apply carry", &carry, &d.apply_carry, 0);
+    check("apply ys", &ys, &d.apply_ys, 0);
+}
+
+#[test]
+fn vmap_of_scan() {
+    let f: ScanFixture = load_fixture("modules.json");
+    let m = f.lifted_scan.vmap_of_scan;
+    let cs = tensor(&m.cs, &[3, 2]);
+    let xss = tensor(&m.xss, &[3, 4, 2]);
+    let vrnn = Vmap::new(rnn(false))
+        .in_axes((Some(0), Some(0)))
+        .out_axes((0, 0))
+        .variable_axes("params", Some(0))
+        .split_rngs("params", true);
+    let ((carry, ys), v) = vrnn.init_with_output(random::key(5), (cs, xss)).unwrap();
+    check_tree("params", &v.params(), &m.params, 0);
+    check("carry", &carry, &m.carry, 0);
+    check("ys", &ys, &m.ys, 0);
+}

@@ -314,6 +314,58 @@ def lifted_vmap():
     )
 
 
+def lifted_scan():
+    """scan: a broadcast-parameter RNN (forward and reversed), per-step
+    parameters with dropout on split streams, and vmap of a scan."""
+
+    class Cell(nn.Module):
+        @nn.compact
+        def __call__(self, c, x):
+            h = nn.relu(nn.Dense(2)(c) + x)
+            return h, h * 2.0
+
+    c = jnp.asarray(np.random.RandomState(31).randn(2).astype(np.float32))
+    xs = jnp.asarray(np.random.RandomState(32).randn(4, 2).astype(np.float32))
+    out = {}
+    for reverse in [False, True]:
+        rnn = nn.scan(Cell, variable_broadcast="params", split_rngs={"params": False},
+                      in_axes=0, out_axes=0, reverse=reverse)
+        (cf, ys), v = rnn().init_with_output(jax.random.key(0), c, xs)
+        out[f"rnn_reverse_{reverse}"] = dict(
+            carry=f32_bits(cf), ys=f32_bits(ys), params=tree_bits(v["params"]))
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, c, x):
+            h = nn.Dense(3)(c) + x
+            h = nn.Dropout(0.5)(h, deterministic=False)
+            return h, jnp.sum(h)
+
+    blocks = nn.scan(Block, variable_axes={"params": 0},
+                     split_rngs={"params": True, "dropout": True}, in_axes=0)
+    c3 = jnp.ones((3,))
+    xs3 = jnp.asarray(np.random.RandomState(33).randn(5, 3).astype(np.float32))
+    (cf, ys), v = blocks().init_with_output(
+        {"params": jax.random.key(1), "dropout": jax.random.key(2)}, c3, xs3)
+    (cf2, ys2) = blocks().apply(v, c3, xs3, rngs={"dropout": jax.random.key(7)})
+    out["dropout_blocks"] = dict(
+        xs=f32_bits(xs3), carry=f32_bits(cf), ys=f32_bits(ys), params=tree_bits(v["params"]),
+        apply_carry=f32_bits(cf2), apply_ys=f32_bits(ys2))
+
+    vrnn = nn.vmap(
+        nn.scan(Cell, variable_broadcast="params", split_rngs={"params": False}),
+        in_axes=(0, 0), out_axes=0, variable_axes={"params": 0}, split_rngs={"params": True})
+    cs = jnp.asarray(np.random.RandomState(34).randn(3, 2).astype(np.float32))
+    xss = jnp.asarray(np.random.RandomState(35).randn(3, 4, 2).astype(np.float32))
+    (cf, ys), v = vrnn().init_with_output(jax.random.key(5), cs, xss)
+    out["vmap_of_scan"] = dict(
+        cs=f32_bits(cs), xss=f32_bits(xss), carry=f32_bits(cf), ys=f32_bits(ys),
+        params=tree_bits(v["params"]))
+    out["c"] = f32_bits(c)
+    out["xs"] = f32_bits(xs)
+    return out
+
+
 if __name__ == "__main__":
     check_versions()
     data = dict(
@@ -323,6 +375,7 @@ if __name__ == "__main__":
         mlp_grads=mlp_grads(),
         normalization=normalization(),
         lifted_vmap=lifted_vmap(),
+        lifted_scan=lifted_scan(),
     )
     path = os.path.join(OUT, "modules.json")
     with open(path, "w") as f:
