@@ -431,3 +431,37 @@ fn vmap_of_scan() {
     check("carry", &carry, &m.carry, 0);
     check("ys", &ys, &m.ys, 0);
 }
+
+#[allow(dead_code)]
+#[path = "../examples/lift_transpose.rs"]
+mod lift_transpose_example;
+
+#[derive(Deserialize)]
+struct LiftTranspose {
+    y: Vec<u32>,
+    params: Leaves,
+}
+
+#[derive(Deserialize)]
+struct LiftTransposeFixture {
+    lift_transpose: LiftTranspose,
+}
+
+#[test]
+fn lift_transpose_on_the_functional_core() {
+    let f: LiftTransposeFixture = load_fixture("modules.json");
+    let x = Tensor::ones(&[3, 2]);
+    let (y, variables) = flaxen::core::init(random::key(0), |scope| {
+        lift_transpose_example::lift_transpose(scope, |s| lift_transpose_example::dense(s, &x, 4))
+    })
+    .unwrap();
+    check("y", &y, &f.lift_transpose.y, 0);
+    check_tree("params", &variables.params(), &f.lift_transpose.params, 0);
+    // Applying transposes the stored (2, 4) kernel to (4, 2) on the way in,
+    // which the dense layer rejects with both shapes named.
+    let e = flaxen::core::apply(&variables, (), false, |scope| {
+        lift_transpose_example::lift_transpose(scope, |s| lift_transpose_example::dense(s, &x, 4))
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("[4, 2]"), "{e}");
+}

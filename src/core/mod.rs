@@ -14,6 +14,7 @@ mod grad;
 pub mod lift;
 pub mod rng_hash;
 mod rngs;
+mod run;
 mod scope;
 mod variables;
 
@@ -21,6 +22,6 @@ pub use error::{Error, Result};
 pub use filter::Filter;
 pub use grad::{grad, value_and_grad};
 pub use rngs::{flax_fix_rng_separator, set_flax_fix_rng_separator, Rngs};
-pub(crate) use scope::State;
+pub use run::{apply, init};
 pub use scope::{ParamInit, Scope, Variable};
 pub use variables::{array_repr, Variables};

@@ -2,9 +2,7 @@
 //! hyperparameters whose `call` runs inside a [`Scope`], with `init` and
 //! `apply` as entry points.
 
-use std::cell::RefCell;
-
-use crate::core::{Error, Filter, Result, Rngs, Scope, State, Variables};
+use crate::core::{Error, Filter, Result, Rngs, Scope, Variables};
 
 /// A Flax Linen module: a plain Rust struct of hyperparameters. `call` is
 /// its `__call__`, written compact-style: it asks its scope for parameters,
@@ -67,11 +65,7 @@ pub trait Module {
     where
         Self: Sized,
     {
-        let state = RefCell::new(State::new(Variables::new(), rngs.into(), Filter::All, true));
-        let out = self
-            .call(&Scope::root(&state), input)
-            .map_err(|e| e.at("/"))?;
-        Ok((out, state.into_inner().variables))
+        crate::core::init(rngs, |scope| self.call(scope, input))
     }
 
     /// Runs the module on existing variables (Flax's `apply` with
@@ -102,24 +96,7 @@ pub trait Module {
     where
         Self: Sized,
     {
-        let mutable = mutable.into();
-        let state = RefCell::new(State::new(
-            variables.clone(),
-            rngs.into(),
-            mutable.clone(),
-            false,
-        ));
-        let out = self
-            .call(&Scope::root(&state), input)
-            .map_err(|e| e.at("/"))?;
-        let updated = state
-            .into_inner()
-            .variables
-            .iter()
-            .filter(|(name, _)| mutable.matches(name))
-            .map(|(name, tree)| (name.to_string(), tree.clone()))
-            .collect();
-        Ok((out, updated))
+        crate::core::apply(variables, rngs, mutable, |scope| self.call(scope, input))
     }
 }
 

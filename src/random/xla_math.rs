@@ -72,6 +72,19 @@ fn quiet(x: f32) -> f32 {
     f32::from_bits(x.to_bits() | 0x0040_0000)
 }
 
+// Cephes logf coefficients, as XLA stores them ([`log_core`]).
+const P0: f32 = f32::from_bits(0x3D90_21BB); // 7.0376836292e-2
+const P1: f32 = f32::from_bits(0xBDEB_D1B8); // -1.1514610310e-1
+const P2: f32 = f32::from_bits(0x3DEF_251A); // 1.1676998740e-1
+const P3: f32 = f32::from_bits(0xBDFE_5D4F); // -1.2420140846e-1
+const P4: f32 = f32::from_bits(0x3E11_E9BF); // 1.4249322787e-1
+const P5: f32 = f32::from_bits(0xBE2A_AE50); // -1.6668057665e-1
+const P6: f32 = f32::from_bits(0x3E4C_CEAC); // 2.0000714765e-1
+const P7: f32 = f32::from_bits(0xBE7F_FFFC); // -2.4999993993e-1
+const P8: f32 = f32::from_bits(0x3EAA_AAAA); // 3.3333331174e-1
+const LN2_LO: f32 = f32::from_bits(0xB95E_8083); // -2.12194440e-4
+const LN2_HI: f32 = f32::from_bits(0x3F31_8000); // 0.693359375
+
 /// Natural logarithm, XLA CPU's `log` for `f32`.
 ///
 /// XLA's polynomial is Cephes' `logf`: clamp to at least `f32::MIN_POSITIVE`;
@@ -91,19 +104,6 @@ pub(crate) fn log(x: f32) -> f32 {
 /// XLA's `log` body for an input that is already flushed.
 #[inline(always)]
 fn log_core(x: f32) -> f32 {
-    // Cephes logf coefficients, as XLA stores them.
-    const P0: f32 = f32::from_bits(0x3D90_21BB); // 7.0376836292e-2
-    const P1: f32 = f32::from_bits(0xBDEB_D1B8); // -1.1514610310e-1
-    const P2: f32 = f32::from_bits(0x3DEF_251A); // 1.1676998740e-1
-    const P3: f32 = f32::from_bits(0xBDFE_5D4F); // -1.2420140846e-1
-    const P4: f32 = f32::from_bits(0x3E11_E9BF); // 1.4249322787e-1
-    const P5: f32 = f32::from_bits(0xBE2A_AE50); // -1.6668057665e-1
-    const P6: f32 = f32::from_bits(0x3E4C_CEAC); // 2.0000714765e-1
-    const P7: f32 = f32::from_bits(0xBE7F_FFFC); // -2.4999993993e-1
-    const P8: f32 = f32::from_bits(0x3EAA_AAAA); // 3.3333331174e-1
-    const LN2_LO: f32 = f32::from_bits(0xB95E_8083); // -2.12194440e-4
-    const LN2_HI: f32 = f32::from_bits(0x3F31_8000); // 0.693359375
-
     let clamped = if x > f32::MIN_POSITIVE {
         x
     } else {
@@ -142,6 +142,27 @@ fn log_core(x: f32) -> f32 {
     f32::from_bits(bits)
 }
 
+// Cephes log1p, rounded to f32 ([`log1p`]).
+const LOG1P_SMALL: f32 = f32::from_bits(0x3ED4_13CD); // 0.41421357
+const LOG1P_P: [f32; 7] = [
+    4.527e-5,
+    f32::from_bits(0x3EFF_40C5),
+    f32::from_bits(0x40D2_84FA),
+    f32::from_bits(0x41EF_4B9C),
+    f32::from_bits(0x4273_CC76),
+    f32::from_bits(0x4264_73AD),
+    f32::from_bits(0x41A0_5101),
+];
+const LOG1P_Q: [f32; 7] = [
+    1.0,
+    f32::from_bits(0x4171_01AD),
+    f32::from_bits(0x42A6_185B),
+    f32::from_bits(0x435D_C32D),
+    f32::from_bits(0x439A_8CA3),
+    f32::from_bits(0x4358_6D8A),
+    f32::from_bits(0x4270_7982),
+];
+
 /// `log(1 + x)`, XLA CPU's `log1p` for `f32`.
 ///
 /// For `|x| < 0.41421357` (`sqrt(2) - 1`): Cephes' `log1p` rational form
@@ -151,39 +172,19 @@ fn log_core(x: f32) -> f32 {
 /// add). NaN or `x < -1` → the NaN `0xFFFF_FFFF`, `-1` → `-inf`.
 #[inline(always)]
 pub(crate) fn log1p(x: f32) -> f32 {
-    const SMALL: f32 = f32::from_bits(0x3ED4_13CD); // 0.41421357
-    const P: [f32; 7] = [
-        4.527e-5,
-        f32::from_bits(0x3EFF_40C5),
-        f32::from_bits(0x40D2_84FA),
-        f32::from_bits(0x41EF_4B9C),
-        f32::from_bits(0x4273_CC76),
-        f32::from_bits(0x4264_73AD),
-        f32::from_bits(0x41A0_5101),
-    ];
-    const Q: [f32; 7] = [
-        1.0,
-        f32::from_bits(0x4171_01AD),
-        f32::from_bits(0x42A6_185B),
-        f32::from_bits(0x435D_C32D),
-        f32::from_bits(0x439A_8CA3),
-        f32::from_bits(0x4358_6D8A),
-        f32::from_bits(0x4270_7982),
-    ];
-
     let x = flush(x);
     let large = log_core(x + 1.0);
 
     let x2 = x * x;
-    let mut p = P[0];
-    let mut q = Q[0];
+    let mut p = LOG1P_P[0];
+    let mut q = LOG1P_Q[0];
     for k in 1..7 {
-        p = p.mul_add(x, P[k]);
-        q = q.mul_add(x, Q[k]);
+        p = p.mul_add(x, LOG1P_P[k]);
+        q = q.mul_add(x, LOG1P_Q[k]);
     }
     let small = x + (-0.5f32).mul_add(x2, (x * x2) * (p / q));
 
-    if x.abs() < SMALL {
+    if x.abs() < LOG1P_SMALL {
         small
     } else {
         large
@@ -241,6 +242,19 @@ pub(crate) fn erf(x: f32) -> f32 {
     }
 }
 
+// Giles' erf_inv ([`erf_inv`]): (w < 5 coefficient, w >= 5 coefficient), highest degree first.
+const ERF_INV_C: [(u32, u32); 9] = [
+    (0x32F1_6588, 0xB951_F09B),
+    (0x34B8_4B36, 0x38D3_B56B),
+    (0xB66C_7357, 0x3AB0_DC72),
+    (0xB693_5AC1, 0xBB70_BDE7),
+    (0x3965_32DB, 0x3BBC_127B),
+    (0xBAA4_5408, 0xBBF9_C5D7),
+    (0xBB88_E4EF, 0x3C1A_A57E),
+    (0x3E7C_8F63, 0x3F80_36DB),
+    (0x3FC0_2E2F, 0x4035_4F7E),
+];
+
 /// The inverse error function, XLA's `erf_inv` for `f32` (from
 /// `chlo.erf_inv`).
 ///
@@ -252,19 +266,6 @@ pub(crate) fn erf(x: f32) -> f32 {
 /// below `f32::MIN_POSITIVE`.
 #[inline(always)]
 pub(crate) fn erf_inv(x: f32) -> f32 {
-    // (w < 5 coefficient, w >= 5 coefficient), highest degree first.
-    const C: [(u32, u32); 9] = [
-        (0x32F1_6588, 0xB951_F09B),
-        (0x34B8_4B36, 0x38D3_B56B),
-        (0xB66C_7357, 0x3AB0_DC72),
-        (0xB693_5AC1, 0xBB70_BDE7),
-        (0x3965_32DB, 0x3BBC_127B),
-        (0xBAA4_5408, 0xBBF9_C5D7),
-        (0xBB88_E4EF, 0x3C1A_A57E),
-        (0x3E7C_8F63, 0x3F80_36DB),
-        (0x3FC0_2E2F, 0x4035_4F7E),
-    ];
-
     let w = -log1p(flush(x * -x));
     let central = w < 5.0;
     let v = if central { w - 2.5 } else { w.sqrt() - 3.0 };
@@ -272,15 +273,15 @@ pub(crate) fn erf_inv(x: f32) -> f32 {
     // Unrolled by hand so that each `pick` selects between two constants; in
     // a loop, LLVM turns the selects into loads from a table, which in a
     // vectorized loop become slow gathers.
-    let mut p = pick(C[0]);
-    p = p.mul_add(v, pick(C[1]));
-    p = p.mul_add(v, pick(C[2]));
-    p = p.mul_add(v, pick(C[3]));
-    p = p.mul_add(v, pick(C[4]));
-    p = p.mul_add(v, pick(C[5]));
-    p = p.mul_add(v, pick(C[6]));
-    p = p.mul_add(v, pick(C[7]));
-    p = p.mul_add(v, pick(C[8]));
+    let mut p = pick(ERF_INV_C[0]);
+    p = p.mul_add(v, pick(ERF_INV_C[1]));
+    p = p.mul_add(v, pick(ERF_INV_C[2]));
+    p = p.mul_add(v, pick(ERF_INV_C[3]));
+    p = p.mul_add(v, pick(ERF_INV_C[4]));
+    p = p.mul_add(v, pick(ERF_INV_C[5]));
+    p = p.mul_add(v, pick(ERF_INV_C[6]));
+    p = p.mul_add(v, pick(ERF_INV_C[7]));
+    p = p.mul_add(v, pick(ERF_INV_C[8]));
     let ax = x.abs();
     let p = if ax == 1.0 { f32::INFINITY } else { p };
     let r = mul_ftz(x, p);
@@ -291,6 +292,178 @@ pub(crate) fn erf_inv(x: f32) -> f32 {
     } else {
         r
     };
+    if x.is_nan() {
+        quiet(x)
+    } else {
+        r
+    }
+}
+
+/// The clamp of XLA's `tanh`: `|x|` beyond this gives the same result.
+const TANH_CLAMP: f32 = f32::from_bits(0x40FF_F644); // 7.99881172
+
+/// XLA's `tanh` body (Eigen's `ptanh_float` rational form).
+///
+/// With `c = clamp(x, ±7.9988117)` (a NaN passes through) and `z = c·c`,
+/// `tanh = c·P(z) / Q(z)` where `P` has seven and `Q` four coefficients,
+/// both fused Horner chains `fma(z, p, k)`. `|x| < 4e-4` returns `x`
+/// itself (a subnormal too, unflushed) and `|x| ≥ 20` returns
+/// `copysign(1, x)`. NaNs are left to the caller.
+#[inline(always)]
+fn tanh_core(x: f32) -> f32 {
+    const P: [f32; 7] = [
+        f32::from_bits(0xA59F_25C0), // -2.76076847742355e-16
+        f32::from_bits(0x2A61_337E), // 2.00018790482477e-13
+        f32::from_bits(0xAEBD_37FF), // -8.60467152213735e-11
+        f32::from_bits(0x335C_0041), // 5.12229709037114e-08
+        f32::from_bits(0x3779_434A), // 1.48572235717979e-05
+        f32::from_bits(0x3A27_0DED), // 6.37261928875436e-04
+        f32::from_bits(0x3BA0_59DC), // 4.89352455891786e-03
+    ];
+    const Q: [f32; 4] = [
+        f32::from_bits(0x35A0_D3D8), // 1.19825839466702e-06
+        f32::from_bits(0x38F8_95D6), // 1.18534705686654e-04
+        f32::from_bits(0x3B14_AA05), // 2.26843463243900e-03
+        f32::from_bits(0x3BA0_59DD), // 4.89352518554385e-03
+    ];
+
+    let c = if x < -TANH_CLAMP { -TANH_CLAMP } else { x };
+    let c = if c > TANH_CLAMP { TANH_CLAMP } else { c };
+    let z = c * c;
+    let mut p = P[0];
+    for &k in &P[1..] {
+        p = z.mul_add(p, k);
+    }
+    let mut q = Q[0];
+    for &k in &Q[1..] {
+        q = z.mul_add(q, k);
+    }
+    let r = (c * p) / q;
+    // Compared as x86 does with DAZ: a subnormal reads as zero.
+    let ax = flush(x).abs();
+    let r = if ax < 4e-4 { x } else { r };
+    if ax >= 20.0 {
+        1.0f32.copysign(x)
+    } else {
+        r
+    }
+}
+
+/// The hyperbolic tangent, XLA CPU's `tanh` for `f32`.
+///
+/// XLA's rational approximation (see `tanh_core`): `c·P(c²)/Q(c²)` with `c`
+/// clamped to `±7.9988117`, `x` itself for `|x| < 4e-4` (subnormals are
+/// returned unflushed), `±1` for `|x| ≥ 20`. NaN → the input NaN quieted.
+#[inline(always)]
+pub(crate) fn tanh(x: f32) -> f32 {
+    let r = tanh_core(x);
+    if x.is_nan() {
+        quiet(x)
+    } else {
+        r
+    }
+}
+
+/// XLA's `exp` body: `(s, scale)` with `exp(x) = s·scale`.
+///
+/// Cephes' `expf`: clamp `x` to `[-87.8, 88.8]` (a NaN passes through);
+/// `n = floor(fma(x, log2(e), 0.5))` clamped to `[-127, 127]`;
+/// `r = fma(-n, -2.12194440e-4, fma(-n, 0.693359375, x))`;
+/// `y` = a fused Horner chain of five coefficients in `r` ending in `0.5`;
+/// `s = fma(y, r·r, r) + 1`; `scale = 2^n` built from the exponent bits (so
+/// `n = -127` gives `+0`). The input must already be flushed.
+#[inline(always)]
+fn exp_core(x: f32) -> (f32, f32) {
+    const LO: f32 = f32::from_bits(0xC2AF_999A); // -87.8
+    const HI: f32 = f32::from_bits(0x42B1_999A); // 88.8
+    const LOG2E: f32 = f32::from_bits(0x3FB8_AA3B); // 1.44269504
+    const LN2_HI: f32 = f32::from_bits(0x3F31_8000); // 0.693359375
+    const LN2_LO: f32 = f32::from_bits(0xB95E_8083); // -2.12194440e-4
+    const P: [f32; 6] = [
+        f32::from_bits(0x3950_6967), // 1.9875691500e-4
+        f32::from_bits(0x3AB7_43CE), // 1.3981999507e-3
+        f32::from_bits(0x3C08_8908), // 8.3334519073e-3
+        f32::from_bits(0x3D2A_A9C1), // 4.1665795894e-2
+        f32::from_bits(0x3E2A_AAAA), // 1.6666665459e-1
+        0.5,
+    ];
+
+    let x = if x < LO { LO } else { x };
+    let x = if x > HI { HI } else { x };
+    let n = x.mul_add(LOG2E, 0.5).floor();
+    let n = if n < -127.0 { -127.0 } else { n };
+    let n = if n > 127.0 { 127.0 } else { n };
+    let r = (-n).mul_add(LN2_HI, x);
+    let r = (-n).mul_add(LN2_LO, r);
+    let mut y = P[0];
+    for &k in &P[1..] {
+        y = y.mul_add(r, k);
+    }
+    let s = y.mul_add(r * r, r) + 1.0;
+    // A NaN `n` converts to 0 here and to i32::MIN on x86; both give a
+    // finite scale, and the NaN comes through `s`.
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    (s, scale)
+}
+
+/// The exponential, XLA CPU's `exp` for `f32`.
+///
+/// Cephes' `expf` as XLA emits it (see `exp_core`): `s·2^n`, with the
+/// product flushed to zero when it is subnormal. `+inf` → `+inf`, `-inf`
+/// (and anything below about `-87.34`) → `0`, NaN → the input NaN quieted.
+///
+/// Caveat, measured: like [`log`], a stand-alone `lax.exp` of a 1-D array
+/// whose length is 3, 5, 6 or 7 modulo 8 and below 16 computes the last
+/// `len % 8` elements with libm's `expf` (`f32::exp` on glibc) instead;
+/// arrays of two or more dimensions, and fused kernels, always use the
+/// polynomial.
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    let (s, scale) = exp_core(flush(x));
+    let r = mul_ftz(s, scale);
+    if x.is_nan() {
+        quiet(x)
+    } else {
+        r
+    }
+}
+
+/// The logistic function `1 / (1 + exp(-x))`, XLA CPU's `logistic` for
+/// `f32` (`jax.nn.sigmoid`).
+///
+/// XLA expands it to `1 / (exp(-x) + 1)` in one fused loop, and LLVM fuses
+/// `exp`'s final multiply into the add: with `(s, scale)` from `exp_core`
+/// of `-x`, `logistic = 1 / fma(s, scale, 1)`. NaN → the input NaN quieted
+/// with its sign flipped (by the negation).
+#[inline(always)]
+pub(crate) fn logistic(x: f32) -> f32 {
+    let (s, scale) = exp_core(-flush(x));
+    let r = 1.0 / s.mul_add(scale, 1.0);
+    if x.is_nan() {
+        quiet(-x)
+    } else {
+        r
+    }
+}
+
+/// `exp(x) - 1`, XLA CPU's `expm1` for `f32`.
+///
+/// With `e = s·scale` from `exp_core` (not flushed or fused: it has two
+/// uses): `e + (-1)` for `|x| > 0.5`, otherwise `tanh_core(x·0.5)·(e + 1)`;
+/// `x` itself when `x·0.5` is zero (subnormal `x` too, unflushed).
+/// NaN → the input NaN quieted.
+#[inline(always)]
+pub(crate) fn expm1(x: f32) -> f32 {
+    let (s, scale) = exp_core(flush(x));
+    let e = s * scale;
+    let h = flush(mul_ftz(x, 0.5));
+    let small = tanh_core(h) * (e + 1.0);
+    let r = if flush(x).abs() > 0.5 {
+        e + -1.0
+    } else {
+        small
+    };
+    let r = if h == 0.0 { x } else { r };
     if x.is_nan() {
         quiet(x)
     } else {
@@ -322,11 +495,201 @@ pub(crate) fn erf_slice(xs: &mut [f32]) {
     }
 }
 
-/// [`erf_inv`] of every element, in place.
+/// [`erf_inv`] of every element, in place: [`erf_inv_lanes`] on batches of
+/// [`LANES`], the scalar function on the rest.
 #[inline(always)]
 pub(crate) fn erf_inv_slice(xs: &mut [f32]) {
-    for x in xs {
+    let mut chunks = xs.chunks_exact_mut(LANES);
+    for chunk in &mut chunks {
+        let chunk: &mut [f32; LANES] = chunk.try_into().expect("a whole batch");
+        erf_inv_lanes(chunk);
+    }
+    for x in chunks.into_remainder() {
         *x = erf_inv(*x);
+    }
+}
+
+/// Elements per batch of the lane-wise functions: four AVX-512 vectors (or
+/// eight AVX2 ones), whose independent dependency chains overlap.
+const LANES: usize = 64;
+
+/// Applies `$body` to every lane `$l` of a batch: each use is one (or a few
+/// independent) vector instructions.
+macro_rules! lanes {
+    ($l:ident => $body:expr) => {
+        for $l in 0..LANES {
+            $body;
+        }
+    };
+}
+
+/// [`log_core`] of a batch, statement by statement over all lanes, so that
+/// the long chain of each lane is interleaved with those of the others.
+/// The same operations, in the same order, as [`log_core`].
+#[inline(always)]
+fn log_core_lanes(x: &[f32; LANES]) -> [f32; LANES] {
+    let mut e = [0f32; LANES];
+    let mut t = [0f32; LANES];
+    lanes!(l => {
+        let clamped = if x[l] > f32::MIN_POSITIVE {
+            x[l]
+        } else {
+            f32::MIN_POSITIVE
+        };
+        let bits = clamped.to_bits();
+        let m = f32::from_bits((bits & 0x807F_FFFF) | 0x3F00_0000);
+        let el = ((bits >> 23) as i32 - 127) as f32 + 1.0;
+        let below = m < SQRT_HALF;
+        e[l] = el - if below { 1.0 } else { 0.0 };
+        t[l] = (m - 1.0) + if below { m } else { 0.0 };
+    });
+    let mut z = [0f32; LANES];
+    let mut t3 = [0f32; LANES];
+    let mut y1 = [0f32; LANES];
+    let mut y2 = [0f32; LANES];
+    let mut y3 = [0f32; LANES];
+    lanes!(l => {
+        z[l] = t[l] * t[l];
+        t3[l] = z[l] * t[l];
+        y1[l] = t[l].mul_add(P0, P1);
+        y2[l] = t[l].mul_add(P3, P4);
+        y3[l] = t[l].mul_add(P6, P7);
+    });
+    lanes!(l => {
+        y1[l] = y1[l].mul_add(t[l], P2);
+        y2[l] = y2[l].mul_add(t[l], P5);
+        y3[l] = y3[l].mul_add(t[l], P8);
+    });
+    let mut y = [0f32; LANES];
+    lanes!(l => y[l] = y1[l].mul_add(t3[l], y2[l]));
+    lanes!(l => y[l] = y[l].mul_add(t3[l], y3[l]));
+    lanes!(l => y[l] = y[l].mul_add(t3[l], e[l] * LN2_LO));
+    let mut r = [0f32; LANES];
+    lanes!(l => r[l] = (-0.5f32).mul_add(z[l], t[l]) + y[l]);
+    lanes!(l => r[l] = e[l].mul_add(LN2_HI, r[l]));
+    lanes!(l => {
+        let bits = if x[l] <= 0.0 || x[l].is_nan() {
+            LOG_NAN
+        } else {
+            r[l].to_bits()
+        };
+        let bits = if x[l] == 0.0 {
+            f32::NEG_INFINITY.to_bits()
+        } else if x[l] == f32::INFINITY {
+            f32::INFINITY.to_bits()
+        } else {
+            bits
+        };
+        r[l] = f32::from_bits(bits);
+    });
+    r
+}
+
+/// [`log1p`] of a batch, lane-wise as [`log_core_lanes`].
+#[inline(always)]
+fn log1p_lanes(input: &[f32; LANES]) -> [f32; LANES] {
+    let mut x = [0f32; LANES];
+    let mut x1 = [0f32; LANES];
+    lanes!(l => {
+        x[l] = flush(input[l]);
+        x1[l] = x[l] + 1.0;
+    });
+    let large = log_core_lanes(&x1);
+    let mut p = [LOG1P_P[0]; LANES];
+    let mut q = [LOG1P_Q[0]; LANES];
+    for k in 1..7 {
+        lanes!(l => {
+            p[l] = p[l].mul_add(x[l], LOG1P_P[k]);
+            q[l] = q[l].mul_add(x[l], LOG1P_Q[k]);
+        });
+    }
+    let mut r = [0f32; LANES];
+    lanes!(l => {
+        let x2 = x[l] * x[l];
+        let small = x[l] + (-0.5f32).mul_add(x2, (x[l] * x2) * (p[l] / q[l]));
+        r[l] = if x[l].abs() < LOG1P_SMALL {
+            small
+        } else {
+            large[l]
+        };
+    });
+    r
+}
+
+/// [`erf_inv`] of a batch in place, lane-wise as [`log_core_lanes`].
+#[inline(always)]
+fn erf_inv_lanes(x: &mut [f32; LANES]) {
+    let mut a = [0f32; LANES];
+    lanes!(l => a[l] = flush(x[l] * -x[l]));
+    let mut w = log1p_lanes(&a);
+    let mut v = [0f32; LANES];
+    lanes!(l => {
+        w[l] = -w[l];
+        v[l] = if w[l] < 5.0 {
+            w[l] - 2.5
+        } else {
+            w[l].sqrt() - 3.0
+        };
+    });
+    // The coefficient of degree k for lane l.
+    let c = |k: usize, l: usize| {
+        let (a, b) = ERF_INV_C[k];
+        f32::from_bits(if w[l] < 5.0 { a } else { b })
+    };
+    let mut p = [0f32; LANES];
+    lanes!(l => p[l] = c(0, l));
+    // Unrolled by hand, as in `erf_inv`, so that `c` picks constants.
+    lanes!(l => p[l] = p[l].mul_add(v[l], c(1, l)));
+    lanes!(l => p[l] = p[l].mul_add(v[l], c(2, l)));
+    lanes!(l => p[l] = p[l].mul_add(v[l], c(3, l)));
+    lanes!(l => p[l] = p[l].mul_add(v[l], c(4, l)));
+    lanes!(l => p[l] = p[l].mul_add(v[l], c(5, l)));
+    lanes!(l => p[l] = p[l].mul_add(v[l], c(6, l)));
+    lanes!(l => p[l] = p[l].mul_add(v[l], c(7, l)));
+    lanes!(l => p[l] = p[l].mul_add(v[l], c(8, l)));
+    lanes!(l => {
+        let xl = x[l];
+        let ax = xl.abs();
+        let pl = if ax == 1.0 { f32::INFINITY } else { p[l] };
+        let r = mul_ftz(xl, pl);
+        let r = if ax > 1.0 {
+            f32::from_bits(LOG_NAN >> 1)
+        } else {
+            r
+        };
+        x[l] = if xl.is_nan() { quiet(xl) } else { r };
+    });
+}
+
+/// [`tanh`] of every element, in place.
+#[inline(always)]
+pub(crate) fn tanh_slice(xs: &mut [f32]) {
+    for x in xs {
+        *x = tanh(*x);
+    }
+}
+
+/// [`exp`] of every element, in place.
+#[inline(always)]
+pub(crate) fn exp_slice(xs: &mut [f32]) {
+    for x in xs {
+        *x = exp(*x);
+    }
+}
+
+/// [`logistic`] of every element, in place.
+#[inline(always)]
+pub(crate) fn logistic_slice(xs: &mut [f32]) {
+    for x in xs {
+        *x = logistic(*x);
+    }
+}
+
+/// [`expm1`] of every element, in place.
+#[inline(always)]
+pub(crate) fn expm1_slice(xs: &mut [f32]) {
+    for x in xs {
+        *x = expm1(*x);
     }
 }
 

@@ -366,6 +366,37 @@ def lifted_scan():
     return out
 
 
+def lift_transpose_example():
+    """The lifting note's `lift_transpose` on the functional core."""
+    from flax.core import lift, init as core_init
+    from flax.core import nn as core_nn
+
+    def lift_transpose(fn, target="params", variables=True, rngs=True):
+        def wrapper(scope_fn, repack_fn, variable_groups, rng_groups, *args):
+            target, rest = variable_groups
+
+            def trans(x):
+                if x.ndim == 2:
+                    return x.T
+                return x
+
+            target = jax.tree_util.tree_map(trans, target)
+            variable_groups = (target, rest)
+            scope = scope_fn(variable_groups, rng_groups)
+            y = fn(scope, *args)
+            out_variables = repack_fn(scope)
+            return y, out_variables
+
+        return lift.pack(wrapper, in_variable_filters=(target, variables),
+                         out_variable_filters=(variables,), rng_filters=(rngs,))
+
+    x = jnp.ones((3, 2))
+    y, params = core_init(lift_transpose(core_nn.dense))(jax.random.key(0), x, 4)
+
+    return dict(y=f32_bits(y), params=tree_bits(params["params"]),
+                y_shape=list(y.shape))
+
+
 if __name__ == "__main__":
     check_versions()
     data = dict(
@@ -376,6 +407,7 @@ if __name__ == "__main__":
         normalization=normalization(),
         lifted_vmap=lifted_vmap(),
         lifted_scan=lifted_scan(),
+        lift_transpose=lift_transpose_example(),
     )
     path = os.path.join(OUT, "modules.json")
     with open(path, "w") as f:

@@ -1,4 +1,5 @@
-"""Dump XLA's f32 log, log1p, erf and erf_inv for every f32 bit pattern.
+"""Dump XLA's f32 log, log1p, erf, erf_inv, tanh, exp, logistic, expm1, sqrt
+and rsqrt for every f32 bit pattern.
 
 Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU, x86-64 with FMA). Development tool,
 not run in CI. Usage:
@@ -6,7 +7,7 @@ not run in CI. Usage:
     .venv-oracle/bin/python tools/oracle/xla_math_exhaustive.py FN OUT [--eager]
         [--start N] [--count N]
 
-FN is one of log, log1p, erf, erf_inv. OUT receives the output bit patterns
+FN is one of the names above. OUT receives the output bit patterns
 (little-endian u32) for the inputs start, start+1, ..., start+count-1 (by
 default all 2**32 patterns, 16 GiB); OUT may be a FIFO. Arrays are processed
 in chunks of 2**22 elements, so XLA's vectorized kernels are used (tiny
@@ -26,7 +27,18 @@ import numpy as np
 import jax
 from jax import lax
 
-FNS = {"log": lax.log, "log1p": lax.log1p, "erf": lax.erf, "erf_inv": lax.erf_inv}
+FNS = {
+    "log": lax.log,
+    "log1p": lax.log1p,
+    "erf": lax.erf,
+    "erf_inv": lax.erf_inv,
+    "tanh": lax.tanh,
+    "exp": lax.exp,
+    "logistic": lax.logistic,
+    "expm1": lax.expm1,
+    "sqrt": lax.sqrt,
+    "rsqrt": lax.rsqrt,
+}
 CHUNK = 1 << 22
 
 

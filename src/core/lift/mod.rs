@@ -3,13 +3,16 @@
 //! filtered into groups, transformed, and committed back.
 //!
 //! Today: `vmap` ([`VmapConfig`], behind [`crate::nn::Vmap`]) and `scan`
-//! ([`ScanConfig`], behind [`crate::nn::Scan`]); `map_variables` comes next.
+//! ([`ScanConfig`], behind [`crate::nn::Scan`]), and
+//! [`Scope::map_variables`](crate::core::Scope::map_variables).
 
 mod axes;
+mod map_variables;
 mod pack;
 mod scan;
 mod vmap;
 
 pub use axes::{MapIn, StackOut};
+pub use map_variables::TreeFn;
 pub use scan::ScanConfig;
 pub use vmap::VmapConfig;

@@ -194,6 +194,18 @@ impl Packed {
             .unwrap_or_default()
     }
 
+    /// Replaces this scope's subtree of `collection` in `state`.
+    pub(crate) fn replace_subtree(
+        &self,
+        state: &mut State,
+        collection: &str,
+        sub: Tree,
+    ) -> Result<()> {
+        let placed = self.place(collection, sub)?;
+        state.variables.insert(collection.to_string(), placed);
+        Ok(())
+    }
+
     /// A tree holding `sub` at this scope's path.
     fn place(&self, collection: &str, sub: Tree) -> Result<Tree> {
         if self.path.is_empty() {

@@ -6,7 +6,7 @@ use super::uniform::{check_range, scale_unit, unit_float};
 use crate::random::error::RandomError;
 use crate::random::key::Key;
 use crate::random::sampling::sample;
-use crate::random::xla_math::{erf, erf_inv};
+use crate::random::xla_math::{erf, erf_inv_slice};
 
 /// `sqrt(2)` rounded to `f32`, as JAX's `np.array(np.sqrt(2), float32)`.
 const SQRT2: f32 = std::f32::consts::SQRT_2;
@@ -30,7 +30,11 @@ pub fn normal(key: Key, shape: &[usize]) -> Result<ArrayD<f32>, RandomError> {
         #[inline(always)]
         |words, out| {
             for (o, &w) in out.iter_mut().zip(words) {
-                *o = SQRT2 * erf_inv(scale_unit(unit_float(w), lo, hi));
+                *o = scale_unit(unit_float(w), lo, hi);
+            }
+            erf_inv_slice(out);
+            for o in out {
+                *o *= SQRT2;
             }
         },
     )
@@ -60,7 +64,11 @@ pub fn truncated_normal(
         #[inline(always)]
         |words, out| {
             for (o, &w) in out.iter_mut().zip(words) {
-                let x = SQRT2 * erf_inv(scale_unit(unit_float(w), a, b));
+                *o = scale_unit(unit_float(w), a, b);
+            }
+            erf_inv_slice(out);
+            for o in out {
+                let x = *o * SQRT2;
                 // jnp.clip: maximum then minimum, NaN propagating.
                 let x = if x < clip_lo { clip_lo } else { x };
                 *o = if x > clip_hi { clip_hi } else { x };

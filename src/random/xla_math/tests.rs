@@ -146,3 +146,36 @@ fn exhaustive_against_dump() {
     println!("{name}: {total} inputs compared, {bad} differ");
     assert_eq!(bad, 0);
 }
+
+/// The lane-wise `erf_inv_slice` against the scalar `erf_inv` over a sweep
+/// of bit patterns (every 251st, plus the neighbourhoods of the special
+/// values), with the widest vector instructions as the samplers run it.
+#[test]
+fn lanes_match_scalar() {
+    let specials = [
+        0u32,
+        0x3F80_0000,
+        0x3F00_0000,
+        0x3ED4_13CD,
+        0x0080_0000,
+        0x7F80_0000,
+    ];
+    let mut inputs: Vec<u32> = (0..=u32::MAX).step_by(251).collect();
+    for s in specials {
+        for d in 0..64u32 {
+            for b in [s.wrapping_add(d), s.wrapping_sub(d)] {
+                inputs.extend([b, b | 0x8000_0000]);
+            }
+        }
+    }
+    let xs: Vec<f32> = inputs.iter().map(|&b| f32::from_bits(b)).collect();
+    let (lanes, scalar) = crate::random::sampling::simd(|| {
+        let mut lanes = xs.clone();
+        erf_inv_slice(&mut lanes);
+        let scalar: Vec<f32> = xs.iter().map(|&x| erf_inv(x)).collect();
+        (lanes, scalar)
+    });
+    for ((x, l), s) in inputs.iter().zip(&lanes).zip(&scalar) {
+        assert_eq!(l.to_bits(), s.to_bits(), "erf_inv({x:#010x})");
+    }
+}

@@ -1,0 +1,60 @@
+//! `init` and `apply` on the functional core (`flax.core.init` /
+//! `flax.core.apply`): run a function of a root scope.
+
+use std::cell::RefCell;
+
+use super::error::Result;
+use super::filter::Filter;
+use super::rngs::Rngs;
+use super::scope::{Scope, State};
+use super::variables::Variables;
+
+/// Runs `f` on a fresh root scope with every collection mutable, returning
+/// its output and all the variables it created (`flax.core.init(fn)`).
+///
+/// ```
+/// use flaxen::core::{self, Scope};
+/// use flaxen::{init, random};
+///
+/// let (w, variables) = core::init(random::key(0), |s: &Scope<'_>| {
+///     s.param("w", init::lecun_normal(), &[3, 2])
+/// })?;
+/// assert_eq!(variables.tensor("params/w").unwrap().shape(), w.shape());
+/// # Ok::<(), flaxen::core::Error>(())
+/// ```
+pub fn init<T>(
+    rngs: impl Into<Rngs>,
+    f: impl FnOnce(&Scope<'_>) -> Result<T>,
+) -> Result<(T, Variables)> {
+    let state = RefCell::new(State::new(Variables::new(), rngs.into(), Filter::All, true));
+    let out = f(&Scope::root(&state)).map_err(|e| e.at("/"))?;
+    Ok((out, state.into_inner().variables))
+}
+
+/// Runs `f` on a root scope holding `variables`, with the collections
+/// selected by `mutable` writable, returning its output and the updated
+/// mutable collections (`flax.core.apply(fn, mutable=...)`). The caller's
+/// variables are never changed.
+pub fn apply<T>(
+    variables: &Variables,
+    rngs: impl Into<Rngs>,
+    mutable: impl Into<Filter>,
+    f: impl FnOnce(&Scope<'_>) -> Result<T>,
+) -> Result<(T, Variables)> {
+    let mutable = mutable.into();
+    let state = RefCell::new(State::new(
+        variables.clone(),
+        rngs.into(),
+        mutable.clone(),
+        false,
+    ));
+    let out = f(&Scope::root(&state)).map_err(|e| e.at("/"))?;
+    let updated = state
+        .into_inner()
+        .variables
+        .iter()
+        .filter(|(name, _)| mutable.matches(name))
+        .map(|(name, tree)| (name.to_string(), tree.clone()))
+        .collect();
+    Ok((out, updated))
+}
