@@ -47,6 +47,14 @@ impl State {
         }
     }
 
+    /// Whether an enclosing lifted transform left `collection` out.
+    pub(crate) fn not_lifted(&self, collection: &str) -> bool {
+        !self
+            .lifted
+            .iter()
+            .all(|groups| groups.iter().any(|g| g.matches(collection)))
+    }
+
     /// Whether `collection` may be written: mutable in this call, and
     /// lifted into every enclosing transform.
     pub(crate) fn writable(&self, collection: &str) -> bool {
@@ -275,6 +283,9 @@ impl<'s> Scope<'s> {
     /// collection must be mutable.
     pub fn put_variable(&self, collection: &str, name: &str, value: Tensor) -> Result<()> {
         let mut st = self.state.borrow_mut();
+        if st.not_lifted(collection) {
+            return Err(not_lifted(self, collection));
+        }
         if !st.writable(collection) {
             return Err(Error::ImmutableCollection {
                 path: self.path_text(),
@@ -311,6 +322,9 @@ impl<'s> Scope<'s> {
             }
             return Ok(value);
         }
+        if self.state.borrow().not_lifted("params") {
+            return Err(not_lifted(self, "params"));
+        }
         if !self.is_mutable_collection("params") {
             return Err(Error::MissingVariable {
                 path: self.path_text(),
@@ -337,6 +351,9 @@ impl<'s> Scope<'s> {
         init: impl FnOnce() -> Result<Tensor>,
     ) -> Result<Variable<'a, 's>> {
         if !self.has_variable(collection, name) {
+            if self.state.borrow().not_lifted(collection) {
+                return Err(not_lifted(self, collection));
+            }
             if !self.is_mutable_collection(collection) {
                 return Err(Error::MissingVariable {
                     path: self.path_text(),
@@ -374,6 +391,18 @@ impl<'s> Scope<'s> {
         let name = format!("{type_name}_{n}");
         *n += 1;
         name
+    }
+}
+
+/// The error for a collection that an enclosing transform did not lift.
+fn not_lifted(scope: &Scope<'_>, collection: &str) -> Error {
+    Error::Lift {
+        path: scope.path_text(),
+        transform: "lift",
+        message: format!(
+            "collection \"{collection}\" is not lifted into the enclosing transform; \
+             name it in variable_axes (or variable_broadcast / variable_carry)"
+        ),
     }
 }
 

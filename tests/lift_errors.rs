@@ -1,0 +1,182 @@
+//! What users get wrong with lifted transforms, each a typed error whose
+//! message names the module path and the values involved.
+
+use flaxen::core::{Error, Result, Rngs, Scope};
+use flaxen::nn::{Dense, Module, Scan, Vmap};
+use flaxen::random;
+use flaxen::tensor::Tensor;
+
+fn lift_message(e: Error) -> String {
+    assert!(matches!(e, Error::Lift { .. }), "not a lift error: {e:?}");
+    e.to_string()
+}
+
+struct Pair;
+
+impl Module for Pair {
+    type Input = (Tensor, Tensor);
+    type Output = Tensor;
+    fn call(&self, _: &Scope<'_>, (a, b): (Tensor, Tensor)) -> Result<Tensor> {
+        Ok(a.add(&b)?)
+    }
+}
+
+#[test]
+fn inconsistent_axis_sizes() {
+    let m = Vmap::new(Pair);
+    let e = m
+        .init((), (Tensor::ones(&[3, 2]), Tensor::ones(&[4, 2])))
+        .unwrap_err();
+    assert_eq!(
+        lift_message(e),
+        "module /: vmap: inconsistent sizes of the mapped axes: axis 0 of [3, 2] has size 3, \
+         axis 0 of [4, 2] has size 4"
+    );
+    let e = Vmap::new(Pair)
+        .in_axes((Some(2), None))
+        .init((), (Tensor::ones(&[3, 2]), Tensor::ones(&[2])))
+        .unwrap_err();
+    assert!(lift_message(e).contains("in_axes 2 is out of range for an input of shape [3, 2]"));
+    let e = Vmap::new(Pair)
+        .in_axes((None, None))
+        .init((), (Tensor::ones(&[3, 2]), Tensor::ones(&[2])))
+        .unwrap_err();
+    assert!(lift_message(e).contains("give axis_size"));
+}
+
+struct Step;
+
+impl Module for Step {
+    type Input = (Tensor, Tensor);
+    type Output = (Tensor, Tensor);
+    fn call(&self, s: &Scope<'_>, (c, x): (Tensor, Tensor)) -> Result<(Tensor, Tensor)> {
+        let h = s.call(Dense::new(2), c)?.add(&x)?;
+        Ok((h.clone(), h))
+    }
+}
+
+#[test]
+fn inconsistent_scan_lengths() {
+    let e = Scan::new(Step)
+        .variable_broadcast("params")
+        .split_rngs("params", false)
+        .length(3)
+        .init(random::key(0), (Tensor::ones(&[2]), Tensor::ones(&[4, 2])))
+        .unwrap_err();
+    assert_eq!(
+        lift_message(e),
+        "module /: scan: inconsistent scan lengths: [4, 2] has 4 steps, length is 3"
+    );
+}
+
+#[test]
+fn variable_axis_out_of_range() {
+    let x = Tensor::ones(&[3, 2]);
+    let v = Vmap::new(Dense::new(2))
+        .variable_axes("params", Some(0))
+        .split_rngs("params", true)
+        .init(random::key(0), x.clone())
+        .unwrap();
+    let e = Vmap::new(Dense::new(2))
+        .variable_axes("params", Some(3))
+        .apply(&v, x, ())
+        .unwrap_err();
+    assert!(lift_message(e).contains("cannot be mapped over axis 3 with 3 items"));
+}
+
+#[test]
+fn collections_and_streams_not_lifted() {
+    let x = Tensor::ones(&[3, 2]);
+    // 'params' not in variable_axes: not available inside.
+    let e = Vmap::new(Dense::new(2))
+        .split_rngs("params", true)
+        .init(random::key(0), x.clone())
+        .unwrap_err();
+    assert!(lift_message(e).contains("collection \"params\" is not lifted"));
+    // The 'params' stream not in split_rngs: no key inside.
+    let e = Vmap::new(Dense::new(2))
+        .variable_axes("params", Some(0))
+        .init(random::key(0), x)
+        .unwrap_err();
+    assert!(matches!(e, Error::MissingRng { .. }), "{e:?}");
+}
+
+struct Counter;
+
+impl Module for Counter {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let n = s.variable("counter", "n", || Ok(Tensor::zeros(&[])))?;
+        n.set(n.value().add(&Tensor::scalar(1.0))?)?;
+        Ok(x)
+    }
+}
+
+#[test]
+fn mutating_an_immutable_collection_inside() {
+    let x = Tensor::ones(&[3, 2]);
+    let m = || Vmap::new(Counter).variable_axes("counter", Some(0));
+    let v = m().init((), x.clone()).unwrap();
+    assert_eq!(v.tensor("counter/n").unwrap().shape(), &[3]);
+    let e = m().apply(&v, x.clone(), ()).unwrap_err();
+    assert!(matches!(e, Error::ImmutableCollection { .. }), "{e:?}");
+    let (_, updated) = m().apply_mut(&v, x, (), ["counter"]).unwrap();
+    assert_eq!(
+        updated.tensor("counter/n").unwrap().to_vec(),
+        [2.0, 2.0, 2.0]
+    );
+}
+
+#[test]
+fn broadcast_variable_that_differs() {
+    let e = Vmap::new(Dense::new(2))
+        .variable_axes("params", None)
+        .split_rngs("params", true)
+        .init(random::key(0), Tensor::ones(&[3, 2]))
+        .unwrap_err();
+    assert!(lift_message(e).contains("is broadcast (not mapped) but differs across the 3 items"));
+}
+
+struct CarryCounter;
+
+impl Module for CarryCounter {
+    type Input = (Tensor, ());
+    type Output = (Tensor, ());
+    fn call(&self, s: &Scope<'_>, (c, _): (Tensor, ())) -> Result<(Tensor, ())> {
+        let n = s.variable("counter", "n", || Ok(Tensor::zeros(&[])))?;
+        n.set(n.value().add(&Tensor::scalar(1.0))?)?;
+        Ok((c, ()))
+    }
+}
+
+#[test]
+fn carried_collection_initialized_inside_the_body() {
+    let e = Scan::new(CarryCounter)
+        .variable_carry("counter")
+        .length(3)
+        .init((), (Tensor::ones(&[2]), ()))
+        .unwrap_err();
+    assert!(lift_message(e).contains("carried collection \"counter\" was initialized inside"));
+}
+
+#[test]
+fn carried_collection_counts_steps() {
+    // A carried collection that exists before the scan flows through every
+    // step and comes back as the last step left it.
+    let variables = flaxen::core::Variables::new().with(
+        "counter",
+        flaxen::tensor::Tree::new().with("n", Tensor::zeros(&[])),
+    );
+    let scan = Scan::new(CarryCounter).variable_carry("counter").length(4);
+    let (_, updated) = scan
+        .apply_mut(
+            &variables,
+            (Tensor::ones(&[2]), ()),
+            Rngs::none(),
+            ["counter"],
+        )
+        .unwrap();
+    // Four steps, plus Flax's constancy-check pass, which does not commit.
+    assert_eq!(updated.tensor("counter/n").unwrap().to_vec(), [4.0]);
+}
