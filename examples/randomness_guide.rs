@@ -1,6 +1,6 @@
 //! The Flax guide "Randomness and PRNGs in Flax", from "Receiving,
-//! manipulating and creating PRNG keys" through the "Sharp edge", run in
-//! Rust: each section is its own example (`guide_*`), run here in the
+//! manipulating and creating PRNG keys" through the "Sharp edge" and the
+//! lifted `nn.vmap` and `nn.scan` sections, run in Rust: each section is its own example (`guide_*`), run here in the
 //! guide's order. Every number printed is the guide's.
 //!
 //! Run: `cargo run --release --example randomness_guide`
@@ -20,6 +20,12 @@ mod training;
 #[path = "guide_sharp_edge.rs"]
 mod sharp_edge;
 
+#[path = "guide_vmap.rs"]
+mod vmap;
+
+#[path = "guide_scan.rs"]
+mod scan;
+
 use flaxen::core::Result;
 
 fn main() -> Result<()> {
@@ -33,5 +39,11 @@ fn main() -> Result<()> {
     println!("\n# Managing RNG streams inside a training loop\n");
     training::main()?;
     println!("\n# Sharp edge: unintentionally generating the same values\n");
-    sharp_edge::main()
+    sharp_edge::main()?;
+    // The notebook turned the separator on in the sharp-edge section; the
+    // lifted-transform cells ran with it on (both examples pass it per call).
+    println!("\n# Lifted transforms: nn.vmap\n");
+    vmap::main()?;
+    println!("# Lifted transforms: nn.scan\n");
+    scan::main()
 }
