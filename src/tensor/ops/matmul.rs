@@ -15,17 +15,41 @@ const PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
 /// costs more than the product.
 const SMALL: usize = 16 * 16 * 16;
 
-/// `out = a @ b` for 2-D operands by rows of `b`; `out` is row-major zeros.
+/// `out = a @ b` for 2-D operands with contiguous storage in any order;
+/// `out` is row-major zeros.
 fn small_matmul(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, out: &mut ArrayD<f32>) {
-    let a = a.view().into_dimensionality::<Ix2>().expect("2-D");
-    let b = b.view().into_dimensionality::<Ix2>().expect("2-D");
-    let n = b.ncols();
+    let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
+    let (sa, sb) = (a.strides(), b.strides());
     let o = out.as_slice_mut().expect("row-major");
-    for (i, orow) in o.chunks_exact_mut(n).enumerate() {
-        for (p, brow) in b.rows().into_iter().enumerate() {
-            let x = a[[i, p]];
-            for (o, &y) in orow.iter_mut().zip(brow.iter()) {
-                *o += x * y;
+    match (a.as_slice_memory_order(), b.as_slice_memory_order()) {
+        (Some(x), Some(y)) if sa.iter().chain(sb).all(|&s| s >= 0) => {
+            let (sa0, sa1, sb0, sb1) = (
+                sa[0] as usize,
+                sa[1] as usize,
+                sb[0] as usize,
+                sb[1] as usize,
+            );
+            for i in 0..m {
+                let orow = &mut o[i * n..(i + 1) * n];
+                for p in 0..k {
+                    let xv = x[i * sa0 + p * sa1];
+                    let base = p * sb0;
+                    for (j, o) in orow.iter_mut().enumerate() {
+                        *o += xv * y[base + j * sb1];
+                    }
+                }
+            }
+        }
+        _ => {
+            let a = a.view().into_dimensionality::<Ix2>().expect("2-D");
+            let b = b.view().into_dimensionality::<Ix2>().expect("2-D");
+            for (i, orow) in o.chunks_exact_mut(n).enumerate() {
+                for (p, brow) in b.rows().into_iter().enumerate() {
+                    let x = a[[i, p]];
+                    for (o, &y) in orow.iter_mut().zip(brow.iter()) {
+                        *o += x * y;
+                    }
+                }
             }
         }
     }
@@ -44,6 +68,11 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
     };
     if k != k2 {
         return Err(incompatible());
+    }
+    if ra == 2 && rb == 2 && m * n * k <= SMALL {
+        let mut out = ArrayD::<f32>::zeros(IxDyn(&[m, n]));
+        small_matmul(&a, &b, &mut out);
+        return Ok(out);
     }
     let batch = broadcast_shapes_for("matmul", &a.shape()[..ra - 2], &b.shape()[..rb - 2])
         .map_err(|_| incompatible())?;
@@ -64,10 +93,6 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
         return Ok(out);
     }
     let nb = batch.len();
-    if nb == 0 && m * n * k <= SMALL {
-        small_matmul(&av, &bv, &mut out);
-        return Ok(out);
-    }
     let (sa, sb, so) = (av.strides(), bv.strides(), out.strides().to_vec());
     let parallelism = if m * n * k >= PARALLEL_THRESHOLD {
         gemm::Parallelism::Rayon(0)

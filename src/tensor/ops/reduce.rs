@@ -68,18 +68,22 @@ impl Tensor {
     /// assert_eq!(x.sum(&[-1], true).unwrap().shape(), &[2, 1]);
     /// ```
     pub fn sum(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
-        self.sum_divided("sum", axes, keepdims, None)
+        self.sum_divided("sum", Some(axes), keepdims, None)
     }
 
-    /// The sum over `axes`, divided by `divisor` when given (the mean).
+    /// The sum over `axes` (`None`: all of them), divided by `divisor` when
+    /// given (the mean).
     fn sum_divided(
         &self,
         op: &'static str,
-        axes: &[isize],
+        axes: Option<&[isize]>,
         keepdims: bool,
         divisor: Option<f32>,
     ) -> Result<Tensor> {
-        let ax = normalize_axes(op, axes, self.ndim())?;
+        let ax = match axes {
+            None => (0..self.ndim()).collect(),
+            Some(axes) => normalize_axes(op, axes, self.ndim())?,
+        };
         let kept = kept_shape(self.shape(), &ax);
         let mut out = match self.data.as_slice() {
             // Everything, row-major: one pass.
@@ -113,21 +117,21 @@ impl Tensor {
 
     /// The sum of all elements, as a scalar (shape `[]`).
     pub fn sum_all(&self) -> Tensor {
-        let axes: Vec<isize> = (0..self.ndim() as isize).collect();
-        self.sum(&axes, false).expect("all axes are valid")
+        self.sum_divided("sum", None, false, None)
+            .expect("all axes are valid")
     }
 
     /// The mean over `axes` (`jnp.mean`: the sum divided by the count).
     pub fn mean(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         let ax = normalize_axes("mean", axes, self.ndim())?;
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
-        self.sum_divided("mean", axes, keepdims, Some(n as f32))
+        self.sum_divided("mean", Some(axes), keepdims, Some(n as f32))
     }
 
     /// The mean of all elements, as a scalar.
     pub fn mean_all(&self) -> Tensor {
-        let axes: Vec<isize> = (0..self.ndim() as isize).collect();
-        self.mean(&axes, false).expect("all axes are valid")
+        self.sum_divided("mean", None, false, Some(self.size() as f32))
+            .expect("all axes are valid")
     }
 
     /// The (biased, `ddof=0`) variance over `axes` (`jnp.var`):
