@@ -106,7 +106,7 @@ where
         );
         let gi = gi.to_vec();
         let mut xs: Vec<ArrayD<f64>> = inputs.to_vec();
-        for j in 0..inputs[i].len() {
+        for (j, &analytic) in gi.iter().enumerate() {
             let orig = xs[i].as_slice().unwrap()[j];
             xs[i].as_slice_mut().unwrap()[j] = orig + h;
             let plus = loss(&xs);
@@ -114,7 +114,7 @@ where
             let minus = loss(&xs);
             xs[i].as_slice_mut().unwrap()[j] = orig;
             let numeric = (plus - minus) / (2.0 * h);
-            let analytic = gi[j] as f64;
+            let analytic = analytic as f64;
             assert!(
                 (analytic - numeric).abs() <= tol * (1.0 + numeric.abs()),
                 "{name}: d/dx{i}[{j}] analytic {analytic} vs finite difference {numeric}"
