@@ -443,6 +443,21 @@ fn matmul_all_forms() {
         |t| t[0].matmul(&t[1]).unwrap(),
         |r| matmul_ref(&r[0].clone().insert_axis(Axis(0)), &r[1]).index_axis_move(Axis(0), 0),
     );
+    let w = g.array(&[4], -1.0, 1.0);
+    check(
+        "vec@vec",
+        &[v.clone(), w],
+        |t| t[0].matmul(&t[1]).unwrap(),
+        |r| ArrayD::from_elem(IxDyn(&[]), (&r[0] * &r[1]).sum()),
+    );
+    // Batched matrix @ vector.
+    let bm = g.array(&[2, 3, 4], -1.0, 1.0);
+    check(
+        "batch@vec",
+        &[bm, v.clone()],
+        |t| t[0].matmul(&t[1]).unwrap(),
+        |r| matmul_ref(&r[0], &r[1].clone().insert_axis(Axis(1))).index_axis_move(Axis(2), 0),
+    );
     check(
         "mat^T@vec",
         &[m, v],

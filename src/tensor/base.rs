@@ -151,9 +151,12 @@ impl Tensor {
         }
     }
 
-    /// Whether this tensor is being recorded by a `grad`/`vjp` call.
+    /// Whether operations on this tensor are being recorded by a running
+    /// `grad`/`value_and_grad`/`vjp` call (true inside the function being
+    /// differentiated, for the tree's tensors and what is computed from
+    /// them).
     pub fn is_traced(&self) -> bool {
-        self.tracer.is_some()
+        self.tracer.as_ref().is_some_and(|tr| tr.tape.is_open())
     }
 
     /// An untraced tensor over `data`.
@@ -163,7 +166,7 @@ impl Tensor {
 
     /// Records an operation with output `value` on the tape of its traced
     /// inputs (the innermost one when they come from nested calls; inputs of
-    /// other tapes count as constants). Without traced inputs nothing is
+    /// other or closed tapes count as constants). Without traced inputs nothing is
     /// recorded and `backward` is dropped.
     pub(crate) fn record<B>(value: ArcArray<f32, IxDyn>, inputs: &[&Tensor], backward: B) -> Tensor
     where
@@ -172,6 +175,7 @@ impl Tensor {
         let Some(tape) = inputs
             .iter()
             .filter_map(|t| t.tracer.as_ref())
+            .filter(|tr| tr.tape.is_open())
             .max_by_key(|tr| tr.tape.id)
             .map(|tr| tr.tape.clone())
         else {

@@ -89,14 +89,17 @@ where
 }
 
 /// `jax.value_and_grad(f, has_aux=True)`: `f` returns the scalar to
-/// differentiate and auxiliary data passed back unchanged (tensors in it are
-/// still attached to this call's tape; [`stop_gradient`] detaches them).
+/// differentiate and auxiliary data, passed back unchanged. Recording stops
+/// when `f` returns, so tensors in the auxiliary data act as constants
+/// afterwards.
 pub fn value_and_grad_with_aux<F, A>(f: F, params: &Tree) -> Result<((Tensor, A), Tree)>
 where
     F: FnOnce(&Tree) -> Result<(Tensor, A)>,
 {
     let (tape, traced, ids) = trace(params);
-    let (out, aux) = f(&traced)?;
+    let result = f(&traced);
+    tape.close();
+    let (out, aux) = result?;
     if out.ndim() != 0 {
         return Err(TensorError::NotScalar {
             shape: out.shape().to_vec(),
@@ -124,7 +127,9 @@ where
     F: FnOnce(&Tree) -> Result<Tensor>,
 {
     let (tape, traced, ids) = trace(params);
-    let out = f(&traced)?;
+    let result = f(&traced);
+    tape.close();
+    let out = result?;
     let value = stop_gradient(&out);
     Ok((
         value,

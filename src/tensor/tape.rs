@@ -5,7 +5,7 @@
 //! global or thread-local tape, so two calls, on one thread or on many, never
 //! see each other's nodes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ndarray::ArrayD;
@@ -32,6 +32,10 @@ pub(crate) struct Node {
 pub(crate) struct Tape {
     /// Distinguishes tapes; later tapes have larger ids (nested calls).
     pub(crate) id: u64,
+    /// Whether operations are still being recorded: the tape closes when
+    /// the function being differentiated returns, so tensors that escape it
+    /// (auxiliary outputs) do not keep growing the tape.
+    open: AtomicBool,
     nodes: Mutex<Vec<Node>>,
 }
 
@@ -41,8 +45,20 @@ impl Tape {
     pub(crate) fn new() -> Arc<Tape> {
         Arc::new(Tape {
             id: NEXT_TAPE_ID.fetch_add(1, Ordering::Relaxed),
+            open: AtomicBool::new(true),
             nodes: Mutex::new(Vec::with_capacity(16)),
         })
+    }
+
+    /// Whether operations on this tape's tensors are still recorded.
+    pub(crate) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Stops recording; later operations treat this tape's tensors as
+    /// constants.
+    pub(crate) fn close(&self) {
+        self.open.store(false, Ordering::Release);
     }
 
     /// The nodes; a poisoned lock (a panic in another thread of the same

@@ -181,6 +181,12 @@ impl Tensor {
         };
         match (self.ndim(), other.ndim()) {
             (0, _) | (_, 0) => Err(incompatible()),
+            (1, 1) => {
+                if self.shape() != other.shape() {
+                    return Err(incompatible());
+                }
+                Ok(self.mul(other)?.sum_all())
+            }
             (1, _) => {
                 let r = self
                     .expand_dims(0)?
