@@ -4,9 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use ndarray::{ArcArray, Array, ArrayD, ArrayViewD, Dimension, IxDyn};
+use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
-use super::tape::{InputGrads, Node, Tracer};
+use super::tape::{InputGrads, Node, OpKind, Tracer};
 
 /// An n-dimensional `f32` array that records the operations applied to it
 /// while it is being differentiated.
@@ -172,6 +173,20 @@ impl Tensor {
     where
         B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
     {
+        Tensor::record_kind(value, inputs, OpKind::Other, backward)
+    }
+
+    /// [`record`](Tensor::record) for an operation a compiled step can
+    /// replay; keeps the values of its constant inputs.
+    pub(crate) fn record_kind<B>(
+        value: ArcArray<f32, IxDyn>,
+        inputs: &[&Tensor],
+        kind: OpKind,
+        backward: B,
+    ) -> Tensor
+    where
+        B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
+    {
         let Some(tape) = inputs
             .iter()
             .filter_map(|t| t.tracer.as_ref())
@@ -181,7 +196,7 @@ impl Tensor {
         else {
             return Tensor::constant(value);
         };
-        let ids = inputs
+        let ids: SmallVec<[Option<usize>; 2]> = inputs
             .iter()
             .map(|t| {
                 t.tracer
@@ -190,9 +205,19 @@ impl Tensor {
                     .map(|tr| tr.node)
             })
             .collect();
+        let consts = if kind == OpKind::Other {
+            SmallVec::new()
+        } else {
+            ids.iter()
+                .zip(inputs)
+                .map(|(id, t)| id.is_none().then(|| t.data.clone()))
+                .collect()
+        };
         let node = tape.push(Node {
             inputs: ids,
             backward: Some(Box::new(backward)),
+            kind,
+            consts,
         });
         Tensor {
             data: value,

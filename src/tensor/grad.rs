@@ -6,7 +6,7 @@ use ndarray::{ArrayD, IxDyn};
 use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
-use super::tape::{backward, Node, Tape, Tracer};
+use super::tape::{backward, Node, OpKind, Tape, Tracer};
 use super::tree::{tree_map, Tree};
 use super::Tensor;
 
@@ -18,6 +18,8 @@ fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
         let node = tape.push(Node {
             inputs: SmallVec::new(),
             backward: None,
+            kind: OpKind::Other,
+            consts: SmallVec::new(),
         });
         ids.push(node);
         Tensor {

@@ -8,8 +8,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ndarray::ArrayD;
+use ndarray::{ArcArray, ArrayD, IxDyn};
 use smallvec::SmallVec;
+
+use super::ops::unary::UnaryFn;
 
 /// Gradients with respect to an operation's inputs, `None` where the input
 /// needs none.
@@ -20,12 +22,35 @@ pub(crate) type InputGrads = SmallVec<[Option<ArrayD<f32>>; 2]>;
 /// gradients, each reduced to its input's shape.
 pub(crate) type Backward = Box<dyn Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync>;
 
+/// What an operation is, for the operations that a compiled step
+/// ([`jit_value_and_grad`](super::jit_value_and_grad)) can replay;
+/// everything else is `Other`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum OpKind {
+    Other,
+    Neg,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Unary(UnaryFn),
+    /// 2-D by 2-D.
+    Matmul,
+    SumAll,
+    MeanAll,
+}
+
 /// One recorded operation.
 pub(crate) struct Node {
     /// Node ids of the inputs traced on this tape (`None`: a constant).
     pub(crate) inputs: SmallVec<[Option<usize>; 2]>,
     /// `None` for a leaf (a differentiated argument).
     pub(crate) backward: Option<Backward>,
+    /// The operation, when a compiled step can replay it.
+    pub(crate) kind: OpKind,
+    /// The values of constant inputs, kept for replay (only when `kind` is
+    /// not `Other`).
+    pub(crate) consts: SmallVec<[Option<ArcArray<f32, IxDyn>>; 2]>,
 }
 
 /// The nodes of one differentiation.

@@ -6,6 +6,7 @@ use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::shape::{broadcast_shapes_for, sum_to};
+use crate::tensor::tape::OpKind;
 use crate::tensor::Tensor;
 
 /// Below this many multiply-adds a product runs on the calling thread.
@@ -17,10 +18,9 @@ const SMALL: usize = 16 * 16 * 16;
 
 /// `out = a @ b` for 2-D operands with contiguous storage in any order;
 /// `out` is row-major zeros.
-fn small_matmul(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, out: &mut ArrayD<f32>) {
+fn small_matmul(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, o: &mut [f32]) {
     let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
     let (sa, sb) = (a.strides(), b.strides());
-    let o = out.as_slice_mut().expect("row-major");
     match (a.as_slice_memory_order(), b.as_slice_memory_order()) {
         (Some(x), Some(y)) if sa.iter().chain(sb).all(|&s| s >= 0) => {
             let (sa0, sa1, sb0, sb1) = (
@@ -55,6 +55,56 @@ fn small_matmul(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, out: &mut Arra
     }
 }
 
+/// `out = a @ b` for 2-D `a: [m, k]`, `b: [k, n]` with any strides, into
+/// the row-major `out` of length `m * n` (whatever it held before).
+/// Eager `matmul` and compiled steps share it, so both compute the same bits.
+pub(crate) fn matmul2d_into(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, out: &mut [f32]) {
+    let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
+    assert!(a.ndim() == 2 && b.ndim() == 2 && b.shape()[0] == k && out.len() == m * n);
+    if m * n * k <= SMALL || k == 0 {
+        out.fill(0.0);
+        small_matmul(a, b, out);
+        return;
+    }
+    let (sa, sb) = (a.strides(), b.strides());
+    let parallelism = if m * n * k >= PARALLEL_THRESHOLD {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: `a` and `b` are valid 2-D views of shapes `[m, k]` and
+    // `[k, n]`, so every element `(i, p)` / `(p, j)` that gemm reads through
+    // the given row and column strides, with `i < m`, `p < k`, `j < n`, lies
+    // in their storage. `out` is an exclusively borrowed slice of exactly
+    // `m * n` elements, addressed row-major (column stride 1, row stride
+    // `n`), so every write is in bounds; it cannot alias `a` or `b`, which
+    // are shared borrows. `read_dst = false`: gemm overwrites `out` without
+    // reading it (`k > 0` here).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            sa[1],
+            sa[0],
+            b.as_ptr(),
+            sb[1],
+            sb[0],
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
 /// `a @ b` for `a: [..., m, k]`, `b: [..., k, n]` (both at least 2-D, with
 /// matching `k`), broadcasting the batch axes. Any strides are accepted.
 pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Result<ArrayD<f32>> {
@@ -69,9 +119,9 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
     if k != k2 {
         return Err(incompatible());
     }
-    if ra == 2 && rb == 2 && m * n * k <= SMALL {
+    if ra == 2 && rb == 2 {
         let mut out = ArrayD::<f32>::zeros(IxDyn(&[m, n]));
-        small_matmul(&a, &b, &mut out);
+        matmul2d_into(&a, &b, out.as_slice_mut().expect("row-major"));
         return Ok(out);
     }
     let batch = broadcast_shapes_for("matmul", &a.shape()[..ra - 2], &b.shape()[..rb - 2])
@@ -203,7 +253,12 @@ impl Tensor {
             _ => {
                 let out = matmul_raw(self.data.view(), other.data.view())?.into_shared();
                 let (ad, bd) = (self.data.clone(), other.data.clone());
-                Ok(Tensor::record(out, &[self, other], move |g, needs| {
+                let kind = if self.ndim() == 2 && other.ndim() == 2 {
+                    OpKind::Matmul
+                } else {
+                    OpKind::Other
+                };
+                Ok(Tensor::record_kind(out, &[self, other], kind, move |g, needs| {
                     // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch axes.
                     let ga = needs[0].then(|| {
                         let bt = {

@@ -5,6 +5,7 @@ use smallvec::smallvec;
 
 use crate::tensor::error::Result;
 use crate::tensor::shape::{normalize_axes, normalize_axis};
+use crate::tensor::tape::OpKind;
 use crate::tensor::Tensor;
 
 /// Sums `x` over the (sorted) `axes`, dropping them.
@@ -80,6 +81,11 @@ impl Tensor {
         keepdims: bool,
         divisor: Option<f32>,
     ) -> Result<Tensor> {
+        let kind = match (axes, keepdims, divisor) {
+            (None, false, None) => OpKind::SumAll,
+            (None, false, Some(_)) => OpKind::MeanAll,
+            _ => OpKind::Other,
+        };
         let ax = match axes {
             None => (0..self.ndim()).collect(),
             Some(axes) => normalize_axes(op, axes, self.ndim())?,
@@ -99,7 +105,7 @@ impl Tensor {
             out = to_kept(out, &kept);
         }
         let in_shape = IxDyn(self.shape());
-        Ok(Tensor::record(out.into_shared(), &[self], move |g, _| {
+        Ok(Tensor::record_kind(out.into_shared(), &[self], kind, move |g, _| {
             let mut g = if g.len() == 1 {
                 ArrayD::from_elem(in_shape.clone(), *g.iter().next().unwrap())
             } else {
