@@ -11,7 +11,7 @@ use super::tree::{tree_map, Tree};
 use super::Tensor;
 
 /// Puts every tensor of `params` on a fresh tape as a leaf.
-fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
+pub(crate) fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
     let tape = Tape::new();
     let mut ids = Vec::new();
     let traced = tree_map(params, |t| {
@@ -35,7 +35,13 @@ fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
 
 /// The gradients of the leaves `ids` for output `out` and cotangent `seed`,
 /// in the structure of `params` (zeros for leaves the output does not use).
-fn pull(tape: &Arc<Tape>, out: &Tensor, seed: ArrayD<f32>, params: &Tree, ids: &[usize]) -> Tree {
+pub(crate) fn pull(
+    tape: &Arc<Tape>,
+    out: &Tensor,
+    seed: ArrayD<f32>,
+    params: &Tree,
+    ids: &[usize],
+) -> Tree {
     let mut grads = match &out.tracer {
         Some(tr) if Arc::ptr_eq(&tr.tape, tape) => backward(tape, tr.node, seed, ids),
         _ => vec![None; ids.len()],

@@ -44,6 +44,7 @@
 mod base;
 mod error;
 mod grad;
+mod jit;
 mod ops;
 mod shape;
 mod tape;
@@ -52,5 +53,6 @@ mod tree;
 pub use base::Tensor;
 pub use error::{Result, TensorError};
 pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};
+pub use jit::{jit_value_and_grad, JitValueAndGrad};
 pub use shape::broadcast_shapes;
 pub use tree::{tree_map, tree_map2, Tree};

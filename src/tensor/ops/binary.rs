@@ -183,18 +183,24 @@ impl Tensor {
     pub fn add(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("add", &self.data, &other.data, |x, y| x + y)?.into_shared();
         let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
-        Ok(Tensor::record_kind(out, &[self, other], OpKind::Add, move |g, needs| {
-            split(g, needs, |g| sum_to(g, &sa), |g| sum_to(g, &sb))
-        }))
+        Ok(Tensor::record_kind(
+            out,
+            &[self, other],
+            OpKind::Add,
+            move |g, needs| split(g, needs, |g| sum_to(g, &sa), |g| sum_to(g, &sb)),
+        ))
     }
 
     /// `self - other`, broadcasting.
     pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("sub", &self.data, &other.data, |x, y| x - y)?.into_shared();
         let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
-        Ok(Tensor::record_kind(out, &[self, other], OpKind::Sub, move |g, needs| {
-            split(g, needs, |g| sum_to(g, &sa), |g| sum_to(-g, &sb))
-        }))
+        Ok(Tensor::record_kind(
+            out,
+            &[self, other],
+            OpKind::Sub,
+            move |g, needs| split(g, needs, |g| sum_to(g, &sa), |g| sum_to(-g, &sb)),
+        ))
     }
 
     /// `self * other` elementwise, broadcasting.
@@ -211,17 +217,29 @@ impl Tensor {
     /// The elementwise maximum (`jnp.maximum`): NaN if either is NaN; on a
     /// tie the gradient is split evenly, as in JAX.
     pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
-        binary("maximum", OpKind::Other, self, other, nan_max, balanced, |x, y, o| {
-            balanced(y, x, o)
-        })
+        binary(
+            "maximum",
+            OpKind::Other,
+            self,
+            other,
+            nan_max,
+            balanced,
+            |x, y, o| balanced(y, x, o),
+        )
     }
 
     /// The elementwise minimum (`jnp.minimum`), with the same NaN and tie
     /// rules as [`maximum`](Tensor::maximum).
     pub fn minimum(&self, other: &Tensor) -> Result<Tensor> {
-        binary("minimum", OpKind::Other, self, other, nan_min, balanced, |x, y, o| {
-            balanced(y, x, o)
-        })
+        binary(
+            "minimum",
+            OpKind::Other,
+            self,
+            other,
+            nan_min,
+            balanced,
+            |x, y, o| balanced(y, x, o),
+        )
     }
 
     /// `self ** exponent` elementwise, broadcasting. The gradient with

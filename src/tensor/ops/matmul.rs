@@ -258,34 +258,39 @@ impl Tensor {
                 } else {
                     OpKind::Other
                 };
-                Ok(Tensor::record_kind(out, &[self, other], kind, move |g, needs| {
-                    // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch axes.
-                    let ga = needs[0].then(|| {
-                        let bt = {
-                            let mut v = bd.view();
-                            let r = v.ndim();
-                            v.swap_axes(r - 2, r - 1);
-                            v
-                        };
-                        sum_to(
-                            matmul_raw(g.view(), bt).expect("shapes checked"),
-                            ad.shape(),
-                        )
-                    });
-                    let gb = needs[1].then(|| {
-                        let at = {
-                            let mut v = ad.view();
-                            let r = v.ndim();
-                            v.swap_axes(r - 2, r - 1);
-                            v
-                        };
-                        sum_to(
-                            matmul_raw(at, g.view()).expect("shapes checked"),
-                            bd.shape(),
-                        )
-                    });
-                    smallvec![ga, gb]
-                }))
+                Ok(Tensor::record_kind(
+                    out,
+                    &[self, other],
+                    kind,
+                    move |g, needs| {
+                        // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch axes.
+                        let ga = needs[0].then(|| {
+                            let bt = {
+                                let mut v = bd.view();
+                                let r = v.ndim();
+                                v.swap_axes(r - 2, r - 1);
+                                v
+                            };
+                            sum_to(
+                                matmul_raw(g.view(), bt).expect("shapes checked"),
+                                ad.shape(),
+                            )
+                        });
+                        let gb = needs[1].then(|| {
+                            let at = {
+                                let mut v = ad.view();
+                                let r = v.ndim();
+                                v.swap_axes(r - 2, r - 1);
+                                v
+                            };
+                            sum_to(
+                                matmul_raw(at, g.view()).expect("shapes checked"),
+                                bd.shape(),
+                            )
+                        });
+                        smallvec![ga, gb]
+                    },
+                ))
             }
         }
     }

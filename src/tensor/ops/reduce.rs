@@ -105,20 +105,25 @@ impl Tensor {
             out = to_kept(out, &kept);
         }
         let in_shape = IxDyn(self.shape());
-        Ok(Tensor::record_kind(out.into_shared(), &[self], kind, move |g, _| {
-            let mut g = if g.len() == 1 {
-                ArrayD::from_elem(in_shape.clone(), *g.iter().next().unwrap())
-            } else {
-                to_kept(g, &kept)
-                    .broadcast(in_shape.clone())
-                    .unwrap()
-                    .to_owned()
-            };
-            if let Some(d) = divisor {
-                g.mapv_inplace(|v| v / d);
-            }
-            smallvec![Some(g)]
-        }))
+        Ok(Tensor::record_kind(
+            out.into_shared(),
+            &[self],
+            kind,
+            move |g, _| {
+                let mut g = if g.len() == 1 {
+                    ArrayD::from_elem(in_shape.clone(), *g.iter().next().unwrap())
+                } else {
+                    to_kept(g, &kept)
+                        .broadcast(in_shape.clone())
+                        .unwrap()
+                        .to_owned()
+                };
+                if let Some(d) = divisor {
+                    g.mapv_inplace(|v| v / d);
+                }
+                smallvec![Some(g)]
+            },
+        ))
     }
 
     /// The sum of all elements, as a scalar (shape `[]`).

@@ -1,0 +1,472 @@
+//! Compiled training steps: `jax.jit(jax.value_and_grad(f))`.
+//!
+//! The first call traces `f` exactly like [`value_and_grad`] and keeps the
+//! tape. When every operation on it is one a compiled step knows (2-D
+//! `matmul`, `+ - * /` with equal shapes or a row-broadcast operand, `neg`,
+//! the unary functions, `sum_all`, `mean_all`), later calls replay the tape
+//! on the new parameter values with buffers allocated once, instead of
+//! running `f` again. Otherwise every call runs `value_and_grad`.
+//!
+//! Replay runs the same kernels as eager execution, in the same order, so
+//! it produces the same bits.
+
+use std::sync::Arc;
+
+use ndarray::{ArcArray, ArrayViewD, IxDyn};
+use smallvec::SmallVec;
+
+use super::error::{Result, TensorError};
+use super::grad::{pull, stop_gradient, trace};
+use super::ops::binary::{is_trailing, Partial, DIV, DIV_DA, DIV_DB, MUL, MUL_DA, MUL_DB};
+use super::ops::matmul::matmul2d_into;
+use super::shape::broadcast_shapes_for;
+use super::tape::{OpKind, Tape};
+use super::tree::Tree;
+use super::Tensor;
+
+/// `jax.jit(jax.value_and_grad(f))`: a training step that traces `f` on
+/// its first call and replays the recorded operations afterwards.
+///
+/// Like `jax.jit`, this assumes `f` is a pure function of its argument and
+/// of the values it captures: side effects happen only while tracing, and
+/// captured tensors are baked in. Calling with a tree of another structure
+/// or other shapes traces again. Results are the same as
+/// [`value_and_grad`](super::value_and_grad)'s, bit for bit.
+///
+/// ```
+/// use flaxen::tensor::{jit_value_and_grad, Tensor, Tree};
+///
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+/// let mut step = jit_value_and_grad(|p: &Tree| {
+///     Ok(x.matmul(p.tensor("w")?)?.relu().mean_all())
+/// });
+/// let mut params = Tree::new().with("w", Tensor::ones(&[2, 3]));
+/// for _ in 0..3 {
+///     let (loss, grads) = step.call(&params).unwrap();
+///     assert!(loss.item().unwrap() > 0.0);
+///     params = grads; // (an update would go here)
+/// }
+/// assert!(step.is_compiled());
+/// ```
+pub fn jit_value_and_grad<F>(f: F) -> JitValueAndGrad<F>
+where
+    F: Fn(&Tree) -> Result<Tensor>,
+{
+    JitValueAndGrad { f, plan: None }
+}
+
+/// A compiled `value_and_grad` step; see [`jit_value_and_grad`].
+pub struct JitValueAndGrad<F> {
+    f: F,
+    /// The replay plan and whether it can be used (`None`: never traced).
+    plan: Option<Result<Plan>>,
+}
+
+impl<F> JitValueAndGrad<F>
+where
+    F: Fn(&Tree) -> Result<Tensor>,
+{
+    /// The value of `f(params)` and its gradient with respect to every
+    /// tensor of `params`, in the same structure.
+    ///
+    /// Fails as [`value_and_grad`](super::value_and_grad) does.
+    pub fn call(&mut self, params: &Tree) -> Result<(Tensor, Tree)> {
+        if let Some(Ok(plan)) = &mut self.plan {
+            if plan.accepts(params) {
+                return Ok(plan.run(params));
+            }
+        }
+        // Trace: run eagerly, keeping the tape to plan the replays.
+        let (tape, traced, ids) = trace(params);
+        let result = (self.f)(&traced);
+        tape.close();
+        let out = result?;
+        if out.ndim() != 0 {
+            return Err(TensorError::NotScalar {
+                shape: out.shape().to_vec(),
+            });
+        }
+        let seed = ndarray::ArrayD::ones(IxDyn(&[]));
+        let grads = pull(&tape, &out, seed, params, &ids);
+        self.plan = Some(Plan::new(&tape, &out, params, ids.len()));
+        Ok((stop_gradient(&out), grads))
+    }
+
+    /// Whether the last trace could be compiled (later calls with the same
+    /// shapes replay it); `false` before the first call.
+    pub fn is_compiled(&self) -> bool {
+        matches!(self.plan, Some(Ok(_)))
+    }
+}
+
+impl<F> std::fmt::Debug for JitValueAndGrad<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JitValueAndGrad")
+            .field("compiled", &matches!(self.plan, Some(Ok(_))))
+            .finish()
+    }
+}
+
+/// Where an operation's input comes from.
+#[derive(Clone, Copy, Debug)]
+enum Src {
+    /// A node: a leaf (`< leaves`) or an earlier operation.
+    Node(usize),
+    /// A constant captured at trace time.
+    Const(usize),
+}
+
+/// One operation of the replay.
+struct Step {
+    kind: OpKind,
+    inputs: SmallVec<[Src; 2]>,
+    in_shapes: SmallVec<[Vec<usize>; 2]>,
+    shape: Vec<usize>,
+}
+
+/// A compiled tape with its buffers.
+struct Plan {
+    /// The parameters' structure (and shapes) the plan was traced with.
+    params: Tree,
+    leaves: usize,
+    /// Steps for nodes `leaves..=root`.
+    steps: Vec<Step>,
+    consts: Vec<ArcArray<f32, IxDyn>>,
+    /// Per node: the forward value (empty for leaves) and the gradient.
+    values: Vec<Vec<f32>>,
+    grads: Vec<Vec<f32>>,
+    has_grad: Vec<bool>,
+    /// This call's leaf values (row-major).
+    leaf_data: Vec<ArcArray<f32, IxDyn>>,
+    /// Output buffers handed out as tensors, reused when no longer shared.
+    loss: ArcArray<f32, IxDyn>,
+    out_grads: Vec<ArcArray<f32, IxDyn>>,
+    tmp: Vec<f32>,
+}
+
+fn unsupported(message: String) -> TensorError {
+    TensorError::Argument {
+        op: "jit_value_and_grad",
+        message,
+    }
+}
+
+impl Plan {
+    /// Plans the replay of `tape` up to `out`, or says why it cannot.
+    fn new(tape: &Arc<Tape>, out: &Tensor, params: &Tree, leaves: usize) -> Result<Plan> {
+        let root = match &out.tracer {
+            Some(tr) if Arc::ptr_eq(&tr.tape, tape) && tr.node >= leaves => tr.node,
+            _ => {
+                return Err(unsupported(
+                    "the result does not depend on an operation".into(),
+                ))
+            }
+        };
+        let nodes = tape.nodes();
+        let mut shapes: Vec<Vec<usize>> =
+            params.leaves().iter().map(|t| t.shape().to_vec()).collect();
+        let mut consts = Vec::new();
+        let mut steps = Vec::with_capacity(root + 1 - leaves);
+        for node in &nodes[leaves..=root] {
+            let mut inputs = SmallVec::new();
+            let mut in_shapes: SmallVec<[Vec<usize>; 2]> = SmallVec::new();
+            for (k, id) in node.inputs.iter().enumerate() {
+                match id {
+                    Some(i) => {
+                        inputs.push(Src::Node(*i));
+                        in_shapes.push(shapes[*i].clone());
+                    }
+                    None => {
+                        let c = node.consts.get(k).cloned().flatten().ok_or_else(|| {
+                            unsupported(format!("{:?} cannot be replayed", node.kind))
+                        })?;
+                        let c = if c.is_standard_layout() {
+                            c
+                        } else {
+                            c.as_standard_layout().into_owned().into_shared()
+                        };
+                        in_shapes.push(c.shape().to_vec());
+                        inputs.push(Src::Const(consts.len()));
+                        consts.push(c);
+                    }
+                }
+            }
+            let shape = match node.kind {
+                OpKind::Other => return Err(unsupported("an operation cannot be replayed".into())),
+                OpKind::Neg | OpKind::Unary(_) => in_shapes[0].clone(),
+                OpKind::Add | OpKind::Sub | OpKind::Mul | OpKind::Div => {
+                    let (a, b) = (&in_shapes[0], &in_shapes[1]);
+                    let s = broadcast_shapes_for("jit_value_and_grad", a, b)?;
+                    let ok = a == b
+                        || (*a == s && is_trailing(b, &s))
+                        || (*b == s && is_trailing(a, &s));
+                    if !ok || s.iter().product::<usize>() == 0 {
+                        return Err(unsupported(format!(
+                            "broadcasting {a:?} with {b:?} cannot be replayed"
+                        )));
+                    }
+                    s
+                }
+                OpKind::Matmul => vec![in_shapes[0][0], in_shapes[1][1]],
+                OpKind::SumAll | OpKind::MeanAll => vec![],
+            };
+            shapes.push(shape.clone());
+            steps.push(Step {
+                kind: node.kind,
+                inputs,
+                in_shapes,
+                shape,
+            });
+        }
+        drop(nodes);
+        let size = |s: &[usize]| s.iter().product::<usize>();
+        let values = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if i < leaves {
+                    Vec::new()
+                } else {
+                    vec![0.0; size(s)]
+                }
+            })
+            .collect();
+        let grads = shapes.iter().map(|s| vec![0.0; size(s)]).collect();
+        let out_grads = shapes[..leaves]
+            .iter()
+            .map(|s| ArcArray::zeros(IxDyn(s)))
+            .collect();
+        Ok(Plan {
+            params: params.clone(),
+            leaves,
+            steps,
+            consts,
+            values,
+            grads,
+            has_grad: vec![false; root + 1],
+            leaf_data: Vec::with_capacity(leaves),
+            loss: ArcArray::zeros(IxDyn(&[])),
+            out_grads,
+            tmp: Vec::new(),
+        })
+    }
+
+    /// Whether `params` has the traced structure and shapes.
+    fn accepts(&self, params: &Tree) -> bool {
+        params.same_structure(&self.params)
+            && params
+                .leaves()
+                .iter()
+                .zip(self.params.leaves())
+                .all(|(a, b)| a.shape() == b.shape())
+    }
+
+    /// Replays forward and backward on `params`.
+    fn run(&mut self, params: &Tree) -> (Tensor, Tree) {
+        let leaves = self.leaves;
+        self.leaf_data.clear();
+        for t in params.leaves() {
+            let d = &t.data;
+            self.leaf_data.push(if d.is_standard_layout() {
+                d.clone()
+            } else {
+                d.as_standard_layout().into_owned().into_shared()
+            });
+        }
+        // Forward.
+        for (s, step) in self.steps.iter().enumerate() {
+            let id = leaves + s;
+            let (before, rest) = self.values.split_at_mut(id);
+            let out = &mut rest[0];
+            let input = |k: usize| -> &[f32] {
+                match step.inputs[k] {
+                    Src::Node(i) if i < leaves => self.leaf_data[i].as_slice().expect("row-major"),
+                    Src::Node(i) => &before[i],
+                    Src::Const(c) => self.consts[c].as_slice().expect("row-major"),
+                }
+            };
+            forward(
+                step,
+                &[input(0), if step.inputs.len() > 1 { input(1) } else { &[] }],
+                out,
+            );
+        }
+        // Backward, in the eager order.
+        let root = leaves + self.steps.len() - 1;
+        self.has_grad.iter_mut().for_each(|h| *h = false);
+        self.grads[root][0] = 1.0;
+        self.has_grad[root] = true;
+        for id in (leaves..=root).rev() {
+            if !self.has_grad[id] {
+                continue;
+            }
+            let step = &self.steps[id - leaves];
+            let g = std::mem::take(&mut self.grads[id]);
+            for k in 0..step.inputs.len() {
+                let Src::Node(target) = step.inputs[k] else {
+                    continue;
+                };
+                let value = |src: Src| -> &[f32] {
+                    match src {
+                        Src::Node(i) if i < leaves => {
+                            self.leaf_data[i].as_slice().expect("row-major")
+                        }
+                        Src::Node(i) => &self.values[i],
+                        Src::Const(c) => self.consts[c].as_slice().expect("row-major"),
+                    }
+                };
+                let ins = [
+                    value(step.inputs[0]),
+                    if step.inputs.len() > 1 {
+                        value(step.inputs[1])
+                    } else {
+                        &[]
+                    },
+                ];
+                let out = &self.values[id];
+                self.tmp.resize(self.grads[target].len(), 0.0);
+                backward(step, k, &g, ins, out, &mut self.tmp);
+                let acc = &mut self.grads[target];
+                if self.has_grad[target] {
+                    acc.iter_mut().zip(&self.tmp).for_each(|(a, &t)| *a += t);
+                } else {
+                    acc.copy_from_slice(&self.tmp);
+                    self.has_grad[target] = true;
+                }
+            }
+            self.grads[id] = g;
+        }
+        // Outputs, in buffers reused when the caller no longer holds them.
+        let mut out_leaves = Vec::with_capacity(leaves);
+        for l in 0..leaves {
+            let buf = &mut self.out_grads[l];
+            let dst = buf.as_slice_mut().expect("row-major");
+            if self.has_grad[l] {
+                dst.copy_from_slice(&self.grads[l]);
+            } else {
+                dst.fill(0.0);
+            }
+            out_leaves.push(Tensor::constant(buf.clone()));
+        }
+        self.loss.as_slice_mut().expect("scalar")[0] = self.values[root][0];
+        let grads = self
+            .params
+            .with_leaves(out_leaves)
+            .expect("one gradient per leaf");
+        (Tensor::constant(self.loss.clone()), grads)
+    }
+}
+
+/// Applies `f` over two operands in one of the replayable broadcast
+/// patterns (equal shapes, or one operand repeated along leading axes).
+fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+    if a.len() == out.len() && b.len() == out.len() {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            *o = f(x, y);
+        }
+    } else if step.in_shapes[0] == step.shape {
+        for (orow, arow) in out.chunks_exact_mut(b.len()).zip(a.chunks_exact(b.len())) {
+            for ((o, &x), &y) in orow.iter_mut().zip(arow).zip(b) {
+                *o = f(x, y);
+            }
+        }
+    } else {
+        for (orow, brow) in out.chunks_exact_mut(a.len()).zip(b.chunks_exact(a.len())) {
+            for ((o, &x), &y) in orow.iter_mut().zip(a).zip(brow) {
+                *o = f(x, y);
+            }
+        }
+    }
+}
+
+fn view<'a>(shape: &[usize], data: &'a [f32]) -> ArrayViewD<'a, f32> {
+    ArrayViewD::from_shape(IxDyn(shape), data).expect("planned shape")
+}
+
+/// The forward computation of one step into `out`.
+fn forward(step: &Step, ins: &[&[f32]; 2], out: &mut [f32]) {
+    let [a, b] = *ins;
+    match step.kind {
+        OpKind::Neg => out.iter_mut().zip(a).for_each(|(o, &x)| *o = -x),
+        OpKind::Unary(func) => out.iter_mut().zip(a).for_each(|(o, &x)| *o = func.f(x)),
+        OpKind::Add => zip_into(step, a, b, out, |x, y| x + y),
+        OpKind::Sub => zip_into(step, a, b, out, |x, y| x - y),
+        OpKind::Mul => zip_into(step, a, b, out, MUL),
+        OpKind::Div => zip_into(step, a, b, out, DIV),
+        OpKind::Matmul => matmul2d_into(
+            &view(&step.in_shapes[0], a),
+            &view(&step.in_shapes[1], b),
+            out,
+        ),
+        OpKind::SumAll => out[0] = a.iter().sum::<f32>(),
+        OpKind::MeanAll => out[0] = a.iter().sum::<f32>() / a.len() as f32,
+        OpKind::Other => unreachable!("planned steps are replayable"),
+    }
+}
+
+/// Sums `g` (of the step's output shape) down to `target`'s length, as
+/// eager `sum_to` does: the first row, then each further row in order.
+fn sum_rows_into(g: &[f32], dst: &mut [f32]) {
+    if g.len() == dst.len() {
+        dst.copy_from_slice(g);
+        return;
+    }
+    let n = dst.len();
+    dst.copy_from_slice(&g[..n]);
+    for row in g[n..].chunks_exact(n) {
+        dst.iter_mut().zip(row).for_each(|(d, &x)| *d += x);
+    }
+}
+
+/// `g * partial(a, b, out)` over the broadcast, then summed to the input's
+/// length (`dst`), as eager `scale_grad` does.
+fn scaled_into(g: &[f32], a: &[f32], b: &[f32], o: &[f32], p: Partial, dst: &mut [f32]) {
+    let (la, lb) = (a.len(), b.len());
+    let scaled = (0..g.len()).map(|j| g[j] * p(a[j % la], b[j % lb], o[j]));
+    if dst.len() == g.len() {
+        dst.iter_mut().zip(scaled).for_each(|(d, v)| *d = v);
+    } else {
+        sum_rows_into(&scaled.collect::<Vec<f32>>(), dst);
+    }
+}
+
+/// The gradient of input `k` of one step, given the output gradient `g`.
+fn backward(step: &Step, k: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32], dst: &mut [f32]) {
+    let [a, b] = ins;
+    match step.kind {
+        OpKind::Neg => dst.iter_mut().zip(g).for_each(|(d, &g)| *d = -g),
+        OpKind::Unary(func) => {
+            for (((d, &g), &x), &o) in dst.iter_mut().zip(g).zip(a).zip(out) {
+                *d = g * func.df(x, o);
+            }
+        }
+        OpKind::Add => sum_rows_into(g, dst),
+        OpKind::Sub if k == 0 => sum_rows_into(g, dst),
+        OpKind::Sub => {
+            let neg: Vec<f32> = g.iter().map(|&x| -x).collect();
+            sum_rows_into(&neg, dst)
+        }
+        OpKind::Mul => scaled_into(g, a, b, out, if k == 0 { MUL_DA } else { MUL_DB }, dst),
+        OpKind::Div => scaled_into(g, a, b, out, if k == 0 { DIV_DA } else { DIV_DB }, dst),
+        OpKind::Matmul => {
+            let (sa, sb) = (&step.in_shapes[0], &step.in_shapes[1]);
+            let gv = view(&step.shape, g);
+            if k == 0 {
+                let mut bt = view(sb, b);
+                bt.swap_axes(0, 1);
+                matmul2d_into(&gv, &bt, dst);
+            } else {
+                let mut at = view(sa, a);
+                at.swap_axes(0, 1);
+                matmul2d_into(&at, &gv, dst);
+            }
+        }
+        OpKind::SumAll => dst.fill(g[0]),
+        OpKind::MeanAll => {
+            let d = a.len() as f32;
+            dst.fill(g[0]);
+            dst.iter_mut().for_each(|v| *v /= d);
+        }
+        OpKind::Other => unreachable!("planned steps are replayable"),
+    }
+}
