@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use ndarray::{ArcArray, ArrayViewD, IxDyn};
+use ndarray::{ArcArray, ArrayView2, IxDyn};
 use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
@@ -131,13 +131,13 @@ struct Plan {
     leaves: usize,
     /// Steps for nodes `leaves..=root`.
     steps: Vec<Step>,
-    consts: Vec<ArcArray<f32, IxDyn>>,
+    consts: Vec<Vec<f32>>,
     /// Per node: the forward value (empty for leaves) and the gradient.
     values: Vec<Vec<f32>>,
     grads: Vec<Vec<f32>>,
     has_grad: Vec<bool>,
-    /// This call's leaf values (row-major).
-    leaf_data: Vec<ArcArray<f32, IxDyn>>,
+    /// Row-major copies of parameters that are not row-major.
+    leaf_copies: Vec<Vec<f32>>,
     /// Output buffers handed out as tensors, reused when no longer shared.
     loss: ArcArray<f32, IxDyn>,
     out_grads: Vec<ArcArray<f32, IxDyn>>,
@@ -180,14 +180,9 @@ impl Plan {
                         let c = node.consts.get(k).cloned().flatten().ok_or_else(|| {
                             unsupported(format!("{:?} cannot be replayed", node.kind))
                         })?;
-                        let c = if c.is_standard_layout() {
-                            c
-                        } else {
-                            c.as_standard_layout().into_owned().into_shared()
-                        };
                         in_shapes.push(c.shape().to_vec());
                         inputs.push(Src::Const(consts.len()));
-                        consts.push(c);
+                        consts.push(c.iter().copied().collect::<Vec<f32>>());
                     }
                 }
             }
@@ -244,7 +239,7 @@ impl Plan {
             values,
             grads,
             has_grad: vec![false; root + 1],
-            leaf_data: Vec::with_capacity(leaves),
+            leaf_copies: vec![Vec::new(); leaves],
             loss: ArcArray::zeros(IxDyn(&[])),
             out_grads,
             tmp: Vec::new(),
@@ -263,97 +258,95 @@ impl Plan {
 
     /// Replays forward and backward on `params`.
     fn run(&mut self, params: &Tree) -> (Tensor, Tree) {
-        let leaves = self.leaves;
-        self.leaf_data.clear();
-        for t in params.leaves() {
-            let d = &t.data;
-            self.leaf_data.push(if d.is_standard_layout() {
-                d.clone()
-            } else {
-                d.as_standard_layout().into_owned().into_shared()
-            });
+        let Plan {
+            params: template,
+            leaves,
+            steps,
+            consts,
+            values,
+            grads,
+            has_grad,
+            leaf_copies,
+            loss,
+            out_grads,
+            tmp,
+        } = self;
+        let leaves = *leaves;
+        for (t, copy) in params.leaves().iter().zip(leaf_copies.iter_mut()) {
+            if t.data.as_slice().is_none() {
+                copy.clear();
+                copy.extend(t.data.iter().copied());
+            }
         }
+        let leaf: SmallVec<[&[f32]; 16]> = params
+            .leaves()
+            .iter()
+            .zip(leaf_copies.iter())
+            .map(|(t, copy)| t.data.as_slice().unwrap_or(copy))
+            .collect();
         // Forward.
-        for (s, step) in self.steps.iter().enumerate() {
-            let id = leaves + s;
-            let (before, rest) = self.values.split_at_mut(id);
-            let out = &mut rest[0];
+        for (s, step) in steps.iter().enumerate() {
+            let (before, rest) = values.split_at_mut(leaves + s);
             let input = |k: usize| -> &[f32] {
-                match step.inputs[k] {
-                    Src::Node(i) if i < leaves => self.leaf_data[i].as_slice().expect("row-major"),
-                    Src::Node(i) => &before[i],
-                    Src::Const(c) => self.consts[c].as_slice().expect("row-major"),
+                match step.inputs.get(k) {
+                    None => &[],
+                    Some(Src::Node(i)) if *i < leaves => leaf[*i],
+                    Some(Src::Node(i)) => &before[*i],
+                    Some(Src::Const(c)) => &consts[*c],
                 }
             };
-            forward(
-                step,
-                &[input(0), if step.inputs.len() > 1 { input(1) } else { &[] }],
-                out,
-            );
+            forward(step, [input(0), input(1)], &mut rest[0]);
         }
         // Backward, in the eager order.
-        let root = leaves + self.steps.len() - 1;
-        self.has_grad.iter_mut().for_each(|h| *h = false);
-        self.grads[root][0] = 1.0;
-        self.has_grad[root] = true;
+        let root = leaves + steps.len() - 1;
+        has_grad.iter_mut().for_each(|h| *h = false);
+        grads[root][0] = 1.0;
+        has_grad[root] = true;
         for id in (leaves..=root).rev() {
-            if !self.has_grad[id] {
+            if !has_grad[id] {
                 continue;
             }
-            let step = &self.steps[id - leaves];
-            let g = std::mem::take(&mut self.grads[id]);
-            for k in 0..step.inputs.len() {
-                let Src::Node(target) = step.inputs[k] else {
+            let step = &steps[id - leaves];
+            let g = std::mem::take(&mut grads[id]);
+            let input = |k: usize| -> &[f32] {
+                match step.inputs.get(k) {
+                    None => &[],
+                    Some(Src::Node(i)) if *i < leaves => leaf[*i],
+                    Some(Src::Node(i)) => &values[*i],
+                    Some(Src::Const(c)) => &consts[*c],
+                }
+            };
+            let ins = [input(0), input(1)];
+            for (k, src) in step.inputs.iter().enumerate() {
+                let Src::Node(target) = *src else {
                     continue;
                 };
-                let value = |src: Src| -> &[f32] {
-                    match src {
-                        Src::Node(i) if i < leaves => {
-                            self.leaf_data[i].as_slice().expect("row-major")
-                        }
-                        Src::Node(i) => &self.values[i],
-                        Src::Const(c) => self.consts[c].as_slice().expect("row-major"),
-                    }
-                };
-                let ins = [
-                    value(step.inputs[0]),
-                    if step.inputs.len() > 1 {
-                        value(step.inputs[1])
-                    } else {
-                        &[]
-                    },
-                ];
-                let out = &self.values[id];
-                self.tmp.resize(self.grads[target].len(), 0.0);
-                backward(step, k, &g, ins, out, &mut self.tmp);
-                let acc = &mut self.grads[target];
-                if self.has_grad[target] {
-                    acc.iter_mut().zip(&self.tmp).for_each(|(a, &t)| *a += t);
+                tmp.resize(grads[target].len(), 0.0);
+                backward(step, k, &g, ins, &values[id], tmp);
+                let acc = &mut grads[target];
+                if has_grad[target] {
+                    acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
                 } else {
-                    acc.copy_from_slice(&self.tmp);
-                    self.has_grad[target] = true;
+                    acc.copy_from_slice(tmp);
+                    has_grad[target] = true;
                 }
             }
-            self.grads[id] = g;
+            grads[id] = g;
         }
         // Outputs, in buffers reused when the caller no longer holds them.
         let mut out_leaves = Vec::with_capacity(leaves);
-        for l in 0..leaves {
-            let buf = &mut self.out_grads[l];
+        for (l, buf) in out_grads.iter_mut().enumerate() {
             let dst = buf.as_slice_mut().expect("row-major");
-            if self.has_grad[l] {
-                dst.copy_from_slice(&self.grads[l]);
+            if has_grad[l] {
+                dst.copy_from_slice(&grads[l]);
             } else {
                 dst.fill(0.0);
             }
             out_leaves.push(Tensor::constant(buf.clone()));
         }
-        self.loss.as_slice_mut().expect("scalar")[0] = self.values[root][0];
-        let grads = self
-            .params
-            .with_leaves(out_leaves)
-            .expect("one gradient per leaf");
-        (Tensor::constant(self.loss.clone()), grads)
+        loss.as_slice_mut().expect("scalar")[0] = values[root][0];
+        let grads = template.with_leaves(out_leaves).expect("one gradient per leaf");
+        (Tensor::constant(loss.clone()), grads)
     }
 }
 
@@ -379,13 +372,13 @@ fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, 
     }
 }
 
-fn view<'a>(shape: &[usize], data: &'a [f32]) -> ArrayViewD<'a, f32> {
-    ArrayViewD::from_shape(IxDyn(shape), data).expect("planned shape")
+fn view<'a>(shape: &[usize], data: &'a [f32]) -> ArrayView2<'a, f32> {
+    ArrayView2::from_shape((shape[0], shape[1]), data).expect("planned shape")
 }
 
 /// The forward computation of one step into `out`.
-fn forward(step: &Step, ins: &[&[f32]; 2], out: &mut [f32]) {
-    let [a, b] = *ins;
+fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
+    let [a, b] = ins;
     match step.kind {
         OpKind::Neg => out.iter_mut().zip(a).for_each(|(o, &x)| *o = -x),
         OpKind::Unary(func) => out.iter_mut().zip(a).for_each(|(o, &x)| *o = func.f(x)),
@@ -452,13 +445,9 @@ fn backward(step: &Step, k: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32], dst
             let (sa, sb) = (&step.in_shapes[0], &step.in_shapes[1]);
             let gv = view(&step.shape, g);
             if k == 0 {
-                let mut bt = view(sb, b);
-                bt.swap_axes(0, 1);
-                matmul2d_into(&gv, &bt, dst);
+                matmul2d_into(&gv, &view(sb, b).reversed_axes(), dst);
             } else {
-                let mut at = view(sa, a);
-                at.swap_axes(0, 1);
-                matmul2d_into(&at, &gv, dst);
+                matmul2d_into(&view(sa, a).reversed_axes(), &gv, dst);
             }
         }
         OpKind::SumAll => dst.fill(g[0]),

@@ -1,7 +1,7 @@
 //! Matrix multiplication (2-D, batched with broadcasting, and the 1-D cases
 //! of `jnp.matmul`) through the `gemm` crate's AVX-512/AVX2 kernels.
 
-use ndarray::{ArrayD, ArrayViewD, Ix2, IxDyn};
+use ndarray::{ArrayD, ArrayView2, ArrayViewD, Ix2, IxDyn};
 use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
@@ -18,8 +18,8 @@ const SMALL: usize = 16 * 16 * 16;
 
 /// `out = a @ b` for 2-D operands with contiguous storage in any order;
 /// `out` is row-major zeros.
-fn small_matmul(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, o: &mut [f32]) {
-    let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
+fn small_matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, o: &mut [f32]) {
+    let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
     let (sa, sb) = (a.strides(), b.strides());
     match (a.as_slice_memory_order(), b.as_slice_memory_order()) {
         (Some(x), Some(y)) if sa.iter().chain(sb).all(|&s| s >= 0) => {
@@ -41,8 +41,6 @@ fn small_matmul(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, o: &mut [f32])
             }
         }
         _ => {
-            let a = a.view().into_dimensionality::<Ix2>().expect("2-D");
-            let b = b.view().into_dimensionality::<Ix2>().expect("2-D");
             for (i, orow) in o.chunks_exact_mut(n).enumerate() {
                 for (p, brow) in b.rows().into_iter().enumerate() {
                     let x = a[[i, p]];
@@ -58,9 +56,9 @@ fn small_matmul(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, o: &mut [f32])
 /// `out = a @ b` for 2-D `a: [m, k]`, `b: [k, n]` with any strides, into
 /// the row-major `out` of length `m * n` (whatever it held before).
 /// Eager `matmul` and compiled steps share it, so both compute the same bits.
-pub(crate) fn matmul2d_into(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, out: &mut [f32]) {
-    let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
-    assert!(a.ndim() == 2 && b.ndim() == 2 && b.shape()[0] == k && out.len() == m * n);
+pub(crate) fn matmul2d_into(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, out: &mut [f32]) {
+    let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
+    assert!(b.nrows() == k && out.len() == m * n);
     if m * n * k <= SMALL || k == 0 {
         out.fill(0.0);
         small_matmul(a, b, out);
@@ -121,7 +119,11 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
     }
     if ra == 2 && rb == 2 {
         let mut out = ArrayD::<f32>::zeros(IxDyn(&[m, n]));
-        matmul2d_into(&a, &b, out.as_slice_mut().expect("row-major"));
+        let (a2, b2) = (
+            a.view().into_dimensionality::<Ix2>().expect("2-D"),
+            b.view().into_dimensionality::<Ix2>().expect("2-D"),
+        );
+        matmul2d_into(&a2, &b2, out.as_slice_mut().expect("row-major"));
         return Ok(out);
     }
     let batch = broadcast_shapes_for("matmul", &a.shape()[..ra - 2], &b.shape()[..rb - 2])
