@@ -1,6 +1,6 @@
 //! Forward + backward of MLP training steps (the work of
-//! tools/bench/jax_train_step.py), and the GEMM measurement behind
-//! `Tensor::matmul`.
+//! tools/bench/jax_train_step.py), eager (`value_and_grad`) and compiled
+//! (`jit_value_and_grad`), and the GEMM measurement behind `Tensor::matmul`.
 //!
 //! ```text
 //! cargo bench --bench autodiff
@@ -8,7 +8,7 @@
 //! ```
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use flaxen::tensor::{value_and_grad, Tensor, Tree};
+use flaxen::tensor::{jit_value_and_grad, value_and_grad, Tensor, Tree};
 use ndarray::{Array2, ArrayD, IxDyn};
 
 /// Deterministic values in `[-scale, scale)` (a tiny LCG; the numbers do
@@ -84,6 +84,13 @@ fn train_steps(c: &mut Criterion) {
                     value_and_grad(|p| mse(p, &x, &y, &paths), black_box(&params)).unwrap();
                 black_box((loss, grads))
             })
+        });
+        // The same step compiled: traced once, then replayed.
+        let mut step = jit_value_and_grad(|p: &Tree| mse(p, &x, &y, &paths));
+        step.call(&params).unwrap();
+        assert!(step.is_compiled());
+        group.bench_function(format!("{name}_jit"), |b| {
+            b.iter(|| black_box(step.call(black_box(&params)).unwrap()))
         });
     }
     group.finish();

@@ -272,18 +272,18 @@ impl Plan {
             tmp,
         } = self;
         let leaves = *leaves;
+        let mut leaf: SmallVec<[&[f32]; 16]> = SmallVec::new();
         for (t, copy) in params.leaves().iter().zip(leaf_copies.iter_mut()) {
-            if t.data.as_slice().is_none() {
-                copy.clear();
-                copy.extend(t.data.iter().copied());
+            match t.data.as_slice() {
+                Some(s) => leaf.push(s),
+                None => {
+                    copy.clear();
+                    copy.extend(t.data.iter().copied());
+                    let copy: &Vec<f32> = copy;
+                    leaf.push(copy);
+                }
             }
         }
-        let leaf: SmallVec<[&[f32]; 16]> = params
-            .leaves()
-            .iter()
-            .zip(leaf_copies.iter())
-            .map(|(t, copy)| t.data.as_slice().unwrap_or(copy))
-            .collect();
         // Forward.
         for (s, step) in steps.iter().enumerate() {
             let (before, rest) = values.split_at_mut(leaves + s);
@@ -321,13 +321,13 @@ impl Plan {
                 let Src::Node(target) = *src else {
                     continue;
                 };
-                tmp.resize(grads[target].len(), 0.0);
-                backward(step, k, &g, ins, &values[id], tmp);
-                let acc = &mut grads[target];
                 if has_grad[target] {
+                    tmp.resize(grads[target].len(), 0.0);
+                    backward(step, k, &g, ins, &values[id], tmp);
+                    let acc = &mut grads[target];
                     acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
                 } else {
-                    acc.copy_from_slice(tmp);
+                    backward(step, k, &g, ins, &values[id], &mut grads[target]);
                     has_grad[target] = true;
                 }
             }
@@ -345,7 +345,9 @@ impl Plan {
             out_leaves.push(Tensor::constant(buf.clone()));
         }
         loss.as_slice_mut().expect("scalar")[0] = values[root][0];
-        let grads = template.with_leaves(out_leaves).expect("one gradient per leaf");
+        let grads = template
+            .with_leaves(out_leaves)
+            .expect("one gradient per leaf");
         (Tensor::constant(loss.clone()), grads)
     }
 }

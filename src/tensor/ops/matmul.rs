@@ -34,8 +34,14 @@ fn small_matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, o: &mut [f32])
                 for p in 0..k {
                     let xv = x[i * sa0 + p * sa1];
                     let base = p * sb0;
-                    for (j, o) in orow.iter_mut().enumerate() {
-                        *o += xv * y[base + j * sb1];
+                    if sb1 == 1 {
+                        for (o, &y) in orow.iter_mut().zip(&y[base..base + n]) {
+                            *o += xv * y;
+                        }
+                    } else {
+                        for (j, o) in orow.iter_mut().enumerate() {
+                            *o += xv * y[base + j * sb1];
+                        }
                     }
                 }
             }
