@@ -147,3 +147,21 @@ fn errors_as_value_and_grad() {
     assert!(matches!(step.call(&p), Err(TensorError::MissingKey { .. })));
     assert!(!step.is_compiled());
 }
+
+#[test]
+fn parameters_in_any_memory_order() {
+    let mut g = Gen::new(4);
+    // A transposed (column-major) parameter.
+    let w = to_tensor(&g.array(&[3, 4], -1.0, 1.0)).transpose();
+    let p = Tree::new()
+        .with("w", w)
+        .with("b", to_tensor(&g.array(&[3], -1.0, 1.0)));
+    let x = to_tensor(&g.array(&[5, 4], -1.0, 1.0));
+    let f = |p: &Tree| {
+        Ok(x.matmul(p.tensor("w")?)?
+            .add(p.tensor("b")?)?
+            .tanh()
+            .sum_all())
+    };
+    same_as_eager(f, p, 3, true);
+}

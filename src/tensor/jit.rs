@@ -12,13 +12,13 @@
 
 use std::sync::Arc;
 
-use ndarray::{ArcArray, ArrayView2, IxDyn};
+use ndarray::{ArcArray, IxDyn};
 use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
 use super::grad::{pull, stop_gradient, trace};
 use super::ops::binary::{is_trailing, Partial, DIV, DIV_DA, DIV_DB, MUL, MUL_DA, MUL_DB};
-use super::ops::matmul::matmul2d_into;
+use super::ops::matmul::matmul_slices_into;
 use super::shape::broadcast_shapes_for;
 use super::tape::{OpKind, Tape};
 use super::tree::Tree;
@@ -374,10 +374,6 @@ fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, 
     }
 }
 
-fn view<'a>(shape: &[usize], data: &'a [f32]) -> ArrayView2<'a, f32> {
-    ArrayView2::from_shape((shape[0], shape[1]), data).expect("planned shape")
-}
-
 /// The forward computation of one step into `out`.
 fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
     let [a, b] = ins;
@@ -388,11 +384,10 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
         OpKind::Sub => zip_into(step, a, b, out, |x, y| x - y),
         OpKind::Mul => zip_into(step, a, b, out, MUL),
         OpKind::Div => zip_into(step, a, b, out, DIV),
-        OpKind::Matmul => matmul2d_into(
-            &view(&step.in_shapes[0], a),
-            &view(&step.in_shapes[1], b),
-            out,
-        ),
+        OpKind::Matmul => {
+            let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
+            matmul_slices_into(a, (k, 1), b, (n, 1), m, k, n, out)
+        }
         OpKind::SumAll => out[0] = a.iter().sum::<f32>(),
         OpKind::MeanAll => out[0] = a.iter().sum::<f32>() / a.len() as f32,
         OpKind::Other => unreachable!("planned steps are replayable"),
@@ -426,7 +421,8 @@ fn scaled_into(g: &[f32], a: &[f32], b: &[f32], o: &[f32], p: Partial, dst: &mut
 }
 
 /// The gradient of input `k` of one step, given the output gradient `g`.
-fn backward(step: &Step, k: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32], dst: &mut [f32]) {
+fn backward(step: &Step, k_input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32], dst: &mut [f32]) {
+    let k = k_input;
     let [a, b] = ins;
     match step.kind {
         OpKind::Neg => dst.iter_mut().zip(g).for_each(|(d, &g)| *d = -g),
@@ -444,12 +440,12 @@ fn backward(step: &Step, k: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32], dst
         OpKind::Mul => scaled_into(g, a, b, out, if k == 0 { MUL_DA } else { MUL_DB }, dst),
         OpKind::Div => scaled_into(g, a, b, out, if k == 0 { DIV_DA } else { DIV_DB }, dst),
         OpKind::Matmul => {
-            let (sa, sb) = (&step.in_shapes[0], &step.in_shapes[1]);
-            let gv = view(&step.shape, g);
-            if k == 0 {
-                matmul2d_into(&gv, &view(sb, b).reversed_axes(), dst);
+            // dA = g @ B^T ([m, n] @ [n, k]), dB = A^T @ g ([k, m] @ [m, n]).
+            let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
+            if k_input == 0 {
+                matmul_slices_into(g, (n, 1), b, (1, n), m, n, k, dst)
             } else {
-                matmul2d_into(&view(sa, a).reversed_axes(), &gv, dst);
+                matmul_slices_into(a, (1, k), g, (n, 1), k, m, n, dst)
             }
         }
         OpKind::SumAll => dst.fill(g[0]),

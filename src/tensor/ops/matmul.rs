@@ -1,7 +1,7 @@
 //! Matrix multiplication (2-D, batched with broadcasting, and the 1-D cases
 //! of `jnp.matmul`) through the `gemm` crate's AVX-512/AVX2 kernels.
 
-use ndarray::{ArrayD, ArrayView2, ArrayViewD, Ix2, IxDyn};
+use ndarray::{ArrayD, ArrayView2, ArrayViewD, Ix2, IxDyn, ShapeBuilder};
 use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
@@ -16,35 +16,46 @@ const PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
 /// costs more than the product.
 const SMALL: usize = 16 * 16 * 16;
 
-/// `out = a @ b` for 2-D operands with contiguous storage in any order;
-/// `out` is row-major zeros.
+/// `out += a @ b` for `a: [m, k]` stored in `x` with (row, column) strides
+/// `sa`, `b: [k, n]` in `y` with strides `sb`, and row-major `out`.
+#[allow(clippy::too_many_arguments)]
+fn small_matmul_strided(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    m: usize,
+    k: usize,
+    n: usize,
+    o: &mut [f32],
+) {
+    for i in 0..m {
+        let orow = &mut o[i * n..(i + 1) * n];
+        for p in 0..k {
+            let xv = x[i * sa.0 + p * sa.1];
+            let base = p * sb.0;
+            if sb.1 == 1 {
+                for (o, &y) in orow.iter_mut().zip(&y[base..base + n]) {
+                    *o += xv * y;
+                }
+            } else {
+                for (j, o) in orow.iter_mut().enumerate() {
+                    *o += xv * y[base + j * sb.1];
+                }
+            }
+        }
+    }
+}
+
+/// `out = a @ b` for 2-D operands; `out` is row-major zeros.
 fn small_matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, o: &mut [f32]) {
     let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
     let (sa, sb) = (a.strides(), b.strides());
     match (a.as_slice_memory_order(), b.as_slice_memory_order()) {
         (Some(x), Some(y)) if sa.iter().chain(sb).all(|&s| s >= 0) => {
-            let (sa0, sa1, sb0, sb1) = (
-                sa[0] as usize,
-                sa[1] as usize,
-                sb[0] as usize,
-                sb[1] as usize,
-            );
-            for i in 0..m {
-                let orow = &mut o[i * n..(i + 1) * n];
-                for p in 0..k {
-                    let xv = x[i * sa0 + p * sa1];
-                    let base = p * sb0;
-                    if sb1 == 1 {
-                        for (o, &y) in orow.iter_mut().zip(&y[base..base + n]) {
-                            *o += xv * y;
-                        }
-                    } else {
-                        for (j, o) in orow.iter_mut().enumerate() {
-                            *o += xv * y[base + j * sb1];
-                        }
-                    }
-                }
-            }
+            let sa = (sa[0] as usize, sa[1] as usize);
+            let sb = (sb[0] as usize, sb[1] as usize);
+            small_matmul_strided(x, sa, y, sb, m, k, n, o);
         }
         _ => {
             for (i, orow) in o.chunks_exact_mut(n).enumerate() {
@@ -57,6 +68,30 @@ fn small_matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, o: &mut [f32])
             }
         }
     }
+}
+
+/// [`matmul2d_into`] for operands given as contiguous slices with
+/// non-negative (row, column) strides; skips building views for small
+/// products (compiled steps). Same arithmetic, same bits.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_slices_into(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    m: usize,
+    k: usize,
+    n: usize,
+    out: &mut [f32],
+) {
+    if m * n * k <= SMALL || k == 0 {
+        out.fill(0.0);
+        small_matmul_strided(x, sa, y, sb, m, k, n, out);
+        return;
+    }
+    let a = ArrayView2::from_shape((m, k).strides(sa), x).expect("strides within the slice");
+    let b = ArrayView2::from_shape((k, n).strides(sb), y).expect("strides within the slice");
+    matmul2d_into(&a, &b, out);
 }
 
 /// `out = a @ b` for 2-D `a: [m, k]`, `b: [k, n]` with any strides, into
