@@ -34,19 +34,25 @@ use super::Tensor;
 /// [`value_and_grad`](super::value_and_grad)'s, bit for bit.
 ///
 /// ```
-/// use flaxen::tensor::{jit_value_and_grad, Tensor, Tree};
+/// use flaxen::tensor::{jit_value_and_grad, tree_map2, Tensor, Tree};
 ///
 /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+/// let y = Tensor::from_vec(vec![1.0, 0.0, 0.0, 1.0], &[2, 2]).unwrap();
 /// let mut step = jit_value_and_grad(|p: &Tree| {
-///     Ok(x.matmul(p.tensor("w")?)?.relu().mean_all())
+///     let pred = x.matmul(p.tensor("w")?)?.add(p.tensor("b")?)?;
+///     Ok((&pred - &y).square().mean_all())
 /// });
-/// let mut params = Tree::new().with("w", Tensor::ones(&[2, 3]));
-/// for _ in 0..3 {
-///     let (loss, grads) = step.call(&params).unwrap();
-///     assert!(loss.item().unwrap() > 0.0);
-///     params = grads; // (an update would go here)
+/// let mut params = Tree::new()
+///     .with("w", Tensor::zeros(&[2, 2]))
+///     .with("b", Tensor::zeros(&[2]));
+/// let (first, _) = step.call(&params).unwrap();
+/// for _ in 0..100 {
+///     let (_, grads) = step.call(&params).unwrap();
+///     params = tree_map2(&params, &grads, |p, g| Ok(p - &(g * 0.05))).unwrap();
 /// }
+/// let (last, _) = step.call(&params).unwrap();
 /// assert!(step.is_compiled());
+/// assert!(last.item().unwrap() < first.item().unwrap());
 /// ```
 pub fn jit_value_and_grad<F>(f: F) -> JitValueAndGrad<F>
 where

@@ -8,6 +8,8 @@
 //!   [`tree_map`] and [`tree_map2`].
 //! * [`grad`], [`value_and_grad`], [`vjp`], [`stop_gradient`] — JAX's
 //!   transforms, first order, over a function of a tree.
+//! * [`jit_value_and_grad`] — `jax.jit(jax.value_and_grad(f))`: traces a
+//!   training step once and replays it without re-running `f`.
 //!
 //! Fallible methods return [`TensorError`]; the operators `+ - * /` (on
 //! tensors and with `f32` scalars) panic with the same error's message when
