@@ -426,9 +426,9 @@ fn scaled_into(g: &[f32], a: &[f32], b: &[f32], o: &[f32], p: Partial, dst: &mut
     }
 }
 
-/// The gradient of input `k` of one step, given the output gradient `g`.
-fn backward(step: &Step, k_input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32], dst: &mut [f32]) {
-    let k = k_input;
+/// The gradient of input `input` of one step, given the output gradient
+/// `g`, into `dst`.
+fn backward(step: &Step, input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32], dst: &mut [f32]) {
     let [a, b] = ins;
     match step.kind {
         OpKind::Neg => dst.iter_mut().zip(g).for_each(|(d, &g)| *d = -g),
@@ -438,17 +438,17 @@ fn backward(step: &Step, k_input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32
             }
         }
         OpKind::Add => sum_rows_into(g, dst),
-        OpKind::Sub if k == 0 => sum_rows_into(g, dst),
+        OpKind::Sub if input == 0 => sum_rows_into(g, dst),
         OpKind::Sub => {
             let neg: Vec<f32> = g.iter().map(|&x| -x).collect();
             sum_rows_into(&neg, dst)
         }
-        OpKind::Mul => scaled_into(g, a, b, out, if k == 0 { MUL_DA } else { MUL_DB }, dst),
-        OpKind::Div => scaled_into(g, a, b, out, if k == 0 { DIV_DA } else { DIV_DB }, dst),
+        OpKind::Mul => scaled_into(g, a, b, out, if input == 0 { MUL_DA } else { MUL_DB }, dst),
+        OpKind::Div => scaled_into(g, a, b, out, if input == 0 { DIV_DA } else { DIV_DB }, dst),
         OpKind::Matmul => {
             // dA = g @ B^T ([m, n] @ [n, k]), dB = A^T @ g ([k, m] @ [m, n]).
             let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
-            if k_input == 0 {
+            if input == 0 {
                 matmul_slices_into(g, (n, 1), b, (1, n), m, n, k, dst)
             } else {
                 matmul_slices_into(a, (1, k), g, (n, 1), k, m, n, dst)

@@ -5,7 +5,7 @@ use ndarray::{ArcArray, ArrayD, IxDyn, Zip};
 use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
-use crate::tensor::shape::{broadcast_shapes_for, sum_to};
+use crate::tensor::shape::{broadcast_shapes_for, sum_to, sum_to_view};
 use crate::tensor::tape::{InputGrads, OpKind};
 use crate::tensor::Tensor;
 
@@ -116,6 +116,31 @@ fn split(
     }
 }
 
+/// The gradients of `a + b` (or `a - b` when `negate_b`): the output
+/// gradient summed to each input's shape. When both inputs need it, the
+/// broadcast one is summed from a borrow and the other takes the buffer, so
+/// nothing is copied unless both have the output's shape.
+fn split_sums(
+    g: ArrayD<f32>,
+    needs: &[bool],
+    sa: &[usize],
+    sb: &[usize],
+    negate_b: bool,
+) -> InputGrads {
+    let fb = |gb: ArrayD<f32>| if negate_b { -gb } else { gb };
+    match (needs[0], needs[1]) {
+        (true, true) if sb != g.shape() => {
+            let gb = fb(sum_to_view(g.view(), sb));
+            smallvec![Some(sum_to(g, sa)), Some(gb)]
+        }
+        (true, true) if sa != g.shape() => {
+            let ga = sum_to_view(g.view(), sa);
+            smallvec![Some(ga), Some(fb(sum_to(g, sb)))]
+        }
+        _ => split(g, needs, |g| sum_to(g, sa), |g| fb(sum_to(g, sb))),
+    }
+}
+
 /// A broadcasting binary operation with the given partial derivatives.
 fn binary(
     op: &'static str,
@@ -187,7 +212,7 @@ impl Tensor {
             out,
             &[self, other],
             OpKind::Add,
-            move |g, needs| split(g, needs, |g| sum_to(g, &sa), |g| sum_to(g, &sb)),
+            move |g, needs| split_sums(g, needs, &sa, &sb, false),
         ))
     }
 
@@ -199,7 +224,7 @@ impl Tensor {
             out,
             &[self, other],
             OpKind::Sub,
-            move |g, needs| split(g, needs, |g| sum_to(g, &sa), |g| sum_to(-g, &sb)),
+            move |g, needs| split_sums(g, needs, &sa, &sb, true),
         ))
     }
 
