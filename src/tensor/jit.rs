@@ -132,8 +132,10 @@ struct Step {
 
 /// A compiled tape with its buffers.
 struct Plan {
-    /// The parameters' structure (and shapes) the plan was traced with.
-    params: Tree,
+    /// The parameters' structure (with placeholder leaves) and shapes the
+    /// plan was traced with.
+    template: Tree,
+    shapes: Vec<Vec<usize>>,
     leaves: usize,
     /// Steps for nodes `leaves..=root`.
     steps: Vec<Step>,
@@ -238,7 +240,10 @@ impl Plan {
             .map(|s| ArcArray::zeros(IxDyn(s)))
             .collect();
         Ok(Plan {
-            params: params.clone(),
+            template: params
+                .with_leaves(vec![Tensor::scalar(0.0); leaves])
+                .expect("one placeholder per leaf"),
+            shapes: shapes[..leaves].to_vec(),
             leaves,
             steps,
             consts,
@@ -254,18 +259,19 @@ impl Plan {
 
     /// Whether `params` has the traced structure and shapes.
     fn accepts(&self, params: &Tree) -> bool {
-        params.same_structure(&self.params)
+        params.same_structure(&self.template)
             && params
                 .leaves()
                 .iter()
-                .zip(self.params.leaves())
-                .all(|(a, b)| a.shape() == b.shape())
+                .zip(&self.shapes)
+                .all(|(a, s)| a.shape() == &s[..])
     }
 
     /// Replays forward and backward on `params`.
     fn run(&mut self, params: &Tree) -> (Tensor, Tree) {
         let Plan {
-            params: template,
+            template,
+            shapes: _,
             leaves,
             steps,
             consts,
