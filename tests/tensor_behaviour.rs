@@ -460,3 +460,28 @@ fn vector_dot_and_bad_vectors() {
         "matmul: incompatible shapes [3] and [2, 2]"
     );
 }
+
+#[test]
+fn tree_insert_appends_replaces_and_copies_on_write() {
+    let a = Tree::new()
+        .with("x", Tensor::ones(&[1]))
+        .with("sub", Tree::new().with("k", Tensor::ones(&[2])));
+    let mut b = a.clone();
+    assert!(b.insert("y", Tensor::zeros(&[3])).unwrap().is_none());
+    let old = b.insert("x", Tensor::zeros(&[4])).unwrap().unwrap();
+    assert_eq!(old.as_tensor().unwrap().shape(), &[1]);
+    // `b` changed in place, keeping key order; `a` did not change.
+    assert_eq!(b.keys(), ["x", "sub", "y"]);
+    assert_eq!(b.tensor("x").unwrap().shape(), &[4]);
+    assert_eq!(b.tensor("sub/k").unwrap().shape(), &[2]);
+    assert_eq!(a.keys(), ["x", "sub"]);
+    assert_eq!(a.tensor("x").unwrap().shape(), &[1]);
+    assert!(!a.same_structure(&b));
+    let mut leaf = Tree::from(Tensor::ones(&[1]));
+    assert!(matches!(
+        leaf.insert("k", Tensor::ones(&[1])),
+        Err(TensorError::TreeStructure { .. })
+    ));
+    let paths: Vec<String> = b.paths().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(paths, ["x", "sub/k", "y"]);
+}
