@@ -16,8 +16,97 @@ const PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
 /// costs more than the product.
 const SMALL: usize = 16 * 16 * 16;
 
-/// `out += a @ b` for `a: [m, k]` stored in `x` with (row, column) strides
-/// `sa`, `b: [k, n]` in `y` with strides `sb`, and row-major `out`.
+/// The output column that XLA sums without fused multiply-adds, if any.
+///
+/// The summation of small products follows what XLA's CPU backend compiles
+/// for small dots, so that results match JAX bit for bit: each output is a
+/// sequential chain `x0*y0`, then fused multiply-adds `fma(x_t, y_t, acc)`.
+/// One measured exception (jaxlib 0.10.2, x86-64): for a single row
+/// (`m == 1`) with 3 to 8 terms, XLA's column-major GEMV epilogue rounds
+/// every product and sum separately in its first leftover column when there
+/// are 2 columns, or `8k + 1` columns (k >= 1).
+fn plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
+    if m != 1 || !(3..=8).contains(&k) {
+        None
+    } else if n == 2 {
+        Some(0)
+    } else if n > 8 && n % 8 == 1 {
+        Some(n - 1)
+    } else {
+        None
+    }
+}
+
+/// One term of an output's sum, in XLA's order (see [`plain_column`]).
+#[inline(always)]
+fn dot_step(p: usize, j: usize, plain: Option<usize>, x: f32, y: f32, acc: f32) -> f32 {
+    if p == 0 {
+        x * y
+    } else if plain == Some(j) {
+        acc + x * y
+    } else {
+        x.mul_add(y, acc)
+    }
+}
+
+/// `out = a @ b` for `a: [m, k]` stored in `x` with (row, column) strides
+/// `sa`, `b: [k, n]` in `y` with strides `sb`, and row-major `out` (`k > 0`).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn small_matmul_body(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    m: usize,
+    k: usize,
+    n: usize,
+    o: &mut [f32],
+) {
+    let plain = plain_column(m, k, n);
+    for i in 0..m {
+        let orow = &mut o[i * n..(i + 1) * n];
+        for p in 0..k {
+            let xv = x[i * sa.0 + p * sa.1];
+            let base = p * sb.0;
+            if sb.1 == 1 {
+                for (j, (o, &y)) in orow.iter_mut().zip(&y[base..base + n]).enumerate() {
+                    *o = dot_step(p, j, plain, xv, y, *o);
+                }
+            } else {
+                for (j, o) in orow.iter_mut().enumerate() {
+                    *o = dot_step(p, j, plain, xv, y[base + j * sb.1], *o);
+                }
+            }
+        }
+    }
+}
+
+/// [`small_matmul_body`] compiled with FMA instructions, so that
+/// `mul_add` is one instruction instead of a call to libm's `fmaf` (both are
+/// exactly rounded: same bits).
+///
+/// # Safety
+///
+/// The CPU must support FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn small_matmul_fma(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    m: usize,
+    k: usize,
+    n: usize,
+    o: &mut [f32],
+) {
+    small_matmul_body(x, sa, y, sb, m, k, n, o)
+}
+
+/// `out = a @ b` for operands in contiguous slices with strides; see
+/// [`small_matmul_body`].
 #[allow(clippy::too_many_arguments)]
 fn small_matmul_strided(
     x: &[f32],
@@ -29,22 +118,14 @@ fn small_matmul_strided(
     n: usize,
     o: &mut [f32],
 ) {
-    for i in 0..m {
-        let orow = &mut o[i * n..(i + 1) * n];
-        for p in 0..k {
-            let xv = x[i * sa.0 + p * sa.1];
-            let base = p * sb.0;
-            if sb.1 == 1 {
-                for (o, &y) in orow.iter_mut().zip(&y[base..base + n]) {
-                    *o += xv * y;
-                }
-            } else {
-                for (j, o) in orow.iter_mut().enumerate() {
-                    *o += xv * y[base + j * sb.1];
-                }
-            }
-        }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU supports FMA, checked just above; that is the only
+        // requirement of `small_matmul_fma`, whose body is safe code.
+        unsafe { small_matmul_fma(x, sa, y, sb, m, k, n, o) };
+        return;
     }
+    small_matmul_body(x, sa, y, sb, m, k, n, o)
 }
 
 /// `out = a @ b` for 2-D operands; `out` is row-major zeros.
@@ -58,11 +139,12 @@ fn small_matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, o: &mut [f32])
             small_matmul_strided(x, sa, y, sb, m, k, n, o);
         }
         _ => {
+            let plain = plain_column(m, k, n);
             for (i, orow) in o.chunks_exact_mut(n).enumerate() {
                 for (p, brow) in b.rows().into_iter().enumerate() {
                     let x = a[[i, p]];
-                    for (o, &y) in orow.iter_mut().zip(brow.iter()) {
-                        *o += x * y;
+                    for (j, (o, &y)) in orow.iter_mut().zip(brow.iter()).enumerate() {
+                        *o = dot_step(p, j, plain, x, y, *o);
                     }
                 }
             }
