@@ -5,21 +5,30 @@
 //! The crate follows Flax's layering: a functional core that knows nothing of
 //! modules, and the module API on top of it.
 //!
-//! * [`random`] — JAX's splittable, counter-based PRNG (`jax.random`), bit for bit.
+//! * [`random`] — JAX's splittable, counter-based PRNG (`jax.random`), bit for
+//!   bit; and TensorFlow's Philox streams ([`random::tf`]).
 //! * [`init`] — parameter initializers (`jax.nn.initializers`).
-//! * [`core`] — the functional core (`flax.core`): today the `make_rng` path hash.
-//! * [`tensor`] — `f32` tensors and reverse-mode autodiff over trees of them (`jax.grad`).
+//! * [`tensor`] — `f32` tensors with reverse-mode autodiff over trees.
+//! * [`core`] — the functional core (`flax.core`): scopes, variables, RNG
+//!   streams, filters, and the `make_rng` hash.
+//! * [`nn`] — the module API (`flax.linen`): `Module`, `Dense`, `Dropout`.
+//! * [`optim`] — optimizers over variable trees.
+//! * [`array_format`] — NumPy-style printing, so examples print as the
+//!   documents do.
 //!
 //! ```
 //! use flaxen::random;
 //!
 //! let key = random::key(0);
+//! // jax.random.key_data(jax.random.fold_in(jax.random.key(0), 1))
 //! let k = random::fold_in(key, 1);
-//! assert_eq!(random::key_data(&k), [2257762070, 2981787596]);
+//! assert_eq!(random::key_data(&k), [928981903, 3453687069]);
 //! ```
 
 pub mod array_format;
 pub mod core;
 pub mod init;
+pub mod nn;
+pub mod optim;
 pub mod random;
 pub mod tensor;

@@ -1,6 +1,26 @@
-//! The functional core, as `flax.core`: it knows nothing of modules.
+//! The functional core, as `flax.core`: scopes, variables, RNG streams and
+//! filters. It knows nothing of modules; [`crate::nn`] builds on it.
 //!
-//! Today it holds the hash behind `make_rng`; scopes, variables and lifted
-//! transforms come next.
+//! * [`Scope`] — a module's view of one `init`/`apply`: `make_rng`,
+//!   `param`, `variable`, `has_variable`, `put_variable`, ...
+//! * [`Variables`] — the ordered nested map of collections.
+//! * [`Rngs`] — the named seed keys of a call; [`set_flax_fix_rng_separator`].
+//! * [`Filter`] — collection filters (`mutable=...`, `DenyList`).
+//! * [`rng_hash`] — the hash behind `make_rng`.
 
+mod error;
+mod filter;
+mod grad;
+pub mod lift;
 pub mod rng_hash;
+mod rngs;
+mod scope;
+mod variables;
+
+pub use error::{Error, Result};
+pub use filter::Filter;
+pub use grad::{grad, value_and_grad};
+pub use rngs::{flax_fix_rng_separator, set_flax_fix_rng_separator, Rngs};
+pub(crate) use scope::State;
+pub use scope::{ParamInit, Scope, Variable};
+pub use variables::{array_repr, Variables};

@@ -161,8 +161,10 @@ impl KeyArray {
     pub fn into_array<const N: usize>(self) -> Result<[Key; N], RandomError> {
         let len = self.data.len();
         let keys: Vec<Key> = self.into_iter().collect();
-        keys.try_into()
-            .map_err(|_| RandomError::KeyCount { expected: N, found: len })
+        keys.try_into().map_err(|_| RandomError::KeyCount {
+            expected: N,
+            found: len,
+        })
     }
 }
 
@@ -210,14 +212,22 @@ impl FromIterator<Key> for KeyArray {
 /// ```
 impl fmt::Display for KeyArray {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "Array(({},), dtype=key<fry>) overlaying:", self.data.len())?;
+        writeln!(
+            f,
+            "Array(({},), dtype=key<fry>) overlaying:",
+            self.data.len()
+        )?;
         if self.data.is_empty() {
             return write!(f, "[]");
         }
         let w = word_width(&self.data);
         for (i, d) in self.data.iter().enumerate() {
             let open = if i == 0 { "[[" } else { " [" };
-            let close = if i + 1 == self.data.len() { "]]" } else { "]\n" };
+            let close = if i + 1 == self.data.len() {
+                "]]"
+            } else {
+                "]\n"
+            };
             write!(f, "{open}{:>w$} {:>w$}{close}", d[0], d[1])?;
         }
         Ok(())

@@ -18,13 +18,24 @@
 //! assert_eq!(b.len(), 4);
 //! ```
 
+mod distributions;
 mod error;
 mod key;
+mod rng_core;
+mod sampling;
 mod threefry;
+mod xla_math;
 
+pub use distributions::{
+    bernoulli, bits, categorical, choice, exponential, gumbel, normal, permutation,
+    permutation_along, randint, truncated_normal, uniform, uniform_range,
+};
 pub use error::RandomError;
 pub use key::{
     clone, fold_in, key, key_data, key_with, split, split_n, wrap_key_data, Key, KeyArray, Seed,
     SeedWidth, ThreefryMode,
 };
+pub use rng_core::KeyRng;
 pub use threefry::threefry2x32;
+
+pub mod tf;

@@ -117,12 +117,15 @@ fn fill_partitionable(ks: [u32; 3], start: u64, out: &mut [u32]) {
     let mut chunks = out.chunks_exact_mut(LANES);
     let mut base = start;
     for chunk in &mut chunks {
+        // The 64-bit counters base + l as (hi, lo) words, in 32-bit lanes:
+        // lo wraps, and hi carries where it did.
+        let (base_hi, base_lo) = ((base >> 32) as u32, base as u32);
         let mut x0 = [0u32; LANES];
         let mut x1 = [0u32; LANES];
         for l in 0..LANES {
-            let i = base + l as u64;
-            x0[l] = (i >> 32) as u32;
-            x1[l] = i as u32;
+            let lo = base_lo.wrapping_add(l as u32);
+            x1[l] = lo;
+            x0[l] = base_hi.wrapping_add(u32::from(lo < base_lo));
         }
         hash_lanes(ks, &mut x0, &mut x1);
         for l in 0..LANES {
@@ -204,6 +207,19 @@ mod tests {
             threefry2x32([0x13198a2e, 0x03707344], [0x243f6a88, 0x85a308d3]),
             [0xc4923a9c, 0x483df7a0]
         );
+    }
+
+    #[test]
+    fn counters_carry_into_the_high_word() {
+        let key = [5, 6];
+        let start = (1u64 << 32) - 7;
+        let mut out = [0u32; 40];
+        fill(key, Counters::Partitionable, start, &mut out);
+        for (l, &o) in out.iter().enumerate() {
+            let i = start + l as u64;
+            let [a, b] = threefry2x32(key, [(i >> 32) as u32, i as u32]);
+            assert_eq!(o, a ^ b, "index {i}");
+        }
     }
 
     #[test]

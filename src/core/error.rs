@@ -1,0 +1,201 @@
+//! The error type of scopes, variables and modules: every message names the
+//! module path and the values involved.
+
+use std::fmt;
+
+use crate::random::RandomError;
+use crate::tensor::TensorError;
+
+/// Everything a model can get wrong at `init`/`apply` time.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    /// `make_rng(stream)` without a key for `stream` or for `params`.
+    MissingRng {
+        /// Module path, e.g. `/Dense_0`.
+        path: String,
+        /// The stream asked for.
+        stream: String,
+        /// The streams that were given.
+        available: Vec<String>,
+    },
+    /// A variable read during `apply` that the given variables lack.
+    MissingVariable {
+        /// Module path.
+        path: String,
+        /// Collection, e.g. `params`.
+        collection: String,
+        /// Variable name.
+        name: String,
+    },
+    /// A stored parameter whose shape differs from the one the module asks for.
+    ShapeMismatch {
+        /// Module path.
+        path: String,
+        /// Collection.
+        collection: String,
+        /// Variable name.
+        name: String,
+        /// The shape the module expects.
+        expected: Vec<usize>,
+        /// The shape found in the variables.
+        found: Vec<usize>,
+    },
+    /// Creating or writing a variable in a collection that is not mutable.
+    ImmutableCollection {
+        /// Module path.
+        path: String,
+        /// Collection.
+        collection: String,
+        /// Variable name.
+        name: String,
+    },
+    /// Two submodules of one parent given the same name.
+    DuplicateName {
+        /// The parent's path.
+        path: String,
+        /// The repeated name.
+        name: String,
+    },
+    /// An invalid module setting (e.g. a dropout rate outside `[0, 1]`).
+    Config {
+        /// Module path.
+        path: String,
+        /// What is wrong, with the value.
+        message: String,
+    },
+    /// A lifted transform (`vmap`) cannot map its inputs or variables:
+    /// inconsistent axis sizes, an axis out of range, a broadcast variable
+    /// that differs across items, ...
+    Lift {
+        /// Module path.
+        path: String,
+        /// The transform.
+        transform: &'static str,
+        /// What is wrong, with the values involved.
+        message: String,
+    },
+    /// A tensor operation failed inside a module.
+    Tensor {
+        /// Module path (empty outside modules).
+        path: String,
+        /// The tensor error.
+        source: TensorError,
+    },
+    /// A sampler or initializer failed inside a module.
+    Random {
+        /// Module path (empty outside modules).
+        path: String,
+        /// The random error.
+        source: RandomError,
+    },
+}
+
+impl Error {
+    /// Attaches a module path to a tensor or random error that has none yet.
+    pub fn at(self, module_path: &str) -> Error {
+        match self {
+            Error::Tensor { path, source } if path.is_empty() => Error::Tensor {
+                path: module_path.to_string(),
+                source,
+            },
+            Error::Random { path, source } if path.is_empty() => Error::Random {
+                path: module_path.to_string(),
+                source,
+            },
+            other => other,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::MissingRng {
+                path,
+                stream,
+                available,
+            } => write!(
+                f,
+                "module {path}: make_rng(\"{stream}\") needs an RNG key for stream \"{stream}\" \
+                 (or \"params\" to fall back on); streams given: {available:?}"
+            ),
+            Error::MissingVariable {
+                path,
+                collection,
+                name,
+            } => write!(
+                f,
+                "module {path}: could not find variable \"{name}\" in collection \
+                 \"{collection}\" (were these variables made by this model's init?)"
+            ),
+            Error::ShapeMismatch {
+                path,
+                collection,
+                name,
+                expected,
+                found,
+            } => write!(
+                f,
+                "module {path}: variable \"{collection}/{name}\" has shape {found:?}, \
+                 but the module expects {expected:?}"
+            ),
+            Error::ImmutableCollection {
+                path,
+                collection,
+                name,
+            } => write!(
+                f,
+                "module {path}: cannot write variable \"{name}\" in the immutable collection \
+                 \"{collection}\" (pass it in `mutable`)"
+            ),
+            Error::DuplicateName { path, name } => {
+                write!(
+                    f,
+                    "module {path}: a submodule named \"{name}\" already exists"
+                )
+            }
+            Error::Config { path, message } => write!(f, "module {path}: {message}"),
+            Error::Lift {
+                path,
+                transform,
+                message,
+            } => write!(f, "module {path}: {transform}: {message}"),
+            Error::Tensor { path, source } if path.is_empty() => write!(f, "{source}"),
+            Error::Tensor { path, source } => write!(f, "module {path}: {source}"),
+            Error::Random { path, source } if path.is_empty() => write!(f, "{source}"),
+            Error::Random { path, source } => write!(f, "module {path}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Tensor { source, .. } => Some(source),
+            Error::Random { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<TensorError> for Error {
+    fn from(source: TensorError) -> Error {
+        Error::Tensor {
+            path: String::new(),
+            source,
+        }
+    }
+}
+
+impl From<RandomError> for Error {
+    fn from(source: RandomError) -> Error {
+        Error::Random {
+            path: String::new(),
+            source,
+        }
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

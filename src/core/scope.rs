@@ -1,0 +1,420 @@
+//! `Scope`: where a module's variables, RNG streams and call counters live
+//! during one `init` or `apply` (Flax's `flax.core.Scope`).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+use ndarray::ArrayD;
+
+use super::error::{Error, Result};
+use super::filter::Filter;
+use super::rng_hash::{path_hash, PathElement};
+use super::rngs::Rngs;
+use super::variables::Variables;
+use crate::init::Initializer;
+use crate::random::{self, Key, RandomError};
+use crate::tensor::{Tensor, Tree};
+
+/// The state one `init`/`apply` call shares between all its scopes.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) variables: Variables,
+    pub(crate) mutable: Filter,
+    pub(crate) rngs: Rngs,
+    /// `make_rng` counters, per scope path and stream; a child's counters
+    /// outlive its calls, so calling the same child again continues them.
+    pub(crate) counters: HashMap<(Vec<String>, String), u64>,
+    pub(crate) initializing: bool,
+    /// Inside lifted transforms: the variable groups of each enclosing
+    /// transform; a collection is usable only if every level lifted it.
+    pub(crate) lifted: Vec<Vec<Filter>>,
+}
+
+impl State {
+    pub(crate) fn new(
+        variables: Variables,
+        rngs: Rngs,
+        mutable: Filter,
+        initializing: bool,
+    ) -> State {
+        State {
+            variables,
+            mutable,
+            rngs,
+            counters: HashMap::new(),
+            initializing,
+            lifted: Vec::new(),
+        }
+    }
+
+    /// Whether `collection` may be written: mutable in this call, and
+    /// lifted into every enclosing transform.
+    pub(crate) fn writable(&self, collection: &str) -> bool {
+        self.mutable.matches(collection)
+            && self
+                .lifted
+                .iter()
+                .all(|groups| groups.iter().any(|g| g.matches(collection)))
+    }
+}
+
+/// Names given out inside one call of one module: auto-name counters per
+/// type, and every name taken (Flax resets these at each call, which is
+/// what makes a module called twice find the same submodules).
+#[derive(Debug, Default)]
+struct Frame {
+    type_counts: HashMap<String, usize>,
+    names: HashSet<String>,
+}
+
+/// A module's view of the variables and RNG streams of the running
+/// `init`/`apply`: its path, and the methods of Flax's `Module`/`Scope`
+/// (`make_rng`, `param`, `variable`, ...).
+///
+/// A scope exists only while `init` or `apply` runs: only they create one,
+/// and a module receives it as an argument of `call`. So Flax's error "can
+/// only call make_rng on a bound module" cannot happen in flaxen — calling
+/// `make_rng` or `param` outside `init`/`apply` does not compile:
+///
+/// ```compile_fail
+/// use flaxen::core::Scope;
+/// // There is no way to make a scope outside init/apply.
+/// let scope = Scope::root();
+/// let key = scope.make_rng("params");
+/// ```
+///
+/// and a scope cannot escape the call that lent it:
+///
+/// ```compile_fail
+/// use flaxen::core::{Result, Scope};
+/// use flaxen::nn::Module;
+///
+/// struct Leak;
+/// impl Module for Leak {
+///     type Input = ();
+///     type Output = &'static Scope<'static>;
+///     fn call(&self, s: &Scope<'_>, _: ()) -> Result<&'static Scope<'static>> {
+///         Ok(s) // borrowed for the call only
+///     }
+/// }
+/// ```
+pub struct Scope<'s> {
+    state: &'s RefCell<State>,
+    path: Vec<String>,
+    frame: RefCell<Frame>,
+}
+
+/// A handle on one variable (`self.variable(...)` in Flax): read it with
+/// [`Variable::value`], write it with [`Variable::set`].
+pub struct Variable<'a, 's> {
+    scope: &'a Scope<'s>,
+    collection: String,
+    name: String,
+}
+
+/// Anything that can initialize a parameter: an [`Initializer`], or a
+/// function of a key and a shape such as [`random::normal`].
+pub trait ParamInit {
+    /// Draws the initial value.
+    fn init_param(
+        &self,
+        key: Key,
+        shape: &[usize],
+    ) -> std::result::Result<ArrayD<f32>, RandomError>;
+}
+
+impl ParamInit for Initializer {
+    fn init_param(
+        &self,
+        key: Key,
+        shape: &[usize],
+    ) -> std::result::Result<ArrayD<f32>, RandomError> {
+        self.init(key, shape)
+    }
+}
+
+impl ParamInit for &Initializer {
+    fn init_param(
+        &self,
+        key: Key,
+        shape: &[usize],
+    ) -> std::result::Result<ArrayD<f32>, RandomError> {
+        self.init(key, shape)
+    }
+}
+
+impl<F> ParamInit for F
+where
+    F: Fn(Key, &[usize]) -> std::result::Result<ArrayD<f32>, RandomError>,
+{
+    fn init_param(
+        &self,
+        key: Key,
+        shape: &[usize],
+    ) -> std::result::Result<ArrayD<f32>, RandomError> {
+        self(key, shape)
+    }
+}
+
+impl<'s> Scope<'s> {
+    /// The root scope of a call.
+    pub(crate) fn root(state: &'s RefCell<State>) -> Scope<'s> {
+        Scope {
+            state,
+            path: Vec::new(),
+            frame: RefCell::default(),
+        }
+    }
+
+    /// A scope at `path` on another call's state (for lifted transforms).
+    pub(crate) fn at(state: &'s RefCell<State>, path: Vec<String>) -> Scope<'s> {
+        Scope {
+            state,
+            path,
+            frame: RefCell::default(),
+        }
+    }
+
+    /// The shared state of this call.
+    pub(crate) fn state(&self) -> &'s RefCell<State> {
+        self.state
+    }
+
+    /// A child scope named `name` (a fresh call frame).
+    pub(crate) fn push(&self, name: &str) -> Scope<'s> {
+        let mut path = self.path.clone();
+        path.push(name.to_string());
+        Scope {
+            state: self.state,
+            path,
+            frame: RefCell::default(),
+        }
+    }
+
+    /// The module path: the names from the root (empty for the root).
+    pub fn path(&self) -> &[String] {
+        &self.path
+    }
+
+    /// The path as Flax prints it: `/` for the root, `/Dense_0/inner` below.
+    pub fn path_text(&self) -> String {
+        format!("/{}", self.path.join("/"))
+    }
+
+    /// Whether this call is `init` (Flax's `is_initializing`).
+    pub fn is_initializing(&self) -> bool {
+        self.state.borrow().initializing
+    }
+
+    /// Whether `collection` may be written in this call.
+    pub fn is_mutable_collection(&self, collection: &str) -> bool {
+        self.state.borrow().writable(collection)
+    }
+
+    /// Whether a seed was given for RNG stream `stream`.
+    pub fn has_rng(&self, stream: &str) -> bool {
+        self.state.borrow().rngs.contains(stream)
+    }
+
+    /// A fresh key from RNG stream `stream` (Flax's `make_rng`): the scope's
+    /// call counter for the stream is incremented, then
+    /// `hash(path..., count)` is folded into the stream's seed. A stream
+    /// without a seed falls back to `params`.
+    pub fn make_rng(&self, stream: &str) -> Result<Key> {
+        let mut st = self.state.borrow_mut();
+        let name = if st.rngs.contains(stream) {
+            stream
+        } else if st.rngs.contains("params") {
+            "params"
+        } else {
+            return Err(Error::MissingRng {
+                path: self.path_text(),
+                stream: stream.to_string(),
+                available: st.rngs.names().map(str::to_string).collect(),
+            });
+        };
+        let counter = st
+            .counters
+            .entry((self.path.clone(), name.to_string()))
+            .or_insert(0);
+        *counter += 1;
+        let count = *counter;
+        let separator = st.rngs.separator_flag();
+        let seed = random::clone(&st.rngs.streams[name]);
+        let mut data: Vec<PathElement<'_>> = self.path.iter().map(|s| s.as_str().into()).collect();
+        data.push(count.into());
+        Ok(random::fold_in(seed, path_hash(&data, separator)))
+    }
+
+    /// The full path of a variable inside its collection's tree.
+    fn var_path(&self, name: &str) -> String {
+        let mut p = self.path.join("/");
+        if !p.is_empty() {
+            p.push('/');
+        }
+        p.push_str(name);
+        p
+    }
+
+    /// Whether variable `name` exists in `collection` for this module.
+    pub fn has_variable(&self, collection: &str, name: &str) -> bool {
+        self.get_variable(collection, name).is_some()
+    }
+
+    /// The value of variable `name` in `collection`, if it exists.
+    pub fn get_variable(&self, collection: &str, name: &str) -> Option<Tensor> {
+        let st = self.state.borrow();
+        st.variables
+            .collection(collection)?
+            .tensor(&self.var_path(name))
+            .ok()
+            .cloned()
+    }
+
+    /// Sets variable `name` of `collection` (Flax's `put_variable`); the
+    /// collection must be mutable.
+    pub fn put_variable(&self, collection: &str, name: &str, value: Tensor) -> Result<()> {
+        let mut st = self.state.borrow_mut();
+        if !st.writable(collection) {
+            return Err(Error::ImmutableCollection {
+                path: self.path_text(),
+                collection: collection.to_string(),
+                name: name.to_string(),
+            });
+        }
+        let mut path: Vec<&str> = self.path.iter().map(String::as_str).collect();
+        path.push(name);
+        let tree = st.variables.collection_mut(collection);
+        put_at(tree, &path, Tree::leaf(value)).map_err(|_| Error::Config {
+            path: self.path_text(),
+            message: format!(
+                "collection \"{collection}\" holds a value where module {} keeps its variables",
+                self.path_text()
+            ),
+        })
+    }
+
+    /// A parameter (Flax's `self.param(name, init_fn, shape)`): during
+    /// `init` it is created in `params` from `make_rng("params")` (which
+    /// consumes a count even for constant initializers, as in Flax); during
+    /// `apply` the stored value is returned after checking its shape.
+    pub fn param(&self, name: &str, init: impl ParamInit, shape: &[usize]) -> Result<Tensor> {
+        if let Some(value) = self.get_variable("params", name) {
+            if value.shape() != shape {
+                return Err(Error::ShapeMismatch {
+                    path: self.path_text(),
+                    collection: "params".to_string(),
+                    name: name.to_string(),
+                    expected: shape.to_vec(),
+                    found: value.shape().to_vec(),
+                });
+            }
+            return Ok(value);
+        }
+        if !self.is_mutable_collection("params") {
+            return Err(Error::MissingVariable {
+                path: self.path_text(),
+                collection: "params".to_string(),
+                name: name.to_string(),
+            });
+        }
+        let key = self.make_rng("params")?;
+        let value = init
+            .init_param(key, shape)
+            .map_err(|e| Error::from(e).at(&self.path_text()))?;
+        let value = Tensor::from_array(value);
+        self.put_variable("params", name, value.clone())?;
+        Ok(value)
+    }
+
+    /// A variable in any collection (Flax's `self.variable(collection,
+    /// name, init_fn)`): `init` runs only when the variable does not exist
+    /// yet and the collection is mutable.
+    pub fn variable<'a>(
+        &'a self,
+        collection: &str,
+        name: &str,
+        init: impl FnOnce() -> Result<Tensor>,
+    ) -> Result<Variable<'a, 's>> {
+        if !self.has_variable(collection, name) {
+            if !self.is_mutable_collection(collection) {
+                return Err(Error::MissingVariable {
+                    path: self.path_text(),
+                    collection: collection.to_string(),
+                    name: name.to_string(),
+                });
+            }
+            let value = init().map_err(|e| e.at(&self.path_text()))?;
+            self.put_variable(collection, name, value)?;
+        }
+        Ok(Variable {
+            scope: self,
+            collection: collection.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    /// Reserves a submodule name in this call, or says it is taken.
+    pub(crate) fn reserve(&self, name: &str) -> Result<()> {
+        if self.frame.borrow_mut().names.insert(name.to_string()) {
+            Ok(())
+        } else {
+            Err(Error::DuplicateName {
+                path: self.path_text(),
+                name: name.to_string(),
+            })
+        }
+    }
+
+    /// The next auto-name for a submodule of type `type_name`:
+    /// `{type_name}_{n}`, `n` counted per type in this call.
+    pub(crate) fn auto_name(&self, type_name: &str) -> String {
+        let mut frame = self.frame.borrow_mut();
+        let n = frame.type_counts.entry(type_name.to_string()).or_insert(0);
+        let name = format!("{type_name}_{n}");
+        *n += 1;
+        name
+    }
+}
+
+/// Sets `value` at `path` inside `tree`, creating maps along the way; fails
+/// where a tensor stands on the path.
+pub(crate) fn put_at(tree: &mut Tree, path: &[&str], value: Tree) -> std::result::Result<(), ()> {
+    match path {
+        [] => Err(()),
+        [last] => tree.insert(*last, value).map(|_| ()).map_err(|_| ()),
+        [first, rest @ ..] => {
+            let mut child = tree.subtree(first).unwrap_or_default();
+            if child.is_leaf() {
+                return Err(());
+            }
+            put_at(&mut child, rest, value)?;
+            tree.insert(*first, child).map(|_| ()).map_err(|_| ())
+        }
+    }
+}
+
+impl Variable<'_, '_> {
+    /// The current value (`.value` in Flax).
+    pub fn value(&self) -> Tensor {
+        self.scope
+            .get_variable(&self.collection, &self.name)
+            .expect("a variable handle exists only for an existing variable")
+    }
+
+    /// Writes a new value (`.value = ...` in Flax); the collection must be
+    /// mutable.
+    pub fn set(&self, value: Tensor) -> Result<()> {
+        self.scope.put_variable(&self.collection, &self.name, value)
+    }
+
+    /// The variable's collection.
+    pub fn collection(&self) -> &str {
+        &self.collection
+    }
+
+    /// The variable's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}

@@ -1,0 +1,221 @@
+//! `Variables`: the nested, ordered map of collections that `init` returns
+//! and `apply` takes (`{'params': {'Dense_0': {'kernel': ...}}}`).
+
+use std::fmt;
+
+use indexmap::IndexMap;
+
+use crate::array_format::format_array_repr;
+use crate::tensor::{Tensor, Tree};
+
+/// Variables grouped by collection (`params`, `batch_stats`, any name), each
+/// collection a [`Tree`] keyed by module path. Insertion-ordered, as Flax's
+/// dicts are.
+///
+/// ```
+/// use flaxen::core::Variables;
+/// use flaxen::tensor::{Tensor, Tree};
+///
+/// let v = Variables::new().with(
+///     "params",
+///     Tree::new().with("Dense_0", Tree::new().with("bias", Tensor::zeros(&[2]))),
+/// );
+/// assert_eq!(v.tensor("params/Dense_0/bias").unwrap().shape(), &[2]);
+/// assert_eq!(
+///     v.to_string(),
+///     "{'params': {'Dense_0': {'bias': Array([0., 0.], dtype=float32)}}}"
+/// );
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Variables {
+    collections: IndexMap<String, Tree>,
+}
+
+impl Variables {
+    /// No collections.
+    pub fn new() -> Variables {
+        Variables::default()
+    }
+
+    /// `self` with `tree` as collection `name` (builder style).
+    pub fn with(mut self, name: impl Into<String>, tree: Tree) -> Variables {
+        self.collections.insert(name.into(), tree);
+        self
+    }
+
+    /// Sets collection `name`, returning the one it replaces.
+    pub fn insert(&mut self, name: impl Into<String>, tree: Tree) -> Option<Tree> {
+        self.collections.insert(name.into(), tree)
+    }
+
+    /// Removes collection `name`.
+    pub fn remove(&mut self, name: &str) -> Option<Tree> {
+        self.collections.shift_remove(name)
+    }
+
+    /// Collection `name`, e.g. `variables.collection("params")`.
+    pub fn collection(&self, name: &str) -> Option<&Tree> {
+        self.collections.get(name)
+    }
+
+    /// The `params` collection, or an empty tree.
+    pub fn params(&self) -> Tree {
+        self.collection("params").cloned().unwrap_or_default()
+    }
+
+    /// Collection names, in order.
+    pub fn collection_names(&self) -> impl Iterator<Item = &str> {
+        self.collections.keys().map(String::as_str)
+    }
+
+    /// Whether there is no collection.
+    pub fn is_empty(&self) -> bool {
+        self.collections.is_empty()
+    }
+
+    /// The subtree at a `/`-separated path that starts with the collection:
+    /// `"params/Dense_0/kernel"`.
+    pub fn get(&self, path: &str) -> Option<Tree> {
+        let (collection, rest) = split_collection(path);
+        self.collections.get(collection)?.subtree(rest)
+    }
+
+    /// The tensor at a `/`-separated path (see [`Variables::get`]).
+    pub fn tensor(&self, path: &str) -> Option<&Tensor> {
+        let (collection, rest) = split_collection(path);
+        self.collections.get(collection)?.tensor(rest).ok()
+    }
+
+    /// Every tensor with its full path (`params/Dense_0/kernel`), in order.
+    pub fn flatten(&self) -> Vec<(String, &Tensor)> {
+        self.collections
+            .iter()
+            .flat_map(|(c, t)| {
+                t.paths()
+                    .into_iter()
+                    .map(move |(p, x)| (format!("{c}/{p}"), x))
+            })
+            .collect()
+    }
+
+    /// Iterates over `(collection name, tree)`.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Tree)> {
+        self.collections.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Mutable access to one collection's tree, created empty if absent.
+    pub(crate) fn collection_mut(&mut self, name: &str) -> &mut Tree {
+        self.collections.entry(name.to_string()).or_default()
+    }
+}
+
+/// `"params/Dense_0/kernel"` → `("params", "Dense_0/kernel")`.
+fn split_collection(path: &str) -> (&str, &str) {
+    let path = path.trim_start_matches('/');
+    path.split_once('/').unwrap_or((path, ""))
+}
+
+impl FromIterator<(String, Tree)> for Variables {
+    fn from_iter<I: IntoIterator<Item = (String, Tree)>>(iter: I) -> Self {
+        Variables {
+            collections: iter.into_iter().collect(),
+        }
+    }
+}
+
+/// JAX's `repr` of an `f32` array: `Array([[1., 2.],\n       [3., 4.]], dtype=float32)`.
+pub fn array_repr(t: &Tensor) -> String {
+    const PREFIX: &str = "Array(";
+    format!(
+        "{PREFIX}{}, dtype=float32)",
+        format_array_repr(&t.view(), PREFIX.len())
+    )
+}
+
+fn write_tree(f: &mut fmt::Formatter<'_>, t: &Tree) -> fmt::Result {
+    match (t.as_tensor(), t.entries()) {
+        (Some(x), _) => write!(f, "{}", array_repr(x)),
+        (None, entries) => {
+            write!(f, "{{")?;
+            for (i, (k, v)) in entries.unwrap_or_default().iter().enumerate() {
+                if i > 0 {
+                    write!(f, ", ")?;
+                }
+                write!(f, "'{k}': ")?;
+                write_tree(f, v)?;
+            }
+            write!(f, "}}")
+        }
+    }
+}
+
+/// IPython's line width.
+const PRETTY_WIDTH: usize = 79;
+
+/// IPython's pretty form of a nested dict (what a notebook shows for
+/// `model.init(...)`), at nesting depth `depth` and starting column `col`.
+fn pretty_tree(t: &Tree, depth: usize, col: usize) -> String {
+    if let Some(x) = t.as_tensor() {
+        // A multi-line repr continues at the current indentation.
+        let indent = " ".repeat(depth);
+        return array_repr(x).replace('\n', &format!("\n{indent}"));
+    }
+    let entries = t.entries().unwrap_or_default();
+    let mut items = Vec::with_capacity(entries.len());
+    let mut item_col = col + 1;
+    for (k, v) in &entries {
+        let key = format!("'{k}': ");
+        let item = format!("{key}{}", pretty_tree(v, depth + 1, item_col + key.len()));
+        item_col += item.len() + 2;
+        items.push(item);
+    }
+    let one_line = format!("{{{}}}", items.join(", "));
+    if !one_line.contains('\n') && col + one_line.len() <= PRETTY_WIDTH {
+        return one_line;
+    }
+    // Broken: one item per line, indented by the nesting depth; items are
+    // re-rendered for the column they now start at.
+    let indent = " ".repeat(depth + 1);
+    let items: Vec<String> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| {
+            let start = if i == 0 { col + 1 } else { depth + 1 };
+            let key = format!("'{k}': ");
+            format!("{key}{}", pretty_tree(v, depth + 1, start + key.len()))
+        })
+        .collect();
+    format!("{{{}}}", items.join(&format!(",\n{indent}")))
+}
+
+impl Variables {
+    /// The variables as a notebook shows them (IPython's pretty printer):
+    /// Python's dict syntax, wrapped at 79 columns with one entry per line
+    /// and nested entries indented by their depth.
+    ///
+    /// ```
+    /// use flaxen::core::Variables;
+    /// use flaxen::tensor::{Tensor, Tree};
+    /// let v = Variables::new().with("params", Tree::new().with("bias", Tensor::zeros(&[2])));
+    /// assert_eq!(v.pretty(), "{'params': {'bias': Array([0., 0.], dtype=float32)}}");
+    /// ```
+    pub fn pretty(&self) -> String {
+        let tree = Tree::from_entries(self.collections.iter().map(|(k, v)| (k.clone(), v.clone())));
+        pretty_tree(&tree, 0, 0)
+    }
+}
+
+/// Python's `repr` of the dict Flax returns, in insertion order.
+impl fmt::Display for Variables {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{{")?;
+        for (i, (k, v)) in self.collections.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "'{k}': ")?;
+            write_tree(f, v)?;
+        }
+        write!(f, "}}")
+    }
+}

@@ -1,0 +1,119 @@
+//! `Dropout` (`flax.linen.Dropout`).
+
+use crate::core::{Result, Scope};
+use crate::random;
+use crate::tensor::Tensor;
+
+use super::module::{config_error, Module};
+
+/// Zeroes each element with probability `rate` and scales the kept ones by
+/// `1 / (1 - rate)` (Flax's `nn.Dropout`).
+///
+/// As in Flax: with `rate == 0` or `deterministic` the input passes through
+/// untouched and no key is drawn; with `rate == 1` the output is zeros; else
+/// the keep mask is `bernoulli(make_rng(rng_collection), 1 - rate, shape)`,
+/// with the axes in `broadcast_dims` of size 1 (one draw shared along them).
+///
+/// ```
+/// use flaxen::nn::{Dropout, Module};
+/// use flaxen::{core::Rngs, random, tensor::Tensor};
+///
+/// let x = Tensor::ones(&[2, 4]);
+/// let drop = Dropout::new(0.5);
+/// let y = drop.apply(&Default::default(), x.clone(), Rngs::none().with("dropout", random::key(0)))?;
+/// assert!(y.to_vec().iter().all(|&v| v == 0.0 || v == 2.0));
+/// // Deterministic: identity, no key needed.
+/// let y = drop.deterministic(true).apply(&Default::default(), x.clone(), ())?;
+/// assert_eq!(y.to_vec(), x.to_vec());
+/// # Ok::<(), flaxen::core::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dropout {
+    /// Probability of dropping an element, in `[0, 1]`.
+    pub rate: f64,
+    /// When true, the layer is the identity (evaluation mode).
+    pub deterministic: bool,
+    /// Axes along which the mask is shared.
+    pub broadcast_dims: Vec<usize>,
+    /// The RNG stream of the mask (default `dropout`).
+    pub rng_collection: String,
+}
+
+impl Dropout {
+    /// Dropout with `rate`, in training mode, drawing from `dropout`.
+    pub fn new(rate: f64) -> Dropout {
+        Dropout {
+            rate,
+            deterministic: false,
+            broadcast_dims: Vec::new(),
+            rng_collection: "dropout".to_string(),
+        }
+    }
+
+    /// Sets `deterministic` (Flax's `deterministic=not train`).
+    pub fn deterministic(mut self, deterministic: bool) -> Dropout {
+        self.deterministic = deterministic;
+        self
+    }
+
+    /// Sets the axes along which one mask value is shared.
+    pub fn broadcast_dims(mut self, dims: &[usize]) -> Dropout {
+        self.broadcast_dims = dims.to_vec();
+        self
+    }
+
+    /// Sets the RNG stream of the mask.
+    pub fn rng_collection(mut self, name: &str) -> Dropout {
+        self.rng_collection = name.to_string();
+        self
+    }
+}
+
+impl Module for Dropout {
+    type Input = Tensor;
+    type Output = Tensor;
+
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        if !(0.0..=1.0).contains(&self.rate) {
+            return Err(config_error(
+                s,
+                format!("Dropout rate must be in [0, 1], got {}", self.rate),
+            ));
+        }
+        if let Some(&d) = self.broadcast_dims.iter().find(|&&d| d >= x.ndim()) {
+            return Err(config_error(
+                s,
+                format!(
+                    "Dropout broadcast_dims has axis {d}, out of range for input shape {:?}",
+                    x.shape()
+                ),
+            ));
+        }
+        if self.rate == 0.0 || self.deterministic {
+            return Ok(x);
+        }
+        if self.rate == 1.0 {
+            return Ok(Tensor::zeros(x.shape()));
+        }
+        // As Flax: `1.0 - rate` in double precision, used as an f32.
+        let keep_prob = (1.0 - self.rate) as f32;
+        let rng = s.make_rng(&self.rng_collection)?;
+        let mut mask_shape = x.shape().to_vec();
+        for &d in &self.broadcast_dims {
+            mask_shape[d] = 1;
+        }
+        let keep = random::bernoulli(rng, keep_prob, &mask_shape)?;
+        let mask = Tensor::from_array(keep.mapv(|k| if k { 1.0f32 } else { 0.0 }));
+        // Flax writes `x / keep_prob`. Run eagerly, XLA sees a constant
+        // divisor and multiplies by its f32 reciprocal instead; under
+        // `jax.grad`, the divisor reaches the kernel as an argument and the
+        // division is a true one. Reproduce both, so that values match JAX's
+        // inside and outside `grad`.
+        let scaled = if x.is_traced() {
+            x.div(&Tensor::scalar(keep_prob))?
+        } else {
+            x.mul(&Tensor::scalar(1.0 / keep_prob))?
+        };
+        Ok(Tensor::select(&mask, &scaled, &Tensor::zeros(&[]))?)
+    }
+}

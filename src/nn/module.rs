@@ -1,0 +1,202 @@
+//! The `Module` trait (Flax's `nn.Module`): a plain struct of
+//! hyperparameters whose `call` runs inside a [`Scope`], with `init` and
+//! `apply` as entry points.
+
+use std::cell::RefCell;
+
+use crate::core::{Error, Filter, Result, Rngs, Scope, State, Variables};
+
+/// A Flax Linen module: a plain Rust struct of hyperparameters. `call` is
+/// its `__call__`, written compact-style: it asks its scope for parameters,
+/// variables and RNG keys, and creates submodules as it goes.
+///
+/// ```
+/// use flaxen::core::{Result, Scope};
+/// use flaxen::nn::{Dense, Module};
+/// use flaxen::random;
+/// use flaxen::tensor::Tensor;
+///
+/// struct Mlp;
+/// impl Module for Mlp {
+///     type Input = Tensor;
+///     type Output = Tensor;
+///     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+///         let x = s.call(Dense::new(4), x)?.relu();
+///         s.call(Dense::new(1), x)
+///     }
+/// }
+///
+/// let x = Tensor::ones(&[2, 3]);
+/// let variables = Mlp.init(random::key(0), x.clone())?;
+/// assert_eq!(variables.tensor("params/Dense_0/kernel").unwrap().shape(), &[3, 4]);
+/// let y = Mlp.apply(&variables, x, ())?;
+/// assert_eq!(y.shape(), &[2, 1]);
+/// # Ok::<(), flaxen::core::Error>(())
+/// ```
+pub trait Module {
+    /// What `call` takes (a tensor, a tuple such as `(Tensor, bool)`, `()`).
+    type Input;
+    /// What `call` returns.
+    type Output;
+
+    /// The module's computation (Flax's `__call__`).
+    fn call(&self, scope: &Scope<'_>, input: Self::Input) -> Result<Self::Output>;
+
+    /// The type name used for auto-names (`Dense` gives `Dense_0`,
+    /// `Dense_1`, ...): by default the struct's name without its module
+    /// path or generic arguments.
+    fn type_name(&self) -> &'static str {
+        short_type_name(std::any::type_name::<Self>())
+    }
+
+    /// Creates the variables (Flax's `init`): runs `call` with every
+    /// collection mutable and returns all variables.
+    fn init(&self, rngs: impl Into<Rngs>, input: Self::Input) -> Result<Variables>
+    where
+        Self: Sized,
+    {
+        self.init_with_output(rngs, input).map(|(_, v)| v)
+    }
+
+    /// [`Module::init`] that also returns the output.
+    fn init_with_output(
+        &self,
+        rngs: impl Into<Rngs>,
+        input: Self::Input,
+    ) -> Result<(Self::Output, Variables)>
+    where
+        Self: Sized,
+    {
+        let state = RefCell::new(State::new(Variables::new(), rngs.into(), Filter::All, true));
+        let out = self
+            .call(&Scope::root(&state), input)
+            .map_err(|e| e.at("/"))?;
+        Ok((out, state.into_inner().variables))
+    }
+
+    /// Runs the module on existing variables (Flax's `apply` with
+    /// `mutable=False`). The caller's variables are never changed.
+    fn apply(
+        &self,
+        variables: &Variables,
+        input: Self::Input,
+        rngs: impl Into<Rngs>,
+    ) -> Result<Self::Output>
+    where
+        Self: Sized,
+    {
+        self.apply_mut(variables, input, rngs, Filter::Nothing)
+            .map(|(out, _)| out)
+    }
+
+    /// Runs the module with the collections selected by `mutable` writable
+    /// (Flax's `apply(..., mutable=[...])`), returning the output and the
+    /// updated mutable collections.
+    fn apply_mut(
+        &self,
+        variables: &Variables,
+        input: Self::Input,
+        rngs: impl Into<Rngs>,
+        mutable: impl Into<Filter>,
+    ) -> Result<(Self::Output, Variables)>
+    where
+        Self: Sized,
+    {
+        let mutable = mutable.into();
+        let state = RefCell::new(State::new(
+            variables.clone(),
+            rngs.into(),
+            mutable.clone(),
+            false,
+        ));
+        let out = self
+            .call(&Scope::root(&state), input)
+            .map_err(|e| e.at("/"))?;
+        let updated = state
+            .into_inner()
+            .variables
+            .iter()
+            .filter(|(name, _)| mutable.matches(name))
+            .map(|(name, tree)| (name.to_string(), tree.clone()))
+            .collect();
+        Ok((out, updated))
+    }
+}
+
+/// `a::b::Dense<T>` → `Dense`.
+fn short_type_name(full: &'static str) -> &'static str {
+    let base = full.split('<').next().unwrap_or(full);
+    base.rsplit("::").next().unwrap_or(base)
+}
+
+/// A submodule bound to a name inside its parent's call: calling it again
+/// reuses its variables (weight sharing).
+pub struct Child<'p, 's, M> {
+    parent: &'p Scope<'s>,
+    name: String,
+    module: M,
+}
+
+impl<M: Module> Child<'_, '_, M> {
+    /// The submodule's name (`Dense_0`, or the explicit one).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs the submodule in its own scope.
+    pub fn call(&self, input: M::Input) -> Result<M::Output> {
+        let scope = self.parent.push(&self.name);
+        self.module
+            .call(&scope, input)
+            .map_err(|e| e.at(&scope.path_text()))
+    }
+}
+
+impl<'s> Scope<'s> {
+    /// Binds a submodule under its auto-name `{TypeName}_{n}` (Flax's
+    /// compact submodules); call it with [`Child::call`], as often as needed.
+    pub fn child<M: Module>(&self, module: M) -> Result<Child<'_, 's, M>> {
+        let name = self.auto_name(module.type_name());
+        self.reserve(&name)?;
+        Ok(Child {
+            parent: self,
+            name,
+            module,
+        })
+    }
+
+    /// Binds a submodule under an explicit name (Flax's `name=`); a name
+    /// used twice in one call is an error.
+    pub fn child_named<M: Module>(&self, name: &str, module: M) -> Result<Child<'_, 's, M>> {
+        self.reserve(name)?;
+        Ok(Child {
+            parent: self,
+            name: name.to_string(),
+            module,
+        })
+    }
+
+    /// Creates an auto-named submodule and calls it once: `nn.Dense(3)(x)`
+    /// is `scope.call(Dense::new(3), x)`.
+    pub fn call<M: Module>(&self, module: M, input: M::Input) -> Result<M::Output> {
+        self.child(module)?.call(input)
+    }
+
+    /// Creates a named submodule and calls it once.
+    pub fn call_named<M: Module>(
+        &self,
+        name: &str,
+        module: M,
+        input: M::Input,
+    ) -> Result<M::Output> {
+        self.child_named(name, module)?.call(input)
+    }
+}
+
+/// Helper for errors inside `call` bodies that are not tied to a variable.
+pub(crate) fn config_error(scope: &Scope<'_>, message: String) -> Error {
+    Error::Config {
+        path: scope.path_text(),
+        message,
+    }
+}

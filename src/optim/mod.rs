@@ -1,0 +1,5 @@
+//! Optimizers over variable trees.
+
+mod sgd;
+
+pub use sgd::Sgd;

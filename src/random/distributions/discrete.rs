@@ -1,0 +1,81 @@
+//! Bernoulli booleans and bounded integers.
+
+use ndarray::{ArrayD, Zip};
+
+use super::uniform::{check_range, unit_float};
+use crate::random::error::RandomError;
+use crate::random::key::{split_n, Key};
+use crate::random::sampling::sample;
+
+/// Booleans that are `true` with probability `p`
+/// (`jax.random.bernoulli(key, p, shape)`, i.e. `uniform(key, shape) < p`).
+///
+/// `p` outside `[0, 1]`, or NaN, is an error (JAX would quietly return all
+/// `true` or all `false`).
+///
+/// ```
+/// use flaxen::random;
+/// let keep = random::bernoulli(random::key(0), 0.8, &[3, 4]).unwrap();
+/// assert_eq!(keep.shape(), &[3, 4]);
+/// assert!(random::bernoulli(random::key(0), 1.5, &[2]).is_err());
+/// ```
+pub fn bernoulli(key: Key, p: f32, shape: &[usize]) -> Result<ArrayD<bool>, RandomError> {
+    if !(0.0..=1.0).contains(&p) {
+        return Err(RandomError::Probability {
+            function: "bernoulli",
+            p,
+        });
+    }
+    sample(
+        "bernoulli",
+        &key,
+        shape,
+        #[inline(always)]
+        |words, out| {
+            for (o, &w) in out.iter_mut().zip(words) {
+                *o = unit_float(w) < p;
+            }
+        },
+    )
+}
+
+/// Integers uniformly in `[minval, maxval)`
+/// (`jax.random.randint(key, shape, minval, maxval)` with `dtype=int32`).
+///
+/// Like JAX, it draws two 32-bit words per element (from the two halves of
+/// `split(key)`) and reduces them modulo the span, which keeps the bias tiny
+/// for spans that are not powers of two. `minval >= maxval` is an error
+/// (JAX would return `minval` everywhere).
+///
+/// ```
+/// use flaxen::random;
+/// let d = random::randint(random::key(0), &[5], 1, 7).unwrap();
+/// assert!(d.iter().all(|&v| (1..7).contains(&v)));
+/// ```
+pub fn randint(
+    key: Key,
+    shape: &[usize],
+    minval: i32,
+    maxval: i32,
+) -> Result<ArrayD<i32>, RandomError> {
+    check_range("randint", minval, maxval)?;
+    let [k1, k2] = split_n(key);
+    let higher = super::bits(k1, shape).map_err(|e| rename(e, "randint"))?;
+    let lower = super::bits(k2, shape).map_err(|e| rename(e, "randint"))?;
+    let span = maxval.wrapping_sub(minval) as u32;
+    // 2^32 mod span, computed as (2^16 mod span)^2 mod span.
+    let multiplier = (1u32 << 16) % span;
+    let multiplier = multiplier.wrapping_mul(multiplier) % span;
+    Ok(Zip::from(&higher).and(&lower).map_collect(|&hi, &lo| {
+        let offset = (hi % span).wrapping_mul(multiplier).wrapping_add(lo % span) % span;
+        minval.wrapping_add(offset as i32)
+    }))
+}
+
+/// Reports an error of an inner sampler under the public function's name.
+pub(crate) fn rename(e: RandomError, function: &'static str) -> RandomError {
+    match e {
+        RandomError::ShapeOverflow { shape, .. } => RandomError::ShapeOverflow { function, shape },
+        other => other,
+    }
+}

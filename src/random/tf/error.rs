@@ -1,0 +1,96 @@
+//! The error type of `flaxen::random::tf`.
+
+use std::fmt;
+
+use super::Algorithm;
+
+/// Everything a caller can get wrong with TensorFlow-style random numbers.
+///
+/// Each variant corresponds to an input that TensorFlow refuses too, or to a
+/// restored state that cannot belong to a generator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TfRandomError {
+    /// A stateless seed that does not have shape `[2]`.
+    SeedShape {
+        /// The number of elements the seed had.
+        len: usize,
+    },
+    /// An integer range whose lower end is not below its upper end.
+    EmptyRange {
+        /// The lower end, printed.
+        minval: String,
+        /// The upper end, printed.
+        maxval: String,
+    },
+    /// A bounded integer range on an unsigned dtype (TensorFlow refuses these).
+    UnsignedRange {
+        /// The dtype's name (`"uint32"` or `"uint64"`).
+        dtype: &'static str,
+    },
+    /// A generator state with the wrong number of elements for its algorithm.
+    StateLength {
+        /// The algorithm of the generator.
+        alg: Algorithm,
+        /// The length that algorithm needs.
+        expected: usize,
+        /// The length given.
+        got: usize,
+    },
+    /// A saved state of another algorithm than the generator's.
+    AlgorithmMismatch {
+        /// The generator's algorithm.
+        expected: Algorithm,
+        /// The saved state's algorithm.
+        got: Algorithm,
+    },
+    /// A numeric algorithm id that is not one of TensorFlow's (1, 2, 3).
+    UnknownAlgorithm {
+        /// The id given.
+        id: i64,
+    },
+    /// `Generator::split(0)`.
+    SplitCount,
+    /// The shape's element count does not fit in `usize`.
+    ShapeOverflow {
+        /// The requested shape.
+        shape: Vec<usize>,
+    },
+}
+
+impl fmt::Display for TfRandomError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TfRandomError::SeedShape { len } => write!(
+                f,
+                "a stateless seed must have shape [2], got {len} element(s)"
+            ),
+            TfRandomError::EmptyRange { minval, maxval } => write!(
+                f,
+                "need minval < maxval, got minval = {minval} and maxval = {maxval}"
+            ),
+            TfRandomError::UnsignedRange { dtype } => write!(
+                f,
+                "a bounded range is not supported for the unsigned dtype {dtype}; \
+                 use a full-range draw instead"
+            ),
+            TfRandomError::StateLength { alg, expected, got } => write!(
+                f,
+                "a {alg:?} generator state has {expected} elements, got {got}"
+            ),
+            TfRandomError::AlgorithmMismatch { expected, got } => write!(
+                f,
+                "cannot restore a {got:?} state into a {expected:?} generator"
+            ),
+            TfRandomError::UnknownAlgorithm { id } => {
+                write!(f, "unknown RNG algorithm id {id} (expected 1, 2 or 3)")
+            }
+            TfRandomError::SplitCount => write!(f, "split needs a count of at least 1"),
+            TfRandomError::ShapeOverflow { shape } => {
+                write!(f, "the shape {shape:?} has more elements than fit in usize")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TfRandomError {}

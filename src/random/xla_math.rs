@@ -1,0 +1,326 @@
+//! XLA's CPU `f32` special functions, bit for bit.
+//!
+//! JAX lowers `lax.log`, `lax.log1p`, `lax.erf` and `lax.erf_inv` to XLA,
+//! whose CPU backend does not call libm: it emits its own polynomial
+//! approximations as separate multiplies and adds, and LLVM's x86 backend
+//! then contracts a multiply into the add that consumes it (when that add is
+//! its only use) into a fused multiply-add. The functions here redo the same
+//! operations in the same order, with [`f32::mul_add`] exactly where the
+//! object code that jaxlib 0.10.2 generates has an FMA instruction, so they
+//! return the same bits as JAX on an x86-64 CPU with FMA (on a CPU without
+//! FMA, XLA itself would give other bits).
+//!
+//! XLA runs its CPU kernels with denormals flushed (MXCSR FTZ and DAZ set):
+//! a subnormal input reads as a signed zero and a subnormal result becomes
+//! one. The functions emulate that where it changes a result.
+//!
+//! NaN results are reproduced too: `log` and `log1p` return the all-ones
+//! pattern `0xFFFF_FFFF` for NaN or out-of-domain inputs, `erf` and
+//! `erf_inv` return the input NaN quieted, and `erf_inv` returns
+//! `0x7FFF_FFFF` for `|x| > 1`.
+//!
+//! Everything is branch-free (selects only), so a loop over a slice
+//! vectorizes; call the `*_slice` functions from a `#[target_feature]`
+//! function that enables `fma` (AVX-512F implies it; AVX2 does not) so that
+//! `mul_add` becomes one instruction instead of a call to `fmaf`.
+//!
+//! Caveat, measured: a stand-alone `lax.log` on a tiny array whose length is
+//! 3, 5, 6 or 7 modulo 8 and below 16 is compiled by XLA to libm's `logf`
+//! instead of its polynomial; those few results are not reproduced here.
+//! Inside fused kernels (every sampler of `jax.random`) and for every other
+//! length, the polynomial is used and matched.
+
+// The samplers that use these functions are not written yet.
+#![cfg_attr(not(test), allow(dead_code))]
+
+/// `sqrt(0.5)` rounded to `f32`, Cephes' reduction threshold.
+const SQRT_HALF: f32 = f32::from_bits(0x3F35_04F3);
+
+/// The all-ones NaN that XLA's `log` returns for NaN and negative inputs.
+const LOG_NAN: u32 = 0xFFFF_FFFF;
+
+/// Flushes a subnormal to a zero of the same sign (what FTZ/DAZ do).
+#[inline(always)]
+fn flush(x: f32) -> f32 {
+    let b = x.to_bits();
+    let b = if b & 0x7F80_0000 == 0 {
+        b & 0x8000_0000
+    } else {
+        b
+    };
+    f32::from_bits(b)
+}
+
+/// `a * b` as x86 computes it with FTZ set: the result is flushed to a
+/// signed zero when the exact product is below `f32::MIN_POSITIVE`, even if
+/// it would round up to `MIN_POSITIVE` (tininess is detected before
+/// rounding). The product of two `f32` is exact in `f64`.
+#[inline(always)]
+fn mul_ftz(a: f32, b: f32) -> f32 {
+    let r = a * b;
+    let tiny = (f64::from(a) * f64::from(b)).abs() < f64::from(f32::MIN_POSITIVE);
+    if tiny {
+        f32::from_bits(r.to_bits() & 0x8000_0000)
+    } else {
+        r
+    }
+}
+
+/// The quiet version of a NaN, as x86 arithmetic returns it.
+#[inline(always)]
+fn quiet(x: f32) -> f32 {
+    f32::from_bits(x.to_bits() | 0x0040_0000)
+}
+
+/// Natural logarithm, XLA CPU's `log` for `f32`.
+///
+/// XLA's polynomial is Cephes' `logf`: clamp to at least `f32::MIN_POSITIVE`;
+/// split into exponent `e` and mantissa `m` in `[0.5, 1)`; if
+/// `m < sqrt(0.5)` use `t = (m - 1) + m` and `e - 1`, else `t = m - 1`.
+/// With `z = t·t` and `t3 = z·t`, three fused Horner pairs
+/// `yk = fma(fma(t, a, b), t, c)` are combined as
+/// `y = fma(fma(fma(y1, t3, y2), t3, y3), t3, e·(-2.12194440e-4))`, and
+/// `log = fma(e, 0.693359375, fma(-0.5, z, t) + y)`.
+/// Zero (or subnormal) → `-inf`, `+inf` → `+inf`, NaN or negative → the NaN
+/// `0xFFFF_FFFF`.
+#[inline(always)]
+pub(crate) fn log(x: f32) -> f32 {
+    log_core(flush(x))
+}
+
+/// XLA's `log` body for an input that is already flushed.
+#[inline(always)]
+fn log_core(x: f32) -> f32 {
+    // Cephes logf coefficients, as XLA stores them.
+    const P0: f32 = f32::from_bits(0x3D90_21BB); // 7.0376836292e-2
+    const P1: f32 = f32::from_bits(0xBDEB_D1B8); // -1.1514610310e-1
+    const P2: f32 = f32::from_bits(0x3DEF_251A); // 1.1676998740e-1
+    const P3: f32 = f32::from_bits(0xBDFE_5D4F); // -1.2420140846e-1
+    const P4: f32 = f32::from_bits(0x3E11_E9BF); // 1.4249322787e-1
+    const P5: f32 = f32::from_bits(0xBE2A_AE50); // -1.6668057665e-1
+    const P6: f32 = f32::from_bits(0x3E4C_CEAC); // 2.0000714765e-1
+    const P7: f32 = f32::from_bits(0xBE7F_FFFC); // -2.4999993993e-1
+    const P8: f32 = f32::from_bits(0x3EAA_AAAA); // 3.3333331174e-1
+    const LN2_LO: f32 = f32::from_bits(0xB95E_8083); // -2.12194440e-4
+    const LN2_HI: f32 = f32::from_bits(0x3F31_8000); // 0.693359375
+
+    let clamped = if x > f32::MIN_POSITIVE {
+        x
+    } else {
+        f32::MIN_POSITIVE
+    };
+    let bits = clamped.to_bits();
+    let m = f32::from_bits((bits & 0x807F_FFFF) | 0x3F00_0000);
+    let e = ((bits >> 23) as i32 - 127) as f32 + 1.0;
+    let below = m < SQRT_HALF;
+    let e = e - if below { 1.0 } else { 0.0 };
+    let t = (m - 1.0) + if below { m } else { 0.0 };
+
+    let z = t * t;
+    let t3 = z * t;
+    let y1 = t.mul_add(P0, P1).mul_add(t, P2);
+    let y2 = t.mul_add(P3, P4).mul_add(t, P5);
+    let y3 = t.mul_add(P6, P7).mul_add(t, P8);
+    let y = y1.mul_add(t3, y2).mul_add(t3, y3);
+    let y = y.mul_add(t3, e * LN2_LO);
+    let r = (-0.5f32).mul_add(z, t) + y;
+    let r = e.mul_add(LN2_HI, r);
+
+    // Special values, in the order XLA combines them.
+    let bits = if x <= 0.0 || x.is_nan() {
+        LOG_NAN
+    } else {
+        r.to_bits()
+    };
+    let bits = if x == 0.0 {
+        f32::NEG_INFINITY.to_bits()
+    } else if x == f32::INFINITY {
+        f32::INFINITY.to_bits()
+    } else {
+        bits
+    };
+    f32::from_bits(bits)
+}
+
+/// `log(1 + x)`, XLA CPU's `log1p` for `f32`.
+///
+/// For `|x| < 0.41421357` (`sqrt(2) - 1`): Cephes' `log1p` rational form
+/// `x + fma(-0.5, x², (x·x²)·(P(x)/Q(x)))` with its degree-6 `P` and `Q`
+/// rounded to `f32` and evaluated by fused Horner steps (`P` leads with
+/// `4.527e-5`, `Q` with `1`). Otherwise XLA's [`log`] of `x + 1` (a plain, rounded
+/// add). NaN or `x < -1` → the NaN `0xFFFF_FFFF`, `-1` → `-inf`.
+#[inline(always)]
+pub(crate) fn log1p(x: f32) -> f32 {
+    const SMALL: f32 = f32::from_bits(0x3ED4_13CD); // 0.41421357
+    const P: [f32; 7] = [
+        4.527e-5,
+        f32::from_bits(0x3EFF_40C5),
+        f32::from_bits(0x40D2_84FA),
+        f32::from_bits(0x41EF_4B9C),
+        f32::from_bits(0x4273_CC76),
+        f32::from_bits(0x4264_73AD),
+        f32::from_bits(0x41A0_5101),
+    ];
+    const Q: [f32; 7] = [
+        1.0,
+        f32::from_bits(0x4171_01AD),
+        f32::from_bits(0x42A6_185B),
+        f32::from_bits(0x435D_C32D),
+        f32::from_bits(0x439A_8CA3),
+        f32::from_bits(0x4358_6D8A),
+        f32::from_bits(0x4270_7982),
+    ];
+
+    let x = flush(x);
+    let large = log_core(x + 1.0);
+
+    let x2 = x * x;
+    let mut p = P[0];
+    let mut q = Q[0];
+    for k in 1..7 {
+        p = p.mul_add(x, P[k]);
+        q = q.mul_add(x, Q[k]);
+    }
+    let small = x + (-0.5f32).mul_add(x2, (x * x2) * (p / q));
+
+    if x.abs() < SMALL {
+        small
+    } else {
+        large
+    }
+}
+
+/// The error function, XLA CPU's `erf` for `f32`.
+///
+/// XLA's rational approximation: for `|x| ≥ 3.8325066`
+/// it returns `copysign(1, x)`; otherwise with `z = x²`,
+/// `erf = x·P(z) / Q(z)` where `P` has degree 4 and `Q` degree 6, both
+/// evaluated with explicit fused multiply-adds (`fma(z, ·, c)`; XLA emits
+/// `llvm.fma` here, so these are fused even without FMA hardware). A
+/// subnormal input reads as zero.
+#[inline(always)]
+pub(crate) fn erf(x: f32) -> f32 {
+    const CLAMP: f32 = f32::from_bits(0x4075_47CB); // 3.8325066
+    const P: [f32; 5] = [
+        f32::from_bits(0x3970_2D51),
+        f32::from_bits(0x3B5F_5DA2),
+        f32::from_bits(0x3D50_B6EB),
+        f32::from_bits(0x3E3D_A740),
+        f32::from_bits(0x3F90_6EBA),
+    ];
+    const Q: [f32; 7] = [
+        f32::from_bits(0xB3FD_3906),
+        f32::from_bits(0x37C5_88DF),
+        f32::from_bits(0x3A85_6D28),
+        f32::from_bits(0x3C66_87D4),
+        f32::from_bits(0x3DE3_4C21),
+        f32::from_bits(0x3EFE_B44A),
+        1.0,
+    ];
+
+    let x = flush(x);
+    let z = x * x;
+    let mut p = P[0];
+    for &c in &P[1..] {
+        p = z.mul_add(p, c);
+    }
+    let mut q = Q[0];
+    for &c in &Q[1..] {
+        q = z.mul_add(q, c);
+    }
+    let r = (x * p) / q;
+    let r = if x.abs() >= CLAMP {
+        1.0f32.copysign(x)
+    } else {
+        r
+    };
+    if x.is_nan() {
+        quiet(x)
+    } else {
+        r
+    }
+}
+
+/// The inverse error function, XLA's `erf_inv` for `f32` (from
+/// `chlo.erf_inv`).
+///
+/// Giles' single-precision approximation: `w = -log1p(-x·x)` with XLA's
+/// [`log1p`]; if `w < 5`, `v = w - 2.5` and the first set of nine
+/// coefficients, else `v = sqrt(w) - 3` and the second; `p` is a Horner
+/// chain of fused multiply-adds in `v`, and the result is `x·p`
+/// (`x·inf` when `|x| = 1`), flushed to zero if the exact product is
+/// below `f32::MIN_POSITIVE`.
+#[inline(always)]
+pub(crate) fn erf_inv(x: f32) -> f32 {
+    // (w < 5 coefficient, w >= 5 coefficient), highest degree first.
+    const C: [(u32, u32); 9] = [
+        (0x32F1_6588, 0xB951_F09B),
+        (0x34B8_4B36, 0x38D3_B56B),
+        (0xB66C_7357, 0x3AB0_DC72),
+        (0xB693_5AC1, 0xBB70_BDE7),
+        (0x3965_32DB, 0x3BBC_127B),
+        (0xBAA4_5408, 0xBBF9_C5D7),
+        (0xBB88_E4EF, 0x3C1A_A57E),
+        (0x3E7C_8F63, 0x3F80_36DB),
+        (0x3FC0_2E2F, 0x4035_4F7E),
+    ];
+
+    let w = -log1p(flush(x * -x));
+    let central = w < 5.0;
+    let v = if central { w - 2.5 } else { w.sqrt() - 3.0 };
+    let pick = |(a, b): (u32, u32)| f32::from_bits(if central { a } else { b });
+    let mut p = pick(C[0]);
+    for &c in &C[1..] {
+        p = p.mul_add(v, pick(c));
+    }
+    let ax = x.abs();
+    let p = if ax == 1.0 { f32::INFINITY } else { p };
+    let r = mul_ftz(x, p);
+    // NaN patterns: x's own (quieted) NaN, or XLA's log NaN with its sign
+    // bit cleared by the negation, for |x| > 1.
+    let r = if ax > 1.0 {
+        f32::from_bits(LOG_NAN >> 1)
+    } else {
+        r
+    };
+    if x.is_nan() {
+        quiet(x)
+    } else {
+        r
+    }
+}
+
+/// [`log`] of every element, in place.
+#[inline(always)]
+pub(crate) fn log_slice(xs: &mut [f32]) {
+    for x in xs {
+        *x = log(*x);
+    }
+}
+
+/// [`log1p`] of every element, in place.
+#[inline(always)]
+pub(crate) fn log1p_slice(xs: &mut [f32]) {
+    for x in xs {
+        *x = log1p(*x);
+    }
+}
+
+/// [`erf`] of every element, in place.
+#[inline(always)]
+pub(crate) fn erf_slice(xs: &mut [f32]) {
+    for x in xs {
+        *x = erf(*x);
+    }
+}
+
+/// [`erf_inv`] of every element, in place.
+#[inline(always)]
+pub(crate) fn erf_inv_slice(xs: &mut [f32]) {
+    for x in xs {
+        *x = erf_inv(*x);
+    }
+}
+
+#[cfg(test)]
+mod tests;

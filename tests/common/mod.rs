@@ -1,0 +1,28 @@
+//! Shared helpers of the integration tests: fixture loading and ulp counting.
+#![allow(dead_code)]
+
+use serde::de::DeserializeOwned;
+
+/// Reads `tests/fixtures/<name>` (written by tools/oracle/).
+pub fn load_fixture<T: DeserializeOwned>(name: &str) -> T {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Distance in units in the last place between two floats (0 when equal,
+/// including +0 and -0; NaN equals NaN).
+pub fn ulp_distance(a: f32, b: f32) -> u64 {
+    if a == b || (a.is_nan() && b.is_nan()) {
+        return 0;
+    }
+    let key = |x: f32| {
+        let i = x.to_bits() as i32;
+        if i < 0 {
+            i64::from(i32::MIN) - i64::from(i)
+        } else {
+            i64::from(i)
+        }
+    };
+    key(a).abs_diff(key(b))
+}
