@@ -8,7 +8,7 @@
 //! ```
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use flaxen::tensor::{jit_value_and_grad, value_and_grad, Tensor, Tree};
+use flaxen::tensor::{jit_value_and_grad_with, value_and_grad, Tensor, Tree};
 use ndarray::{Array2, ArrayD, IxDyn};
 
 /// Deterministic values in `[-scale, scale)` (a tiny LCG; the numbers do
@@ -85,12 +85,21 @@ fn train_steps(c: &mut Criterion) {
                 black_box((loss, grads))
             })
         });
-        // The same step compiled: traced once, then replayed.
-        let mut step = jit_value_and_grad(|p: &Tree| mse(p, &x, &y, &paths));
-        step.call(&params).unwrap();
+        // The same step compiled: traced once, then replayed; the batch is an
+        // input, as it is an argument of the JAX step.
+        let batch = Tree::new().with("x", x.clone()).with("y", y.clone());
+        let mut step = jit_value_and_grad_with(|p: &Tree, b: &Tree| {
+            mse(p, b.tensor("x")?, b.tensor("y")?, &paths)
+        });
+        step.call_with(&params, &batch).unwrap();
         assert!(step.is_compiled());
         group.bench_function(format!("{name}_jit"), |b| {
-            b.iter(|| black_box(step.call(black_box(&params)).unwrap()))
+            b.iter(|| {
+                black_box(
+                    step.call_with(black_box(&params), black_box(&batch))
+                        .unwrap(),
+                )
+            })
         });
     }
     group.finish();

@@ -3,7 +3,8 @@
 mod tensor_common;
 
 use flaxen::tensor::{
-    jit_value_and_grad, tree_map2, value_and_grad, Result, Tensor, TensorError, Tree,
+    jit_value_and_grad, jit_value_and_grad_with, tree_map2, value_and_grad, Result, Tensor,
+    TensorError, Tree,
 };
 use tensor_common::{to_tensor, Gen};
 
@@ -159,4 +160,53 @@ fn parameters_in_any_memory_order() {
             .sum_all())
     };
     same_as_eager(f, p, 3, true);
+}
+
+#[test]
+fn inputs_change_between_calls() {
+    let mut g = Gen::new(5);
+    let sizes = [4, 6, 3];
+    let mut p = params(&mut g, &sizes);
+    let f = |p: &Tree, batch: &Tree| {
+        let h = batch
+            .tensor("x")?
+            .matmul(p.tensor("Dense_0/kernel")?)?
+            .add(p.tensor("Dense_0/bias")?)?
+            .gelu();
+        let out = h.matmul(p.tensor("Dense_1/kernel")?)? + p.tensor("Dense_1/bias")?;
+        // A dropout-style mask as an input.
+        let out = &out * batch.tensor("mask")?;
+        Ok((&out - batch.tensor("y")?).square().mean_all())
+    };
+    let mut step = jit_value_and_grad_with(f);
+    for i in 0..6 {
+        let batch = Tree::new()
+            .with("x", to_tensor(&g.array(&[5, 4], -1.0, 1.0)))
+            .with("y", to_tensor(&g.array(&[5, 3], -1.0, 1.0)))
+            .with(
+                "mask",
+                to_tensor(&g.array(&[5, 3], 0.0, 1.0).mapv(|v| (v < 0.8) as u8 as f64)),
+            );
+        let (l1, g1) = step.call_with(&p, &batch).unwrap();
+        let (l2, g2) = value_and_grad(|p| f(p, &batch), &p).unwrap();
+        assert_eq!(
+            l1.item().unwrap().to_bits(),
+            l2.item().unwrap().to_bits(),
+            "loss at step {i}"
+        );
+        for ((path, a), (_, b)) in g1.paths().into_iter().zip(g2.paths()) {
+            assert_eq!(bits(a), bits(b), "gradient of {path} at step {i}");
+        }
+        assert_eq!(g1.paths().len(), 4, "only the parameters get gradients");
+        p = tree_map2(&p, &g1, |p, g| Ok(p - &(g * 0.1))).unwrap();
+    }
+    assert!(step.is_compiled());
+    // Another batch size traces again.
+    let batch = Tree::new()
+        .with("x", Tensor::ones(&[2, 4]))
+        .with("y", Tensor::zeros(&[2, 3]))
+        .with("mask", Tensor::ones(&[2, 3]));
+    let (l1, _) = step.call_with(&p, &batch).unwrap();
+    let (l2, _) = value_and_grad(|p| f(p, &batch), &p).unwrap();
+    assert_eq!(l1.item().unwrap().to_bits(), l2.item().unwrap().to_bits());
 }

@@ -13,8 +13,14 @@ use super::Tensor;
 /// Puts every tensor of `params` on a fresh tape as a leaf.
 pub(crate) fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
     let tape = Tape::new();
+    let (traced, ids) = trace_on(&tape, params);
+    (tape, traced, ids)
+}
+
+/// Puts every tensor of `tree` on `tape` as a leaf.
+pub(crate) fn trace_on(tape: &Arc<Tape>, tree: &Tree) -> (Tree, Vec<usize>) {
     let mut ids = Vec::new();
-    let traced = tree_map(params, |t| {
+    let traced = tree_map(tree, |t| {
         let node = tape.push(Node {
             inputs: SmallVec::new(),
             backward: None,
@@ -30,7 +36,7 @@ pub(crate) fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
             }),
         }
     });
-    (tape, traced, ids)
+    (traced, ids)
 }
 
 /// The gradients of the leaves `ids` for output `out` and cotangent `seed`,

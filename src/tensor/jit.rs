@@ -16,7 +16,7 @@ use ndarray::{ArcArray, IxDyn};
 use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
-use super::grad::{pull, stop_gradient, trace};
+use super::grad::{pull, stop_gradient, trace_on};
 use super::ops::binary::{is_trailing, Partial, DIV, DIV_DA, DIV_DB, MUL, MUL_DA, MUL_DB};
 use super::ops::matmul::matmul_slices_into;
 use super::shape::broadcast_shapes_for;
@@ -29,8 +29,9 @@ use super::Tensor;
 ///
 /// Like `jax.jit`, this assumes `f` is a pure function of its argument and
 /// of the values it captures: side effects happen only while tracing, and
-/// captured tensors are baked in. Calling with a tree of another structure
-/// or other shapes traces again. Results are the same as
+/// captured tensors are baked in (pass data that changes between calls, such
+/// as batches, through [`jit_value_and_grad_with`]). Calling with a tree of
+/// another structure or other shapes traces again. Results are the same as
 /// [`value_and_grad`](super::value_and_grad)'s, bit for bit.
 ///
 /// ```
@@ -54,37 +55,88 @@ use super::Tensor;
 /// assert!(step.is_compiled());
 /// assert!(last.item().unwrap() < first.item().unwrap());
 /// ```
-pub fn jit_value_and_grad<F>(f: F) -> JitValueAndGrad<F>
+pub fn jit_value_and_grad<F>(f: F) -> JitValueAndGrad<impl Fn(&Tree, &Tree) -> Result<Tensor>>
 where
     F: Fn(&Tree) -> Result<Tensor>,
 {
-    JitValueAndGrad { f, plan: None }
+    jit_value_and_grad_with(move |params: &Tree, _: &Tree| f(params))
 }
 
-/// A compiled `value_and_grad` step; see [`jit_value_and_grad`].
+/// [`jit_value_and_grad`] for a function of the parameters and of a tree of
+/// inputs that changes between calls without being differentiated (a batch
+/// of data, labels, a dropout mask): `jax.jit(jax.value_and_grad(f))(params,
+/// inputs)`. Call it with [`call_with`](JitValueAndGrad::call_with).
+///
+/// ```
+/// use flaxen::tensor::{jit_value_and_grad_with, Tensor, Tree};
+///
+/// let mut step = jit_value_and_grad_with(|p: &Tree, batch: &Tree| {
+///     let pred = batch.tensor("x")?.matmul(p.tensor("w")?)?;
+///     Ok((&pred - batch.tensor("y")?).square().mean_all())
+/// });
+/// let params = Tree::new().with("w", Tensor::ones(&[3, 1]));
+/// for i in 0..4 {
+///     let batch = Tree::new()
+///         .with("x", Tensor::full(&[8, 3], i as f32))
+///         .with("y", Tensor::zeros(&[8, 1]));
+///     let (loss, grads) = step.call_with(&params, &batch).unwrap();
+///     assert_eq!(loss.item().unwrap(), (3 * i * i * 3) as f32);
+///     assert_eq!(grads.tensor("w").unwrap().shape(), &[3, 1]);
+/// }
+/// assert!(step.is_compiled());
+/// ```
+pub fn jit_value_and_grad_with<F>(f: F) -> JitValueAndGrad<F>
+where
+    F: Fn(&Tree, &Tree) -> Result<Tensor>,
+{
+    JitValueAndGrad {
+        f,
+        plan: None,
+        no_inputs: Tree::new(),
+    }
+}
+
+/// A compiled `value_and_grad` step; see [`jit_value_and_grad`] and
+/// [`jit_value_and_grad_with`].
 pub struct JitValueAndGrad<F> {
     f: F,
     /// The replay plan and whether it can be used (`None`: never traced).
     plan: Option<Result<Plan>>,
+    /// The inputs of [`call`](JitValueAndGrad::call).
+    no_inputs: Tree,
 }
 
 impl<F> JitValueAndGrad<F>
 where
-    F: Fn(&Tree) -> Result<Tensor>,
+    F: Fn(&Tree, &Tree) -> Result<Tensor>,
 {
     /// The value of `f(params)` and its gradient with respect to every
-    /// tensor of `params`, in the same structure.
+    /// tensor of `params`, in the same structure (with no inputs).
     ///
     /// Fails as [`value_and_grad`](super::value_and_grad) does.
     pub fn call(&mut self, params: &Tree) -> Result<(Tensor, Tree)> {
+        let inputs = std::mem::take(&mut self.no_inputs);
+        let result = self.call_with(params, &inputs);
+        self.no_inputs = inputs;
+        result
+    }
+
+    /// The value of `f(params, inputs)` and its gradient with respect to
+    /// every tensor of `params` (not `inputs`), in the structure of
+    /// `params`.
+    ///
+    /// Fails as [`value_and_grad`](super::value_and_grad) does.
+    pub fn call_with(&mut self, params: &Tree, inputs: &Tree) -> Result<(Tensor, Tree)> {
         if let Some(Ok(plan)) = &mut self.plan {
-            if plan.accepts(params) {
-                return Ok(plan.run(params));
+            if plan.accepts(params, inputs) {
+                return Ok(plan.run(params, inputs));
             }
         }
         // Trace: run eagerly, keeping the tape to plan the replays.
-        let (tape, traced, ids) = trace(params);
-        let result = (self.f)(&traced);
+        let tape = Tape::new();
+        let (traced, ids) = trace_on(&tape, params);
+        let (traced_inputs, _) = trace_on(&tape, inputs);
+        let result = (self.f)(&traced, &traced_inputs);
         tape.close();
         let out = result?;
         if out.ndim() != 0 {
@@ -94,7 +146,7 @@ where
         }
         let seed = ndarray::ArrayD::ones(IxDyn(&[]));
         let grads = pull(&tape, &out, seed, params, &ids);
-        self.plan = Some(Plan::new(&tape, &out, params, ids.len()));
+        self.plan = Some(Plan::new(&tape, &out, params, inputs));
         Ok((stop_gradient(&out), grads))
     }
 
@@ -132,10 +184,14 @@ struct Step {
 
 /// A compiled tape with its buffers.
 struct Plan {
-    /// The parameters' structure (with placeholder leaves) and shapes the
-    /// plan was traced with.
+    /// The parameters' structure (with placeholder leaves), the inputs'
+    /// structure, and the shapes of both, as traced.
     template: Tree,
+    input_template: Tree,
     shapes: Vec<Vec<usize>>,
+    /// Parameter leaves are nodes `0..params`, input leaves
+    /// `params..leaves`.
+    params: usize,
     leaves: usize,
     /// Steps for nodes `leaves..=root`.
     steps: Vec<Step>,
@@ -161,7 +217,9 @@ fn unsupported(message: String) -> TensorError {
 
 impl Plan {
     /// Plans the replay of `tape` up to `out`, or says why it cannot.
-    fn new(tape: &Arc<Tape>, out: &Tensor, params: &Tree, leaves: usize) -> Result<Plan> {
+    fn new(tape: &Arc<Tape>, out: &Tensor, params: &Tree, inputs: &Tree) -> Result<Plan> {
+        let n_params = params.leaves().len();
+        let leaves = n_params + inputs.leaves().len();
         let root = match &out.tracer {
             Some(tr) if Arc::ptr_eq(&tr.tape, tape) && tr.node >= leaves => tr.node,
             _ => {
@@ -171,8 +229,12 @@ impl Plan {
             }
         };
         let nodes = tape.nodes();
-        let mut shapes: Vec<Vec<usize>> =
-            params.leaves().iter().map(|t| t.shape().to_vec()).collect();
+        let mut shapes: Vec<Vec<usize>> = params
+            .leaves()
+            .iter()
+            .chain(inputs.leaves())
+            .map(|t| t.shape().to_vec())
+            .collect();
         let mut consts = Vec::new();
         let mut steps = Vec::with_capacity(root + 1 - leaves);
         for node in &nodes[leaves..=root] {
@@ -235,15 +297,19 @@ impl Plan {
             })
             .collect();
         let grads = shapes.iter().map(|s| vec![0.0; size(s)]).collect();
-        let out_grads = shapes[..leaves]
+        let out_grads = shapes[..n_params]
             .iter()
             .map(|s| ArcArray::zeros(IxDyn(s)))
             .collect();
         Ok(Plan {
             template: params
-                .with_leaves(vec![Tensor::scalar(0.0); leaves])
+                .with_leaves(vec![Tensor::scalar(0.0); n_params])
+                .expect("one placeholder per leaf"),
+            input_template: inputs
+                .with_leaves(vec![Tensor::scalar(0.0); leaves - n_params])
                 .expect("one placeholder per leaf"),
             shapes: shapes[..leaves].to_vec(),
+            params: n_params,
             leaves,
             steps,
             consts,
@@ -257,21 +323,25 @@ impl Plan {
         })
     }
 
-    /// Whether `params` has the traced structure and shapes.
-    fn accepts(&self, params: &Tree) -> bool {
+    /// Whether `params` and `inputs` have the traced structures and shapes.
+    fn accepts(&self, params: &Tree, inputs: &Tree) -> bool {
         params.same_structure(&self.template)
+            && inputs.same_structure(&self.input_template)
             && params
                 .leaves()
                 .iter()
+                .chain(inputs.leaves())
                 .zip(&self.shapes)
                 .all(|(a, s)| a.shape() == &s[..])
     }
 
     /// Replays forward and backward on `params`.
-    fn run(&mut self, params: &Tree) -> (Tensor, Tree) {
+    fn run(&mut self, params: &Tree, inputs: &Tree) -> (Tensor, Tree) {
         let Plan {
             template,
+            input_template: _,
             shapes: _,
+            params: n_params,
             leaves,
             steps,
             consts,
@@ -283,9 +353,10 @@ impl Plan {
             out_grads,
             tmp,
         } = self;
-        let leaves = *leaves;
+        let (n_params, leaves) = (*n_params, *leaves);
         let mut leaf: SmallVec<[&[f32]; 16]> = SmallVec::new();
-        for (t, copy) in params.leaves().iter().zip(leaf_copies.iter_mut()) {
+        let all = params.leaves().iter().chain(inputs.leaves());
+        for (t, copy) in all.zip(leaf_copies.iter_mut()) {
             match t.data.as_slice() {
                 Some(s) => leaf.push(s),
                 None => {
@@ -330,9 +401,13 @@ impl Plan {
             };
             let ins = [input(0), input(1)];
             for (k, src) in step.inputs.iter().enumerate() {
+                // Constants and inputs get no gradient.
                 let Src::Node(target) = *src else {
                     continue;
                 };
+                if (n_params..leaves).contains(&target) {
+                    continue;
+                }
                 if has_grad[target] {
                     tmp.resize(grads[target].len(), 0.0);
                     backward(step, k, &g, ins, &values[id], tmp);
@@ -346,7 +421,7 @@ impl Plan {
             grads[id] = g;
         }
         // Outputs, in buffers reused when the caller no longer holds them.
-        let mut out_leaves = Vec::with_capacity(leaves);
+        let mut out_leaves = Vec::with_capacity(n_params);
         for (l, buf) in out_grads.iter_mut().enumerate() {
             let dst = buf.as_slice_mut().expect("row-major");
             if has_grad[l] {

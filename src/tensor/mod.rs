@@ -55,6 +55,6 @@ mod tree;
 pub use base::Tensor;
 pub use error::{Result, TensorError};
 pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};
-pub use jit::{jit_value_and_grad, JitValueAndGrad};
+pub use jit::{jit_value_and_grad, jit_value_and_grad_with, JitValueAndGrad};
 pub use shape::broadcast_shapes;
 pub use tree::{tree_map, tree_map2, Tree};
