@@ -205,8 +205,8 @@ impl Tensor {
                     .map(|tr| tr.node)
             })
             .collect();
-        let consts = if kind == OpKind::Other {
-            SmallVec::new()
+        let consts = if kind == OpKind::Other || ids.iter().all(Option::is_some) {
+            Vec::new()
         } else {
             ids.iter()
                 .zip(inputs)

@@ -25,7 +25,7 @@ pub(crate) fn trace_on(tape: &Arc<Tape>, tree: &Tree) -> (Tree, Vec<usize>) {
             inputs: SmallVec::new(),
             backward: None,
             kind: OpKind::Other,
-            consts: SmallVec::new(),
+            consts: Vec::new(),
         });
         ids.push(node);
         Tensor {

@@ -49,8 +49,8 @@ pub(crate) struct Node {
     /// The operation, when a compiled step can replay it.
     pub(crate) kind: OpKind,
     /// The values of constant inputs, kept for replay (only when `kind` is
-    /// not `Other`).
-    pub(crate) consts: SmallVec<[Option<ArcArray<f32, IxDyn>>; 2]>,
+    /// not `Other` and some input is a constant; empty otherwise).
+    pub(crate) consts: Vec<Option<ArcArray<f32, IxDyn>>>,
 }
 
 /// The nodes of one differentiation.
