@@ -8,8 +8,9 @@
 //!   [`tree_map`] and [`tree_map2`].
 //! * [`grad`], [`value_and_grad`], [`vjp`], [`stop_gradient`] — JAX's
 //!   transforms, first order, over a function of a tree.
-//! * [`jit_value_and_grad`] — `jax.jit(jax.value_and_grad(f))`: traces a
-//!   training step once and replays it without re-running `f`.
+//! * [`jit_value_and_grad`], [`jit_value_and_grad_with`] —
+//!   `jax.jit(jax.value_and_grad(f))`: traces a training step once and
+//!   replays it without re-running `f`.
 //!
 //! Fallible methods return [`TensorError`]; the operators `+ - * /` (on
 //! tensors and with `f32` scalars) panic with the same error's message when
@@ -40,8 +41,9 @@
 //! to that tape; nothing is global or thread-local, so concurrent calls on
 //! any threads are independent. The backward pass walks the nodes in
 //! reverse, hands each closure its output gradient by value so that it can
-//! scale it in place, and accumulates into existing buffers. Only first-order
-//! derivatives are supported: the backward pass is not itself recorded.
+//! scale it in place, and accumulates into existing buffers. Recording stops
+//! when the differentiated function returns. Only first-order derivatives
+//! are supported: the backward pass is not itself recorded.
 
 mod base;
 mod error;
