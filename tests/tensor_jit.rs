@@ -160,6 +160,15 @@ fn parameters_in_any_memory_order() {
             .sum_all())
     };
     same_as_eager(f, p, 3, true);
+    // Large enough for gemm, and sums of column-major values.
+    let w = to_tensor(&g.array(&[40, 50], -1.0, 1.0)).transpose();
+    let p = Tree::new().with("w", w);
+    let x = to_tensor(&g.array(&[30, 50], -1.0, 1.0));
+    let f = |p: &Tree| {
+        let w = p.tensor("w")?;
+        Ok(x.matmul(w)?.sum_all() + w.exp().mean_all())
+    };
+    same_as_eager(f, p, 3, true);
 }
 
 #[test]

@@ -91,12 +91,16 @@ impl Tensor {
             Some(axes) => normalize_axes(op, axes, self.ndim())?,
         };
         let kept = kept_shape(self.shape(), &ax);
-        let mut out = match self.data.as_slice() {
-            // Everything, row-major: one pass.
-            Some(s) if ax.len() == self.ndim() => {
-                ArrayD::from_elem(IxDyn(&[]), s.iter().sum::<f32>())
-            }
-            _ => sum_axes(self.data.view(), &ax),
+        let mut out = if ax.len() == self.ndim() {
+            // Everything: one sequential pass in row-major order, whatever
+            // the memory order (compiled steps sum the same way).
+            let total = match self.data.as_slice() {
+                Some(s) => s.iter().sum::<f32>(),
+                None => self.data.iter().sum::<f32>(),
+            };
+            ArrayD::from_elem(IxDyn(&[]), total)
+        } else {
+            sum_axes(self.data.view(), &ax)
         };
         if let Some(d) = divisor {
             out.mapv_inplace(|v| v / d);
