@@ -196,7 +196,8 @@ struct Plan {
     /// Steps for nodes `leaves..=root`.
     steps: Vec<Step>,
     consts: Vec<Vec<f32>>,
-    /// Per node: the forward value (empty for leaves) and the gradient.
+    /// Per node: the forward value and the gradient (both empty for
+    /// leaves).
     values: Vec<Vec<f32>>,
     grads: Vec<Vec<f32>>,
     has_grad: Vec<bool>,
@@ -296,7 +297,18 @@ impl Plan {
                 }
             })
             .collect();
-        let grads = shapes.iter().map(|s| vec![0.0; size(s)]).collect();
+        // Parameter gradients live in `out_grads`; inputs get none.
+        let grads = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if i < leaves {
+                    Vec::new()
+                } else {
+                    vec![0.0; size(s)]
+                }
+            })
+            .collect();
         let out_grads = shapes[..n_params]
             .iter()
             .map(|s| ArcArray::zeros(IxDyn(s)))
@@ -380,8 +392,14 @@ impl Plan {
             };
             forward(step, [input(0), input(1)], &mut rest[0]);
         }
-        // Backward, in the eager order.
+        // Backward, in the eager order. Parameter gradients go straight into
+        // the output buffers (copied first only if the caller still holds
+        // the previous results).
         let root = leaves + steps.len() - 1;
+        let mut param_grads: SmallVec<[&mut [f32]; 16]> = out_grads
+            .iter_mut()
+            .map(|b| b.as_slice_mut().expect("row-major"))
+            .collect();
         has_grad.iter_mut().for_each(|h| *h = false);
         grads[root][0] = 1.0;
         has_grad[root] = true;
@@ -408,29 +426,32 @@ impl Plan {
                 if (n_params..leaves).contains(&target) {
                     continue;
                 }
+                let acc: &mut [f32] = if target < n_params {
+                    &mut param_grads[target]
+                } else {
+                    &mut grads[target]
+                };
                 if has_grad[target] {
-                    tmp.resize(grads[target].len(), 0.0);
+                    tmp.resize(acc.len(), 0.0);
                     backward(step, k, &g, ins, &values[id], tmp);
-                    let acc = &mut grads[target];
                     acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
                 } else {
-                    backward(step, k, &g, ins, &values[id], &mut grads[target]);
+                    backward(step, k, &g, ins, &values[id], acc);
                     has_grad[target] = true;
                 }
             }
             grads[id] = g;
         }
-        // Outputs, in buffers reused when the caller no longer holds them.
-        let mut out_leaves = Vec::with_capacity(n_params);
-        for (l, buf) in out_grads.iter_mut().enumerate() {
-            let dst = buf.as_slice_mut().expect("row-major");
-            if has_grad[l] {
-                dst.copy_from_slice(&grads[l]);
-            } else {
+        for (l, dst) in param_grads.iter_mut().enumerate() {
+            if !has_grad[l] {
                 dst.fill(0.0);
             }
-            out_leaves.push(Tensor::constant(buf.clone()));
         }
+        drop(param_grads);
+        let out_leaves = out_grads
+            .iter()
+            .map(|buf| Tensor::constant(buf.clone()))
+            .collect();
         loss.as_slice_mut().expect("scalar")[0] = values[root][0];
         let grads = template
             .with_leaves(out_leaves)
