@@ -1,6 +1,6 @@
 //! Forward + backward of MLP training steps (the work of
-//! tools/bench/jax_train_step.py), and the GEMM measurement behind
-//! `Tensor::matmul`.
+//! tools/bench/jax_train_step.py), eager (`value_and_grad`) and compiled
+//! (`jit_value_and_grad`), and the GEMM measurement behind `Tensor::matmul`.
 //!
 //! ```text
 //! cargo bench --bench autodiff
@@ -8,7 +8,7 @@
 //! ```
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use flaxen::tensor::{value_and_grad, Tensor, Tree};
+use flaxen::tensor::{jit_value_and_grad_with, value_and_grad, Tensor, Tree};
 use ndarray::{Array2, ArrayD, IxDyn};
 
 /// Deterministic values in `[-scale, scale)` (a tiny LCG; the numbers do
@@ -43,13 +43,24 @@ fn mlp_params(sizes: &[usize]) -> Tree {
     params
 }
 
+/// The parameter paths of each layer (made once, as JAX traces once).
+fn layer_paths(layers: usize) -> Vec<(String, String)> {
+    (0..layers)
+        .map(|i| (format!("Dense_{i}/kernel"), format!("Dense_{i}/bias")))
+        .collect()
+}
+
 /// Mean squared error of the MLP on `(x, y)`.
-fn mse(p: &Tree, x: &Tensor, y: &Tensor, layers: usize) -> flaxen::tensor::Result<Tensor> {
+fn mse(
+    p: &Tree,
+    x: &Tensor,
+    y: &Tensor,
+    paths: &[(String, String)],
+) -> flaxen::tensor::Result<Tensor> {
     let mut h = x.clone();
-    for i in 0..layers {
-        h = h
-            .matmul(p.tensor(&format!("Dense_{i}/kernel"))?)?
-            .add(p.tensor(&format!("Dense_{i}/bias"))?)?;
+    let layers = paths.len();
+    for (i, (kernel, bias)) in paths.iter().enumerate() {
+        h = h.matmul(p.tensor(kernel)?)?.add(p.tensor(bias)?)?;
         if i + 1 < layers {
             h = h.relu();
         }
@@ -66,12 +77,28 @@ fn train_steps(c: &mut Criterion) {
         let params = mlp_params(&sizes);
         let x = filled(&[batch, sizes[0]], 1.0, 100);
         let y = filled(&[batch, *sizes.last().unwrap()], 1.0, 101);
-        let layers = sizes.len() - 1;
+        let paths = layer_paths(sizes.len() - 1);
         group.bench_function(name, |b| {
             b.iter(|| {
                 let (loss, grads) =
-                    value_and_grad(|p| mse(p, &x, &y, layers), black_box(&params)).unwrap();
+                    value_and_grad(|p| mse(p, &x, &y, &paths), black_box(&params)).unwrap();
                 black_box((loss, grads))
+            })
+        });
+        // The same step compiled: traced once, then replayed; the batch is an
+        // input, as it is an argument of the JAX step.
+        let batch = Tree::new().with("x", x.clone()).with("y", y.clone());
+        let mut step = jit_value_and_grad_with(|p: &Tree, b: &Tree| {
+            mse(p, b.tensor("x")?, b.tensor("y")?, &paths)
+        });
+        step.call_with(&params, &batch).unwrap();
+        assert!(step.is_compiled());
+        group.bench_function(format!("{name}_jit"), |b| {
+            b.iter(|| {
+                black_box(
+                    step.call_with(black_box(&params), black_box(&batch))
+                        .unwrap(),
+                )
             })
         });
     }

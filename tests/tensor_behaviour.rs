@@ -414,3 +414,74 @@ fn display_uses_numpy_style_formatting() {
     );
     assert!(format!("{x:?}").contains("shape: [2, 2]"));
 }
+
+#[test]
+fn types_cross_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Tensor>();
+    assert_send_sync::<Tree>();
+    assert_send_sync::<flaxen::tensor::Pullback>();
+    assert_send_sync::<TensorError>();
+}
+
+#[test]
+fn recording_stops_when_the_function_returns() {
+    let params = Tree::from(t(&[1.0, 2.0], &[2]));
+    let mut escaped = None;
+    let ((_, aux), _) = value_and_grad_with_aux(
+        |p| {
+            let x = p.as_tensor().unwrap();
+            assert!(x.is_traced());
+            escaped = Some(x.exp());
+            Ok((x.sum_all(), x.clone()))
+        },
+        &params,
+    )
+    .unwrap();
+    // Tensors that escape are plain values afterwards.
+    assert!(!aux.is_traced());
+    let later = escaped.unwrap().tanh();
+    assert!(!later.is_traced());
+    // And can be differentiated again in a new call.
+    let g = grad(|p| Ok((p.as_tensor().unwrap() * &aux).sum_all()), &params).unwrap();
+    assert_eq!(g.as_tensor().unwrap().to_vec(), [1.0, 2.0]);
+}
+
+#[test]
+fn vector_dot_and_bad_vectors() {
+    let a = t(&[1.0, 2.0, 3.0], &[3]);
+    assert_eq!(a.matmul(&a).unwrap().item().unwrap(), 14.0);
+    assert_eq!(a.matmul(&a).unwrap().shape(), &[] as &[usize]);
+    let err = a.matmul(&Tensor::ones(&[2])).unwrap_err();
+    assert_eq!(err.to_string(), "matmul: incompatible shapes [3] and [2]");
+    let err = a.matmul(&Tensor::ones(&[2, 2])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "matmul: incompatible shapes [3] and [2, 2]"
+    );
+}
+
+#[test]
+fn tree_insert_appends_replaces_and_copies_on_write() {
+    let a = Tree::new()
+        .with("x", Tensor::ones(&[1]))
+        .with("sub", Tree::new().with("k", Tensor::ones(&[2])));
+    let mut b = a.clone();
+    assert!(b.insert("y", Tensor::zeros(&[3])).unwrap().is_none());
+    let old = b.insert("x", Tensor::zeros(&[4])).unwrap().unwrap();
+    assert_eq!(old.as_tensor().unwrap().shape(), &[1]);
+    // `b` changed in place, keeping key order; `a` did not change.
+    assert_eq!(b.keys(), ["x", "sub", "y"]);
+    assert_eq!(b.tensor("x").unwrap().shape(), &[4]);
+    assert_eq!(b.tensor("sub/k").unwrap().shape(), &[2]);
+    assert_eq!(a.keys(), ["x", "sub"]);
+    assert_eq!(a.tensor("x").unwrap().shape(), &[1]);
+    assert!(!a.same_structure(&b));
+    let mut leaf = Tree::from(Tensor::ones(&[1]));
+    assert!(matches!(
+        leaf.insert("k", Tensor::ones(&[1])),
+        Err(TensorError::TreeStructure { .. })
+    ));
+    let paths: Vec<String> = b.paths().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(paths, ["x", "sub/k", "y"]);
+}

@@ -62,7 +62,7 @@ fn scalar_operators_and_neg() {
     let a = g.array(&[3, 2], -2.0, 2.0);
     check(
         "scalar ops",
-        &[a.clone()],
+        std::slice::from_ref(&a),
         |x| (2.0 * &x[0] + 1.5) / 4.0 - (3.0 - &x[0]) * 0.5,
         |x| (2.0 * &x[0] + 1.5) / 4.0 - (3.0 - &x[0]) * 0.5,
     );
@@ -189,19 +189,19 @@ fn reductions() {
             let n: usize = norm.iter().map(|&a| x.shape()[a]).product();
             check(
                 "sum",
-                &[x.clone()],
+                std::slice::from_ref(&x),
                 |t| t[0].sum(&axes, keepdims).unwrap(),
                 |r| sum_axes(&r[0], &norm, keepdims),
             );
             check(
                 "mean",
-                &[x.clone()],
+                std::slice::from_ref(&x),
                 |t| t[0].mean(&axes, keepdims).unwrap(),
                 |r| sum_axes(&r[0], &norm, keepdims) / n as f64,
             );
             check(
                 "var",
-                &[x.clone()],
+                std::slice::from_ref(&x),
                 |t| t[0].var(&axes, keepdims).unwrap(),
                 |r| {
                     let m = sum_axes(&r[0], &norm, true) / n as f64;
@@ -211,7 +211,7 @@ fn reductions() {
             );
             check(
                 "max",
-                &[x.clone()],
+                std::slice::from_ref(&x),
                 |t| t[0].max(&axes, keepdims).unwrap(),
                 |r| {
                     let mut out = r[0].clone();
@@ -228,13 +228,13 @@ fn reductions() {
     }
     check(
         "sum_all",
-        &[x.clone()],
+        std::slice::from_ref(&x),
         |t| t[0].sum_all(),
         |r| ArrayD::from_elem(IxDyn(&[]), r[0].sum()),
     );
     check(
         "mean_all",
-        &[x.clone()],
+        std::slice::from_ref(&x),
         |t| t[0].mean_all(),
         |r| ArrayD::from_elem(IxDyn(&[]), r[0].mean().unwrap()),
     );
@@ -255,13 +255,13 @@ fn softmax_and_log_softmax() {
         };
         check(
             "softmax",
-            &[x.clone()],
+            std::slice::from_ref(&x),
             |t| t[0].softmax(axis).unwrap(),
             |r| softmax(&r[0]),
         );
         check(
             "log_softmax",
-            &[x.clone()],
+            std::slice::from_ref(&x),
             |t| t[0].log_softmax(axis).unwrap(),
             |r| softmax(&r[0]).mapv(f64::ln),
         );
@@ -442,6 +442,21 @@ fn matmul_all_forms() {
         &[v.clone(), m.clone()],
         |t| t[0].matmul(&t[1]).unwrap(),
         |r| matmul_ref(&r[0].clone().insert_axis(Axis(0)), &r[1]).index_axis_move(Axis(0), 0),
+    );
+    let w = g.array(&[4], -1.0, 1.0);
+    check(
+        "vec@vec",
+        &[v.clone(), w],
+        |t| t[0].matmul(&t[1]).unwrap(),
+        |r| ArrayD::from_elem(IxDyn(&[]), (&r[0] * &r[1]).sum()),
+    );
+    // Batched matrix @ vector.
+    let bm = g.array(&[2, 3, 4], -1.0, 1.0);
+    check(
+        "batch@vec",
+        &[bm, v.clone()],
+        |t| t[0].matmul(&t[1]).unwrap(),
+        |r| matmul_ref(&r[0], &r[1].clone().insert_axis(Axis(1))).index_axis_move(Axis(2), 0),
     );
     check(
         "mat^T@vec",

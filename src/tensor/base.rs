@@ -4,9 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use ndarray::{ArcArray, Array, ArrayD, ArrayViewD, Dimension, IxDyn};
+use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
-use super::tape::{InputGrads, Node, Tracer};
+use super::tape::{InputGrads, Node, OpKind, Tracer};
 
 /// An n-dimensional `f32` array that records the operations applied to it
 /// while it is being differentiated.
@@ -151,9 +152,12 @@ impl Tensor {
         }
     }
 
-    /// Whether this tensor is being recorded by a `grad`/`vjp` call.
+    /// Whether operations on this tensor are being recorded by a running
+    /// `grad`/`value_and_grad`/`vjp` call (true inside the function being
+    /// differentiated, for the tree's tensors and what is computed from
+    /// them).
     pub fn is_traced(&self) -> bool {
-        self.tracer.is_some()
+        self.tracer.as_ref().is_some_and(|tr| tr.tape.is_open())
     }
 
     /// An untraced tensor over `data`.
@@ -163,21 +167,36 @@ impl Tensor {
 
     /// Records an operation with output `value` on the tape of its traced
     /// inputs (the innermost one when they come from nested calls; inputs of
-    /// other tapes count as constants). Without traced inputs nothing is
+    /// other or closed tapes count as constants). Without traced inputs nothing is
     /// recorded and `backward` is dropped.
     pub(crate) fn record<B>(value: ArcArray<f32, IxDyn>, inputs: &[&Tensor], backward: B) -> Tensor
+    where
+        B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
+    {
+        Tensor::record_kind(value, inputs, OpKind::Other, backward)
+    }
+
+    /// [`record`](Tensor::record) for an operation a compiled step can
+    /// replay; keeps the values of its constant inputs.
+    pub(crate) fn record_kind<B>(
+        value: ArcArray<f32, IxDyn>,
+        inputs: &[&Tensor],
+        kind: OpKind,
+        backward: B,
+    ) -> Tensor
     where
         B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
     {
         let Some(tape) = inputs
             .iter()
             .filter_map(|t| t.tracer.as_ref())
+            .filter(|tr| tr.tape.is_open())
             .max_by_key(|tr| tr.tape.id)
             .map(|tr| tr.tape.clone())
         else {
             return Tensor::constant(value);
         };
-        let ids = inputs
+        let ids: SmallVec<[Option<usize>; 2]> = inputs
             .iter()
             .map(|t| {
                 t.tracer
@@ -186,9 +205,19 @@ impl Tensor {
                     .map(|tr| tr.node)
             })
             .collect();
+        let consts = if kind == OpKind::Other || ids.iter().all(Option::is_some) {
+            Vec::new()
+        } else {
+            ids.iter()
+                .zip(inputs)
+                .map(|(id, t)| id.is_none().then(|| t.data.clone()))
+                .collect()
+        };
         let node = tape.push(Node {
             inputs: ids,
             backward: Some(Box::new(backward)),
+            kind,
+            consts,
         });
         Tensor {
             data: value,

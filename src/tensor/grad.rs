@@ -6,18 +6,26 @@ use ndarray::{ArrayD, IxDyn};
 use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
-use super::tape::{backward, Node, Tape, Tracer};
+use super::tape::{backward, Node, OpKind, Tape, Tracer};
 use super::tree::{tree_map, Tree};
 use super::Tensor;
 
 /// Puts every tensor of `params` on a fresh tape as a leaf.
-fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
+pub(crate) fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
     let tape = Tape::new();
+    let (traced, ids) = trace_on(&tape, params);
+    (tape, traced, ids)
+}
+
+/// Puts every tensor of `tree` on `tape` as a leaf.
+pub(crate) fn trace_on(tape: &Arc<Tape>, tree: &Tree) -> (Tree, Vec<usize>) {
     let mut ids = Vec::new();
-    let traced = tree_map(params, |t| {
+    let traced = tree_map(tree, |t| {
         let node = tape.push(Node {
             inputs: SmallVec::new(),
             backward: None,
+            kind: OpKind::Other,
+            consts: Vec::new(),
         });
         ids.push(node);
         Tensor {
@@ -28,12 +36,18 @@ fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
             }),
         }
     });
-    (tape, traced, ids)
+    (traced, ids)
 }
 
 /// The gradients of the leaves `ids` for output `out` and cotangent `seed`,
 /// in the structure of `params` (zeros for leaves the output does not use).
-fn pull(tape: &Arc<Tape>, out: &Tensor, seed: ArrayD<f32>, params: &Tree, ids: &[usize]) -> Tree {
+pub(crate) fn pull(
+    tape: &Arc<Tape>,
+    out: &Tensor,
+    seed: ArrayD<f32>,
+    params: &Tree,
+    ids: &[usize],
+) -> Tree {
     let mut grads = match &out.tracer {
         Some(tr) if Arc::ptr_eq(&tr.tape, tape) => backward(tape, tr.node, seed, ids),
         _ => vec![None; ids.len()],
@@ -89,14 +103,17 @@ where
 }
 
 /// `jax.value_and_grad(f, has_aux=True)`: `f` returns the scalar to
-/// differentiate and auxiliary data passed back unchanged (tensors in it are
-/// still attached to this call's tape; [`stop_gradient`] detaches them).
+/// differentiate and auxiliary data, passed back unchanged. Recording stops
+/// when `f` returns, so tensors in the auxiliary data act as constants
+/// afterwards.
 pub fn value_and_grad_with_aux<F, A>(f: F, params: &Tree) -> Result<((Tensor, A), Tree)>
 where
     F: FnOnce(&Tree) -> Result<(Tensor, A)>,
 {
     let (tape, traced, ids) = trace(params);
-    let (out, aux) = f(&traced)?;
+    let result = f(&traced);
+    tape.close();
+    let (out, aux) = result?;
     if out.ndim() != 0 {
         return Err(TensorError::NotScalar {
             shape: out.shape().to_vec(),
@@ -124,7 +141,9 @@ where
     F: FnOnce(&Tree) -> Result<Tensor>,
 {
     let (tape, traced, ids) = trace(params);
-    let out = f(&traced)?;
+    let result = f(&traced);
+    tape.close();
+    let out = result?;
     let value = stop_gradient(&out);
     Ok((
         value,

@@ -8,6 +8,9 @@
 //!   [`tree_map`] and [`tree_map2`].
 //! * [`grad`], [`value_and_grad`], [`vjp`], [`stop_gradient`] — JAX's
 //!   transforms, first order, over a function of a tree.
+//! * [`jit_value_and_grad`], [`jit_value_and_grad_with`] —
+//!   `jax.jit(jax.value_and_grad(f))`: traces a training step once and
+//!   replays it without re-running `f`.
 //!
 //! Fallible methods return [`TensorError`]; the operators `+ - * /` (on
 //! tensors and with `f32` scalars) panic with the same error's message when
@@ -38,12 +41,14 @@
 //! to that tape; nothing is global or thread-local, so concurrent calls on
 //! any threads are independent. The backward pass walks the nodes in
 //! reverse, hands each closure its output gradient by value so that it can
-//! scale it in place, and accumulates into existing buffers. Only first-order
-//! derivatives are supported: the backward pass is not itself recorded.
+//! scale it in place, and accumulates into existing buffers. Recording stops
+//! when the differentiated function returns. Only first-order derivatives
+//! are supported: the backward pass is not itself recorded.
 
 mod base;
 mod error;
 mod grad;
+mod jit;
 mod ops;
 mod shape;
 mod tape;
@@ -52,5 +57,6 @@ mod tree;
 pub use base::Tensor;
 pub use error::{Result, TensorError};
 pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};
+pub use jit::{jit_value_and_grad, jit_value_and_grad_with, JitValueAndGrad};
 pub use shape::broadcast_shapes;
 pub use tree::{tree_map, tree_map2, Tree};

@@ -1,7 +1,7 @@
 //! Shape arithmetic: NumPy broadcasting, axis normalization, and reducing a
 //! broadcast gradient back to its input's shape.
 
-use ndarray::{ArrayD, Axis};
+use ndarray::{ArrayD, ArrayViewD, Axis};
 
 use super::error::{Result, TensorError};
 
@@ -89,6 +89,11 @@ pub(crate) fn sum_to(grad: ArrayD<f32>, shape: &[usize]) -> ArrayD<f32> {
     if grad.shape() == shape {
         return grad;
     }
+    sum_to_view(grad.view(), shape)
+}
+
+/// [`sum_to`] of a borrowed gradient, for a shape that differs from it.
+pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<f32> {
     // Fast path: row-major gradient, target repeated along leading axes
     // (a bias or a scalar): add up the rows.
     let n: usize = shape.iter().product();
@@ -102,7 +107,7 @@ pub(crate) fn sum_to(grad: ArrayD<f32>, shape: &[usize]) -> ArrayD<f32> {
                 .expect("length of the shape");
         }
     }
-    let mut g = grad;
+    let mut g = grad.to_owned();
     while g.ndim() > shape.len() {
         g = g.sum_axis(Axis(0));
     }

@@ -5,11 +5,13 @@
 //! global or thread-local tape, so two calls, on one thread or on many, never
 //! see each other's nodes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ndarray::ArrayD;
+use ndarray::{ArcArray, ArrayD, IxDyn};
 use smallvec::SmallVec;
+
+use super::ops::unary::UnaryFn;
 
 /// Gradients with respect to an operation's inputs, `None` where the input
 /// needs none.
@@ -20,18 +22,45 @@ pub(crate) type InputGrads = SmallVec<[Option<ArrayD<f32>>; 2]>;
 /// gradients, each reduced to its input's shape.
 pub(crate) type Backward = Box<dyn Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync>;
 
+/// What an operation is, for the operations that a compiled step
+/// ([`jit_value_and_grad`](super::jit_value_and_grad)) can replay;
+/// everything else is `Other`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum OpKind {
+    Other,
+    Neg,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Unary(UnaryFn),
+    /// 2-D by 2-D.
+    Matmul,
+    SumAll,
+    MeanAll,
+}
+
 /// One recorded operation.
 pub(crate) struct Node {
     /// Node ids of the inputs traced on this tape (`None`: a constant).
     pub(crate) inputs: SmallVec<[Option<usize>; 2]>,
     /// `None` for a leaf (a differentiated argument).
     pub(crate) backward: Option<Backward>,
+    /// The operation, when a compiled step can replay it.
+    pub(crate) kind: OpKind,
+    /// The values of constant inputs, kept for replay (only when `kind` is
+    /// not `Other` and some input is a constant; empty otherwise).
+    pub(crate) consts: Vec<Option<ArcArray<f32, IxDyn>>>,
 }
 
 /// The nodes of one differentiation.
 pub(crate) struct Tape {
     /// Distinguishes tapes; later tapes have larger ids (nested calls).
     pub(crate) id: u64,
+    /// Whether operations are still being recorded: the tape closes when
+    /// the function being differentiated returns, so tensors that escape it
+    /// (auxiliary outputs) do not keep growing the tape.
+    open: AtomicBool,
     nodes: Mutex<Vec<Node>>,
 }
 
@@ -41,8 +70,20 @@ impl Tape {
     pub(crate) fn new() -> Arc<Tape> {
         Arc::new(Tape {
             id: NEXT_TAPE_ID.fetch_add(1, Ordering::Relaxed),
+            open: AtomicBool::new(true),
             nodes: Mutex::new(Vec::with_capacity(16)),
         })
+    }
+
+    /// Whether operations on this tape's tensors are still recorded.
+    pub(crate) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Stops recording; later operations treat this tape's tensors as
+    /// constants.
+    pub(crate) fn close(&self) {
+        self.open.store(false, Ordering::Release);
     }
 
     /// The nodes; a poisoned lock (a panic in another thread of the same

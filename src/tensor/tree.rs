@@ -107,6 +107,16 @@ impl Tree {
     ) -> Result<Option<Tree>> {
         let key = key.into();
         let value = value.into();
+        // Appending a new key: O(1) amortized (the structure is copied only
+        // if another tree shares it).
+        if let Def::Map { children, leaves } = Arc::make_mut(&mut self.def) {
+            if !children.contains_key(&key) {
+                children.insert(key, (self.leaves.len(), value.def));
+                *leaves += value.leaves.len();
+                self.leaves.extend(value.leaves);
+                return Ok(None);
+            }
+        }
         let mut entries = self.entries().ok_or_else(|| TensorError::TreeStructure {
             message: format!("cannot insert key {key:?} into a leaf"),
         })?;

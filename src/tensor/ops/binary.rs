@@ -5,12 +5,21 @@ use ndarray::{ArcArray, ArrayD, IxDyn, Zip};
 use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
-use crate::tensor::shape::{broadcast_shapes_for, sum_to};
-use crate::tensor::tape::InputGrads;
+use crate::tensor::shape::{broadcast_shapes_for, sum_to, sum_to_view};
+use crate::tensor::tape::{InputGrads, OpKind};
 use crate::tensor::Tensor;
 
 /// A partial derivative as a function of (lhs, rhs, output).
-type Partial = fn(f32, f32, f32) -> f32;
+pub(crate) type Partial = fn(f32, f32, f32) -> f32;
+
+// The functions and partial derivatives of `mul` and `div`, shared with
+// compiled steps.
+pub(crate) const MUL: fn(f32, f32) -> f32 = |x, y| x * y;
+pub(crate) const MUL_DA: Partial = |_, y, _| y;
+pub(crate) const MUL_DB: Partial = |x, _, _| x;
+pub(crate) const DIV: fn(f32, f32) -> f32 = |x, y| x / y;
+pub(crate) const DIV_DA: Partial = |_, y, _| 1.0 / y;
+pub(crate) const DIV_DB: Partial = |x, y, _| -x / (y * y);
 
 /// `f` applied elementwise over the broadcast of `a` and `b`.
 fn zip_map(
@@ -107,9 +116,35 @@ fn split(
     }
 }
 
+/// The gradients of `a + b` (or `a - b` when `negate_b`): the output
+/// gradient summed to each input's shape. When both inputs need it, the
+/// broadcast one is summed from a borrow and the other takes the buffer, so
+/// nothing is copied unless both have the output's shape.
+fn split_sums(
+    g: ArrayD<f32>,
+    needs: &[bool],
+    sa: &[usize],
+    sb: &[usize],
+    negate_b: bool,
+) -> InputGrads {
+    let fb = |gb: ArrayD<f32>| if negate_b { -gb } else { gb };
+    match (needs[0], needs[1]) {
+        (true, true) if sb != g.shape() => {
+            let gb = fb(sum_to_view(g.view(), sb));
+            smallvec![Some(sum_to(g, sa)), Some(gb)]
+        }
+        (true, true) if sa != g.shape() => {
+            let ga = sum_to_view(g.view(), sa);
+            smallvec![Some(ga), Some(fb(sum_to(g, sb)))]
+        }
+        _ => split(g, needs, |g| sum_to(g, sa), |g| fb(sum_to(g, sb))),
+    }
+}
+
 /// A broadcasting binary operation with the given partial derivatives.
 fn binary(
     op: &'static str,
+    kind: OpKind,
     a: &Tensor,
     b: &Tensor,
     f: fn(f32, f32) -> f32,
@@ -118,7 +153,7 @@ fn binary(
 ) -> Result<Tensor> {
     let out = zip_map(op, &a.data, &b.data, f)?.into_shared();
     let (ad, bd, od) = (a.data.clone(), b.data.clone(), out.clone());
-    Ok(Tensor::record(out, &[a, b], move |g, needs| {
+    Ok(Tensor::record_kind(out, &[a, b], kind, move |g, needs| {
         split(
             g,
             needs,
@@ -173,52 +208,63 @@ impl Tensor {
     pub fn add(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("add", &self.data, &other.data, |x, y| x + y)?.into_shared();
         let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
-        Ok(Tensor::record(out, &[self, other], move |g, needs| {
-            split(g, needs, |g| sum_to(g, &sa), |g| sum_to(g, &sb))
-        }))
+        Ok(Tensor::record_kind(
+            out,
+            &[self, other],
+            OpKind::Add,
+            move |g, needs| split_sums(g, needs, &sa, &sb, false),
+        ))
     }
 
     /// `self - other`, broadcasting.
     pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("sub", &self.data, &other.data, |x, y| x - y)?.into_shared();
         let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
-        Ok(Tensor::record(out, &[self, other], move |g, needs| {
-            split(g, needs, |g| sum_to(g, &sa), |g| sum_to(-g, &sb))
-        }))
+        Ok(Tensor::record_kind(
+            out,
+            &[self, other],
+            OpKind::Sub,
+            move |g, needs| split_sums(g, needs, &sa, &sb, true),
+        ))
     }
 
     /// `self * other` elementwise, broadcasting.
     pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
-        binary("mul", self, other, |x, y| x * y, |_, y, _| y, |x, _, _| x)
+        binary("mul", OpKind::Mul, self, other, MUL, MUL_DA, MUL_DB)
     }
 
     /// `self / other` elementwise, broadcasting. Division by zero gives
     /// ±inf or NaN, as IEEE 754 says.
     pub fn div(&self, other: &Tensor) -> Result<Tensor> {
-        binary(
-            "div",
-            self,
-            other,
-            |x, y| x / y,
-            |_, y, _| 1.0 / y,
-            |x, y, _| -x / (y * y),
-        )
+        binary("div", OpKind::Div, self, other, DIV, DIV_DA, DIV_DB)
     }
 
     /// The elementwise maximum (`jnp.maximum`): NaN if either is NaN; on a
     /// tie the gradient is split evenly, as in JAX.
     pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
-        binary("maximum", self, other, nan_max, balanced, |x, y, o| {
-            balanced(y, x, o)
-        })
+        binary(
+            "maximum",
+            OpKind::Other,
+            self,
+            other,
+            nan_max,
+            balanced,
+            |x, y, o| balanced(y, x, o),
+        )
     }
 
     /// The elementwise minimum (`jnp.minimum`), with the same NaN and tie
     /// rules as [`maximum`](Tensor::maximum).
     pub fn minimum(&self, other: &Tensor) -> Result<Tensor> {
-        binary("minimum", self, other, nan_min, balanced, |x, y, o| {
-            balanced(y, x, o)
-        })
+        binary(
+            "minimum",
+            OpKind::Other,
+            self,
+            other,
+            nan_min,
+            balanced,
+            |x, y, o| balanced(y, x, o),
+        )
     }
 
     /// `self ** exponent` elementwise, broadcasting. The gradient with
@@ -227,6 +273,7 @@ impl Tensor {
     pub fn pow(&self, exponent: &Tensor) -> Result<Tensor> {
         binary(
             "pow",
+            OpKind::Other,
             self,
             exponent,
             f32::powf,

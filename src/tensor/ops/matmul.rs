@@ -1,11 +1,12 @@
 //! Matrix multiplication (2-D, batched with broadcasting, and the 1-D cases
 //! of `jnp.matmul`) through the `gemm` crate's AVX-512/AVX2 kernels.
 
-use ndarray::{ArrayD, ArrayViewD, Ix2, IxDyn};
+use ndarray::{ArrayD, ArrayView2, ArrayViewD, Ix2, IxDyn, ShapeBuilder};
 use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::shape::{broadcast_shapes_for, sum_to};
+use crate::tensor::tape::OpKind;
 use crate::tensor::Tensor;
 
 /// Below this many multiply-adds a product runs on the calling thread.
@@ -15,45 +16,213 @@ const PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
 /// costs more than the product.
 const SMALL: usize = 16 * 16 * 16;
 
-/// `out = a @ b` for 2-D operands by rows of `b`; `out` is row-major zeros.
+/// The output column that XLA sums without fused multiply-adds, if any.
 ///
-/// The summation follows what XLA's CPU backend compiles for small dots, so
-/// that results match JAX bit for bit: each output is a sequential chain
-/// `x0*y0`, then fused multiply-adds `fma(x_t, y_t, acc)`. One measured
-/// exception (jaxlib 0.10.2, x86-64): for a single row (`m == 1`) with
-/// 3 to 8 terms, XLA's column-major GEMV epilogue rounds every product and
-/// sum separately in its first leftover column when there are 2 columns,
-/// or `8k + 1` columns (k >= 1).
-fn small_matmul(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>, out: &mut ArrayD<f32>) {
-    let a = a.view().into_dimensionality::<Ix2>().expect("2-D");
-    let b = b.view().into_dimensionality::<Ix2>().expect("2-D");
-    let (m, k) = a.dim();
-    let n = b.ncols();
-    let plain_column = (m == 1 && (3..=8).contains(&k))
-        .then(|| {
-            if n == 2 {
-                Some(0)
-            } else if n > 8 && n % 8 == 1 {
-                Some(n - 1)
+/// The summation of small products follows what XLA's CPU backend compiles
+/// for small dots, so that results match JAX bit for bit: each output is a
+/// sequential chain `x0*y0`, then fused multiply-adds `fma(x_t, y_t, acc)`.
+/// One measured exception (jaxlib 0.10.2, x86-64): for a single row
+/// (`m == 1`) with 3 to 8 terms, XLA's column-major GEMV epilogue rounds
+/// every product and sum separately in its first leftover column when there
+/// are 2 columns, or `8k + 1` columns (k >= 1).
+fn plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
+    if m != 1 || !(3..=8).contains(&k) {
+        None
+    } else if n == 2 {
+        Some(0)
+    } else if n > 8 && n % 8 == 1 {
+        Some(n - 1)
+    } else {
+        None
+    }
+}
+
+/// One term of an output's sum, in XLA's order (see [`plain_column`]).
+#[inline(always)]
+fn dot_step(p: usize, j: usize, plain: Option<usize>, x: f32, y: f32, acc: f32) -> f32 {
+    if p == 0 {
+        x * y
+    } else if plain == Some(j) {
+        acc + x * y
+    } else {
+        x.mul_add(y, acc)
+    }
+}
+
+/// `out = a @ b` for `a: [m, k]` stored in `x` with (row, column) strides
+/// `sa`, `b: [k, n]` in `y` with strides `sb`, and row-major `out` (`k > 0`).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn small_matmul_body(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    m: usize,
+    k: usize,
+    n: usize,
+    o: &mut [f32],
+) {
+    let plain = plain_column(m, k, n);
+    for i in 0..m {
+        let orow = &mut o[i * n..(i + 1) * n];
+        for p in 0..k {
+            let xv = x[i * sa.0 + p * sa.1];
+            let base = p * sb.0;
+            if sb.1 == 1 {
+                for (j, (o, &y)) in orow.iter_mut().zip(&y[base..base + n]).enumerate() {
+                    *o = dot_step(p, j, plain, xv, y, *o);
+                }
             } else {
-                None
-            }
-        })
-        .flatten();
-    let o = out.as_slice_mut().expect("row-major");
-    for (i, orow) in o.chunks_exact_mut(n).enumerate() {
-        for (p, brow) in b.rows().into_iter().enumerate() {
-            let x = a[[i, p]];
-            for (j, (o, &y)) in orow.iter_mut().zip(brow.iter()).enumerate() {
-                *o = if p == 0 {
-                    x * y
-                } else if plain_column == Some(j) {
-                    *o + x * y
-                } else {
-                    x.mul_add(y, *o)
-                };
+                for (j, o) in orow.iter_mut().enumerate() {
+                    *o = dot_step(p, j, plain, xv, y[base + j * sb.1], *o);
+                }
             }
         }
+    }
+}
+
+/// [`small_matmul_body`] compiled with FMA instructions, so that
+/// `mul_add` is one instruction instead of a call to libm's `fmaf` (both are
+/// exactly rounded: same bits).
+///
+/// # Safety
+///
+/// The CPU must support FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn small_matmul_fma(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    m: usize,
+    k: usize,
+    n: usize,
+    o: &mut [f32],
+) {
+    small_matmul_body(x, sa, y, sb, m, k, n, o)
+}
+
+/// `out = a @ b` for operands in contiguous slices with strides; see
+/// [`small_matmul_body`].
+#[allow(clippy::too_many_arguments)]
+fn small_matmul_strided(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    m: usize,
+    k: usize,
+    n: usize,
+    o: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU supports FMA, checked just above; that is the only
+        // requirement of `small_matmul_fma`, whose body is safe code.
+        unsafe { small_matmul_fma(x, sa, y, sb, m, k, n, o) };
+        return;
+    }
+    small_matmul_body(x, sa, y, sb, m, k, n, o)
+}
+
+/// `out = a @ b` for 2-D operands; `out` is row-major zeros.
+fn small_matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, o: &mut [f32]) {
+    let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
+    let (sa, sb) = (a.strides(), b.strides());
+    match (a.as_slice_memory_order(), b.as_slice_memory_order()) {
+        (Some(x), Some(y)) if sa.iter().chain(sb).all(|&s| s >= 0) => {
+            let sa = (sa[0] as usize, sa[1] as usize);
+            let sb = (sb[0] as usize, sb[1] as usize);
+            small_matmul_strided(x, sa, y, sb, m, k, n, o);
+        }
+        _ => {
+            let plain = plain_column(m, k, n);
+            for (i, orow) in o.chunks_exact_mut(n).enumerate() {
+                for (p, brow) in b.rows().into_iter().enumerate() {
+                    let x = a[[i, p]];
+                    for (j, (o, &y)) in orow.iter_mut().zip(brow.iter()).enumerate() {
+                        *o = dot_step(p, j, plain, x, y, *o);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`matmul2d_into`] for operands given as contiguous slices with
+/// non-negative (row, column) strides; skips building views for small
+/// products (compiled steps). Same arithmetic, same bits.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_slices_into(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    m: usize,
+    k: usize,
+    n: usize,
+    out: &mut [f32],
+) {
+    if m * n * k <= SMALL || k == 0 {
+        out.fill(0.0);
+        small_matmul_strided(x, sa, y, sb, m, k, n, out);
+        return;
+    }
+    let a = ArrayView2::from_shape((m, k).strides(sa), x).expect("strides within the slice");
+    let b = ArrayView2::from_shape((k, n).strides(sb), y).expect("strides within the slice");
+    matmul2d_into(&a, &b, out);
+}
+
+/// `out = a @ b` for 2-D `a: [m, k]`, `b: [k, n]` with any strides, into
+/// the row-major `out` of length `m * n` (whatever it held before).
+/// Eager `matmul` and compiled steps share it, so both compute the same bits.
+pub(crate) fn matmul2d_into(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, out: &mut [f32]) {
+    let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
+    assert!(b.nrows() == k && out.len() == m * n);
+    if m * n * k <= SMALL || k == 0 {
+        out.fill(0.0);
+        small_matmul(a, b, out);
+        return;
+    }
+    let (sa, sb) = (a.strides(), b.strides());
+    let parallelism = if m * n * k >= PARALLEL_THRESHOLD {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: `a` and `b` are valid 2-D views of shapes `[m, k]` and
+    // `[k, n]`, so every element `(i, p)` / `(p, j)` that gemm reads through
+    // the given row and column strides, with `i < m`, `p < k`, `j < n`, lies
+    // in their storage. `out` is an exclusively borrowed slice of exactly
+    // `m * n` elements, addressed row-major (column stride 1, row stride
+    // `n`), so every write is in bounds; it cannot alias `a` or `b`, which
+    // are shared borrows. `read_dst = false`: gemm overwrites `out` without
+    // reading it (`k > 0` here).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            sa[1],
+            sa[0],
+            b.as_ptr(),
+            sb[1],
+            sb[0],
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
     }
 }
 
@@ -70,6 +239,15 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
     };
     if k != k2 {
         return Err(incompatible());
+    }
+    if ra == 2 && rb == 2 {
+        let mut out = ArrayD::<f32>::zeros(IxDyn(&[m, n]));
+        let (a2, b2) = (
+            a.view().into_dimensionality::<Ix2>().expect("2-D"),
+            b.view().into_dimensionality::<Ix2>().expect("2-D"),
+        );
+        matmul2d_into(&a2, &b2, out.as_slice_mut().expect("row-major"));
+        return Ok(out);
     }
     let batch = broadcast_shapes_for("matmul", &a.shape()[..ra - 2], &b.shape()[..rb - 2])
         .map_err(|_| incompatible())?;
@@ -90,10 +268,6 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
         return Ok(out);
     }
     let nb = batch.len();
-    if nb == 0 && m * n * k <= SMALL {
-        small_matmul(&av, &bv, &mut out);
-        return Ok(out);
-    }
     let (sa, sb, so) = (av.strides(), bv.strides(), out.strides().to_vec());
     let parallelism = if m * n * k >= PARALLEL_THRESHOLD {
         gemm::Parallelism::Rayon(0)
@@ -182,6 +356,12 @@ impl Tensor {
         };
         match (self.ndim(), other.ndim()) {
             (0, _) | (_, 0) => Err(incompatible()),
+            (1, 1) => {
+                if self.shape() != other.shape() {
+                    return Err(incompatible());
+                }
+                Ok(self.mul(other)?.sum_all())
+            }
             (1, _) => {
                 let r = self
                     .expand_dims(0)?
@@ -198,34 +378,44 @@ impl Tensor {
             _ => {
                 let out = matmul_raw(self.data.view(), other.data.view())?.into_shared();
                 let (ad, bd) = (self.data.clone(), other.data.clone());
-                Ok(Tensor::record(out, &[self, other], move |g, needs| {
-                    // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch axes.
-                    let ga = needs[0].then(|| {
-                        let bt = {
-                            let mut v = bd.view();
-                            let r = v.ndim();
-                            v.swap_axes(r - 2, r - 1);
-                            v
-                        };
-                        sum_to(
-                            matmul_raw(g.view(), bt).expect("shapes checked"),
-                            ad.shape(),
-                        )
-                    });
-                    let gb = needs[1].then(|| {
-                        let at = {
-                            let mut v = ad.view();
-                            let r = v.ndim();
-                            v.swap_axes(r - 2, r - 1);
-                            v
-                        };
-                        sum_to(
-                            matmul_raw(at, g.view()).expect("shapes checked"),
-                            bd.shape(),
-                        )
-                    });
-                    smallvec![ga, gb]
-                }))
+                let kind = if self.ndim() == 2 && other.ndim() == 2 {
+                    OpKind::Matmul
+                } else {
+                    OpKind::Other
+                };
+                Ok(Tensor::record_kind(
+                    out,
+                    &[self, other],
+                    kind,
+                    move |g, needs| {
+                        // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch axes.
+                        let ga = needs[0].then(|| {
+                            let bt = {
+                                let mut v = bd.view();
+                                let r = v.ndim();
+                                v.swap_axes(r - 2, r - 1);
+                                v
+                            };
+                            sum_to(
+                                matmul_raw(g.view(), bt).expect("shapes checked"),
+                                ad.shape(),
+                            )
+                        });
+                        let gb = needs[1].then(|| {
+                            let at = {
+                                let mut v = ad.view();
+                                let r = v.ndim();
+                                v.swap_axes(r - 2, r - 1);
+                                v
+                            };
+                            sum_to(
+                                matmul_raw(at, g.view()).expect("shapes checked"),
+                                bd.shape(),
+                            )
+                        });
+                        smallvec![ga, gb]
+                    },
+                ))
             }
         }
     }

@@ -5,6 +5,7 @@ use smallvec::smallvec;
 
 use crate::tensor::error::Result;
 use crate::tensor::shape::{normalize_axes, normalize_axis};
+use crate::tensor::tape::OpKind;
 use crate::tensor::Tensor;
 
 /// Sums `x` over the (sorted) `axes`, dropping them.
@@ -68,25 +69,38 @@ impl Tensor {
     /// assert_eq!(x.sum(&[-1], true).unwrap().shape(), &[2, 1]);
     /// ```
     pub fn sum(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
-        self.sum_divided("sum", axes, keepdims, None)
+        self.sum_divided("sum", Some(axes), keepdims, None)
     }
 
-    /// The sum over `axes`, divided by `divisor` when given (the mean).
+    /// The sum over `axes` (`None`: all of them), divided by `divisor` when
+    /// given (the mean).
     fn sum_divided(
         &self,
         op: &'static str,
-        axes: &[isize],
+        axes: Option<&[isize]>,
         keepdims: bool,
         divisor: Option<f32>,
     ) -> Result<Tensor> {
-        let ax = normalize_axes(op, axes, self.ndim())?;
+        let kind = match (axes, keepdims, divisor) {
+            (None, false, None) => OpKind::SumAll,
+            (None, false, Some(_)) => OpKind::MeanAll,
+            _ => OpKind::Other,
+        };
+        let ax = match axes {
+            None => (0..self.ndim()).collect(),
+            Some(axes) => normalize_axes(op, axes, self.ndim())?,
+        };
         let kept = kept_shape(self.shape(), &ax);
-        let mut out = match self.data.as_slice() {
-            // Everything, row-major: one pass.
-            Some(s) if ax.len() == self.ndim() => {
-                ArrayD::from_elem(IxDyn(&[]), s.iter().sum::<f32>())
-            }
-            _ => sum_axes(self.data.view(), &ax),
+        let mut out = if ax.len() == self.ndim() {
+            // Everything: one sequential pass in row-major order, whatever
+            // the memory order (compiled steps sum the same way).
+            let total = match self.data.as_slice() {
+                Some(s) => s.iter().sum::<f32>(),
+                None => self.data.iter().sum::<f32>(),
+            };
+            ArrayD::from_elem(IxDyn(&[]), total)
+        } else {
+            sum_axes(self.data.view(), &ax)
         };
         if let Some(d) = divisor {
             out.mapv_inplace(|v| v / d);
@@ -95,39 +109,44 @@ impl Tensor {
             out = to_kept(out, &kept);
         }
         let in_shape = IxDyn(self.shape());
-        Ok(Tensor::record(out.into_shared(), &[self], move |g, _| {
-            let mut g = if g.len() == 1 {
-                ArrayD::from_elem(in_shape.clone(), *g.iter().next().unwrap())
-            } else {
-                to_kept(g, &kept)
-                    .broadcast(in_shape.clone())
-                    .unwrap()
-                    .to_owned()
-            };
-            if let Some(d) = divisor {
-                g.mapv_inplace(|v| v / d);
-            }
-            smallvec![Some(g)]
-        }))
+        Ok(Tensor::record_kind(
+            out.into_shared(),
+            &[self],
+            kind,
+            move |g, _| {
+                let mut g = if g.len() == 1 {
+                    ArrayD::from_elem(in_shape.clone(), *g.iter().next().unwrap())
+                } else {
+                    to_kept(g, &kept)
+                        .broadcast(in_shape.clone())
+                        .unwrap()
+                        .to_owned()
+                };
+                if let Some(d) = divisor {
+                    g.mapv_inplace(|v| v / d);
+                }
+                smallvec![Some(g)]
+            },
+        ))
     }
 
     /// The sum of all elements, as a scalar (shape `[]`).
     pub fn sum_all(&self) -> Tensor {
-        let axes: Vec<isize> = (0..self.ndim() as isize).collect();
-        self.sum(&axes, false).expect("all axes are valid")
+        self.sum_divided("sum", None, false, None)
+            .expect("all axes are valid")
     }
 
     /// The mean over `axes` (`jnp.mean`: the sum divided by the count).
     pub fn mean(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         let ax = normalize_axes("mean", axes, self.ndim())?;
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
-        self.sum_divided("mean", axes, keepdims, Some(n as f32))
+        self.sum_divided("mean", Some(axes), keepdims, Some(n as f32))
     }
 
     /// The mean of all elements, as a scalar.
     pub fn mean_all(&self) -> Tensor {
-        let axes: Vec<isize> = (0..self.ndim() as isize).collect();
-        self.mean(&axes, false).expect("all axes are valid")
+        self.sum_divided("mean", None, false, Some(self.size() as f32))
+            .expect("all axes are valid")
     }
 
     /// The (biased, `ddof=0`) variance over `axes` (`jnp.var`):

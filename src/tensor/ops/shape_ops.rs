@@ -41,11 +41,7 @@ fn resolve_shape(from: &[usize], to: &[isize]) -> Result<Vec<usize>> {
         .iter()
         .map(|&d| {
             if d == -1 {
-                if known == 0 {
-                    0
-                } else {
-                    n / known
-                }
+                n.checked_div(known).unwrap_or(0)
             } else {
                 d as usize
             }

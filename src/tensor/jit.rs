@@ -1,0 +1,567 @@
+//! Compiled training steps: `jax.jit(jax.value_and_grad(f))`.
+//!
+//! The first call traces `f` exactly like [`value_and_grad`] and keeps the
+//! tape. When every operation on it is one a compiled step knows (2-D
+//! `matmul`, `+ - * /` with equal shapes or a row-broadcast operand, `neg`,
+//! the unary functions, `sum_all`, `mean_all`), later calls replay the tape
+//! on the new parameter values with buffers allocated once, instead of
+//! running `f` again. Otherwise every call runs `value_and_grad`.
+//!
+//! Replay runs the same kernels as eager execution, in the same order, so
+//! it produces the same bits.
+
+use std::sync::Arc;
+
+use ndarray::{ArcArray, IxDyn};
+use smallvec::SmallVec;
+
+use super::error::{Result, TensorError};
+use super::grad::{pull, stop_gradient, trace_on};
+use super::ops::binary::{is_trailing, Partial, DIV, DIV_DA, DIV_DB, MUL, MUL_DA, MUL_DB};
+use super::ops::matmul::matmul_slices_into;
+use super::shape::broadcast_shapes_for;
+use super::tape::{OpKind, Tape};
+use super::tree::Tree;
+use super::Tensor;
+
+/// `jax.jit(jax.value_and_grad(f))`: a training step that traces `f` on
+/// its first call and replays the recorded operations afterwards.
+///
+/// Like `jax.jit`, this assumes `f` is a pure function of its argument and
+/// of the values it captures: side effects happen only while tracing, and
+/// captured tensors are baked in (pass data that changes between calls, such
+/// as batches, through [`jit_value_and_grad_with`]). Calling with a tree of
+/// another structure or other shapes traces again. Results are the same as
+/// [`value_and_grad`](super::value_and_grad)'s, bit for bit.
+///
+/// ```
+/// use flaxen::tensor::{jit_value_and_grad, tree_map2, Tensor, Tree};
+///
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+/// let y = Tensor::from_vec(vec![1.0, 0.0, 0.0, 1.0], &[2, 2]).unwrap();
+/// let mut step = jit_value_and_grad(|p: &Tree| {
+///     let pred = x.matmul(p.tensor("w")?)?.add(p.tensor("b")?)?;
+///     Ok((&pred - &y).square().mean_all())
+/// });
+/// let mut params = Tree::new()
+///     .with("w", Tensor::zeros(&[2, 2]))
+///     .with("b", Tensor::zeros(&[2]));
+/// let (first, _) = step.call(&params).unwrap();
+/// for _ in 0..100 {
+///     let (_, grads) = step.call(&params).unwrap();
+///     params = tree_map2(&params, &grads, |p, g| Ok(p - &(g * 0.05))).unwrap();
+/// }
+/// let (last, _) = step.call(&params).unwrap();
+/// assert!(step.is_compiled());
+/// assert!(last.item().unwrap() < first.item().unwrap());
+/// ```
+pub fn jit_value_and_grad<F>(f: F) -> JitValueAndGrad<impl Fn(&Tree, &Tree) -> Result<Tensor>>
+where
+    F: Fn(&Tree) -> Result<Tensor>,
+{
+    jit_value_and_grad_with(move |params: &Tree, _: &Tree| f(params))
+}
+
+/// [`jit_value_and_grad`] for a function of the parameters and of a tree of
+/// inputs that changes between calls without being differentiated (a batch
+/// of data, labels, a dropout mask): `jax.jit(jax.value_and_grad(f))(params,
+/// inputs)`. Call it with [`call_with`](JitValueAndGrad::call_with).
+///
+/// ```
+/// use flaxen::tensor::{jit_value_and_grad_with, Tensor, Tree};
+///
+/// let mut step = jit_value_and_grad_with(|p: &Tree, batch: &Tree| {
+///     let pred = batch.tensor("x")?.matmul(p.tensor("w")?)?;
+///     Ok((&pred - batch.tensor("y")?).square().mean_all())
+/// });
+/// let params = Tree::new().with("w", Tensor::ones(&[3, 1]));
+/// for i in 0..4 {
+///     let batch = Tree::new()
+///         .with("x", Tensor::full(&[8, 3], i as f32))
+///         .with("y", Tensor::zeros(&[8, 1]));
+///     let (loss, grads) = step.call_with(&params, &batch).unwrap();
+///     assert_eq!(loss.item().unwrap(), (3 * i * i * 3) as f32);
+///     assert_eq!(grads.tensor("w").unwrap().shape(), &[3, 1]);
+/// }
+/// assert!(step.is_compiled());
+/// ```
+pub fn jit_value_and_grad_with<F>(f: F) -> JitValueAndGrad<F>
+where
+    F: Fn(&Tree, &Tree) -> Result<Tensor>,
+{
+    JitValueAndGrad {
+        f,
+        plan: None,
+        no_inputs: Tree::new(),
+    }
+}
+
+/// A compiled `value_and_grad` step; see [`jit_value_and_grad`] and
+/// [`jit_value_and_grad_with`].
+pub struct JitValueAndGrad<F> {
+    f: F,
+    /// The replay plan and whether it can be used (`None`: never traced).
+    plan: Option<Result<Plan>>,
+    /// The inputs of [`call`](JitValueAndGrad::call).
+    no_inputs: Tree,
+}
+
+impl<F> JitValueAndGrad<F>
+where
+    F: Fn(&Tree, &Tree) -> Result<Tensor>,
+{
+    /// The value of `f(params)` and its gradient with respect to every
+    /// tensor of `params`, in the same structure (with no inputs).
+    ///
+    /// Fails as [`value_and_grad`](super::value_and_grad) does.
+    pub fn call(&mut self, params: &Tree) -> Result<(Tensor, Tree)> {
+        let inputs = std::mem::take(&mut self.no_inputs);
+        let result = self.call_with(params, &inputs);
+        self.no_inputs = inputs;
+        result
+    }
+
+    /// The value of `f(params, inputs)` and its gradient with respect to
+    /// every tensor of `params` (not `inputs`), in the structure of
+    /// `params`.
+    ///
+    /// Fails as [`value_and_grad`](super::value_and_grad) does.
+    pub fn call_with(&mut self, params: &Tree, inputs: &Tree) -> Result<(Tensor, Tree)> {
+        if let Some(Ok(plan)) = &mut self.plan {
+            if plan.accepts(params, inputs) {
+                return Ok(plan.run(params, inputs));
+            }
+        }
+        // Trace: run eagerly, keeping the tape to plan the replays.
+        let tape = Tape::new();
+        let (traced, ids) = trace_on(&tape, params);
+        let (traced_inputs, _) = trace_on(&tape, inputs);
+        let result = (self.f)(&traced, &traced_inputs);
+        tape.close();
+        let out = result?;
+        if out.ndim() != 0 {
+            return Err(TensorError::NotScalar {
+                shape: out.shape().to_vec(),
+            });
+        }
+        let seed = ndarray::ArrayD::ones(IxDyn(&[]));
+        let grads = pull(&tape, &out, seed, params, &ids);
+        self.plan = Some(Plan::new(&tape, &out, params, inputs));
+        Ok((stop_gradient(&out), grads))
+    }
+
+    /// Whether the last trace could be compiled (later calls with the same
+    /// shapes replay it); `false` before the first call.
+    pub fn is_compiled(&self) -> bool {
+        matches!(self.plan, Some(Ok(_)))
+    }
+}
+
+impl<F> std::fmt::Debug for JitValueAndGrad<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JitValueAndGrad")
+            .field("compiled", &matches!(self.plan, Some(Ok(_))))
+            .finish()
+    }
+}
+
+/// Where an operation's input comes from.
+#[derive(Clone, Copy, Debug)]
+enum Src {
+    /// A node: a leaf (`< leaves`) or an earlier operation.
+    Node(usize),
+    /// A constant captured at trace time.
+    Const(usize),
+}
+
+/// One operation of the replay.
+struct Step {
+    kind: OpKind,
+    inputs: SmallVec<[Src; 2]>,
+    in_shapes: SmallVec<[Vec<usize>; 2]>,
+    shape: Vec<usize>,
+}
+
+/// A compiled tape with its buffers.
+struct Plan {
+    /// The parameters' structure (with placeholder leaves), the inputs'
+    /// structure, and the shapes of both, as traced.
+    template: Tree,
+    input_template: Tree,
+    shapes: Vec<Vec<usize>>,
+    /// Parameter leaves are nodes `0..params`, input leaves
+    /// `params..leaves`.
+    params: usize,
+    leaves: usize,
+    /// Steps for nodes `leaves..=root`.
+    steps: Vec<Step>,
+    consts: Vec<Vec<f32>>,
+    /// Per node: the forward value and the gradient (both empty for
+    /// leaves).
+    values: Vec<Vec<f32>>,
+    grads: Vec<Vec<f32>>,
+    has_grad: Vec<bool>,
+    /// Row-major copies of parameters that are not row-major.
+    leaf_copies: Vec<Vec<f32>>,
+    /// Output buffers handed out as tensors, reused when no longer shared.
+    loss: ArcArray<f32, IxDyn>,
+    out_grads: Vec<ArcArray<f32, IxDyn>>,
+    tmp: Vec<f32>,
+}
+
+fn unsupported(message: String) -> TensorError {
+    TensorError::Argument {
+        op: "jit_value_and_grad",
+        message,
+    }
+}
+
+impl Plan {
+    /// Plans the replay of `tape` up to `out`, or says why it cannot.
+    fn new(tape: &Arc<Tape>, out: &Tensor, params: &Tree, inputs: &Tree) -> Result<Plan> {
+        let n_params = params.leaves().len();
+        let leaves = n_params + inputs.leaves().len();
+        let root = match &out.tracer {
+            Some(tr) if Arc::ptr_eq(&tr.tape, tape) && tr.node >= leaves => tr.node,
+            _ => {
+                return Err(unsupported(
+                    "the result does not depend on an operation".into(),
+                ))
+            }
+        };
+        let nodes = tape.nodes();
+        let mut shapes: Vec<Vec<usize>> = params
+            .leaves()
+            .iter()
+            .chain(inputs.leaves())
+            .map(|t| t.shape().to_vec())
+            .collect();
+        let mut consts = Vec::new();
+        let mut steps = Vec::with_capacity(root + 1 - leaves);
+        for node in &nodes[leaves..=root] {
+            let mut inputs = SmallVec::new();
+            let mut in_shapes: SmallVec<[Vec<usize>; 2]> = SmallVec::new();
+            for (k, id) in node.inputs.iter().enumerate() {
+                match id {
+                    Some(i) => {
+                        inputs.push(Src::Node(*i));
+                        in_shapes.push(shapes[*i].clone());
+                    }
+                    None => {
+                        let c = node.consts.get(k).cloned().flatten().ok_or_else(|| {
+                            unsupported(format!("{:?} cannot be replayed", node.kind))
+                        })?;
+                        in_shapes.push(c.shape().to_vec());
+                        inputs.push(Src::Const(consts.len()));
+                        consts.push(c.iter().copied().collect::<Vec<f32>>());
+                    }
+                }
+            }
+            let shape = match node.kind {
+                OpKind::Other => return Err(unsupported("an operation cannot be replayed".into())),
+                OpKind::Neg | OpKind::Unary(_) => in_shapes[0].clone(),
+                OpKind::Add | OpKind::Sub | OpKind::Mul | OpKind::Div => {
+                    let (a, b) = (&in_shapes[0], &in_shapes[1]);
+                    let s = broadcast_shapes_for("jit_value_and_grad", a, b)?;
+                    let ok = a == b
+                        || (*a == s && is_trailing(b, &s))
+                        || (*b == s && is_trailing(a, &s));
+                    if !ok || s.iter().product::<usize>() == 0 {
+                        return Err(unsupported(format!(
+                            "broadcasting {a:?} with {b:?} cannot be replayed"
+                        )));
+                    }
+                    s
+                }
+                OpKind::Matmul => vec![in_shapes[0][0], in_shapes[1][1]],
+                OpKind::SumAll | OpKind::MeanAll => vec![],
+            };
+            shapes.push(shape.clone());
+            steps.push(Step {
+                kind: node.kind,
+                inputs,
+                in_shapes,
+                shape,
+            });
+        }
+        drop(nodes);
+        let size = |s: &[usize]| s.iter().product::<usize>();
+        let values = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if i < leaves {
+                    Vec::new()
+                } else {
+                    vec![0.0; size(s)]
+                }
+            })
+            .collect();
+        // Parameter gradients live in `out_grads`; inputs get none.
+        let grads = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if i < leaves {
+                    Vec::new()
+                } else {
+                    vec![0.0; size(s)]
+                }
+            })
+            .collect();
+        let out_grads = shapes[..n_params]
+            .iter()
+            .map(|s| ArcArray::zeros(IxDyn(s)))
+            .collect();
+        Ok(Plan {
+            template: params
+                .with_leaves(vec![Tensor::scalar(0.0); n_params])
+                .expect("one placeholder per leaf"),
+            input_template: inputs
+                .with_leaves(vec![Tensor::scalar(0.0); leaves - n_params])
+                .expect("one placeholder per leaf"),
+            shapes: shapes[..leaves].to_vec(),
+            params: n_params,
+            leaves,
+            steps,
+            consts,
+            values,
+            grads,
+            has_grad: vec![false; root + 1],
+            leaf_copies: vec![Vec::new(); leaves],
+            loss: ArcArray::zeros(IxDyn(&[])),
+            out_grads,
+            tmp: Vec::new(),
+        })
+    }
+
+    /// Whether `params` and `inputs` have the traced structures and shapes.
+    fn accepts(&self, params: &Tree, inputs: &Tree) -> bool {
+        params.same_structure(&self.template)
+            && inputs.same_structure(&self.input_template)
+            && params
+                .leaves()
+                .iter()
+                .chain(inputs.leaves())
+                .zip(&self.shapes)
+                .all(|(a, s)| a.shape() == &s[..])
+    }
+
+    /// Replays forward and backward on `params`.
+    fn run(&mut self, params: &Tree, inputs: &Tree) -> (Tensor, Tree) {
+        let Plan {
+            template,
+            input_template: _,
+            shapes: _,
+            params: n_params,
+            leaves,
+            steps,
+            consts,
+            values,
+            grads,
+            has_grad,
+            leaf_copies,
+            loss,
+            out_grads,
+            tmp,
+        } = self;
+        let (n_params, leaves) = (*n_params, *leaves);
+        let mut leaf: SmallVec<[&[f32]; 16]> = SmallVec::new();
+        let all = params.leaves().iter().chain(inputs.leaves());
+        for (t, copy) in all.zip(leaf_copies.iter_mut()) {
+            match t.data.as_slice() {
+                Some(s) => leaf.push(s),
+                None => {
+                    copy.clear();
+                    copy.extend(t.data.iter().copied());
+                    let copy: &Vec<f32> = copy;
+                    leaf.push(copy);
+                }
+            }
+        }
+        // Forward.
+        for (s, step) in steps.iter().enumerate() {
+            let (before, rest) = values.split_at_mut(leaves + s);
+            let input = |k: usize| -> &[f32] {
+                match step.inputs.get(k) {
+                    None => &[],
+                    Some(Src::Node(i)) if *i < leaves => leaf[*i],
+                    Some(Src::Node(i)) => &before[*i],
+                    Some(Src::Const(c)) => &consts[*c],
+                }
+            };
+            forward(step, [input(0), input(1)], &mut rest[0]);
+        }
+        // Backward, in the eager order. Parameter gradients go straight into
+        // the output buffers (copied first only if the caller still holds
+        // the previous results).
+        let root = leaves + steps.len() - 1;
+        let mut param_grads: SmallVec<[&mut [f32]; 16]> = out_grads
+            .iter_mut()
+            .map(|b| b.as_slice_mut().expect("row-major"))
+            .collect();
+        has_grad.iter_mut().for_each(|h| *h = false);
+        grads[root][0] = 1.0;
+        has_grad[root] = true;
+        for id in (leaves..=root).rev() {
+            if !has_grad[id] {
+                continue;
+            }
+            let step = &steps[id - leaves];
+            let g = std::mem::take(&mut grads[id]);
+            let input = |k: usize| -> &[f32] {
+                match step.inputs.get(k) {
+                    None => &[],
+                    Some(Src::Node(i)) if *i < leaves => leaf[*i],
+                    Some(Src::Node(i)) => &values[*i],
+                    Some(Src::Const(c)) => &consts[*c],
+                }
+            };
+            let ins = [input(0), input(1)];
+            for (k, src) in step.inputs.iter().enumerate() {
+                // Constants and inputs get no gradient.
+                let Src::Node(target) = *src else {
+                    continue;
+                };
+                if (n_params..leaves).contains(&target) {
+                    continue;
+                }
+                let acc: &mut [f32] = if target < n_params {
+                    &mut param_grads[target]
+                } else {
+                    &mut grads[target]
+                };
+                if has_grad[target] {
+                    tmp.resize(acc.len(), 0.0);
+                    backward(step, k, &g, ins, &values[id], tmp);
+                    acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
+                } else {
+                    backward(step, k, &g, ins, &values[id], acc);
+                    has_grad[target] = true;
+                }
+            }
+            grads[id] = g;
+        }
+        for (l, dst) in param_grads.iter_mut().enumerate() {
+            if !has_grad[l] {
+                dst.fill(0.0);
+            }
+        }
+        drop(param_grads);
+        let out_leaves = out_grads
+            .iter()
+            .map(|buf| Tensor::constant(buf.clone()))
+            .collect();
+        loss.as_slice_mut().expect("scalar")[0] = values[root][0];
+        let grads = template
+            .with_leaves(out_leaves)
+            .expect("one gradient per leaf");
+        (Tensor::constant(loss.clone()), grads)
+    }
+}
+
+/// Applies `f` over two operands in one of the replayable broadcast
+/// patterns (equal shapes, or one operand repeated along leading axes).
+fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+    if a.len() == out.len() && b.len() == out.len() {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            *o = f(x, y);
+        }
+    } else if step.in_shapes[0] == step.shape {
+        for (orow, arow) in out.chunks_exact_mut(b.len()).zip(a.chunks_exact(b.len())) {
+            for ((o, &x), &y) in orow.iter_mut().zip(arow).zip(b) {
+                *o = f(x, y);
+            }
+        }
+    } else {
+        for (orow, brow) in out.chunks_exact_mut(a.len()).zip(b.chunks_exact(a.len())) {
+            for ((o, &x), &y) in orow.iter_mut().zip(a).zip(brow) {
+                *o = f(x, y);
+            }
+        }
+    }
+}
+
+/// The forward computation of one step into `out`.
+fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
+    let [a, b] = ins;
+    match step.kind {
+        OpKind::Neg => out.iter_mut().zip(a).for_each(|(o, &x)| *o = -x),
+        OpKind::Unary(func) => out.iter_mut().zip(a).for_each(|(o, &x)| *o = func.f(x)),
+        OpKind::Add => zip_into(step, a, b, out, |x, y| x + y),
+        OpKind::Sub => zip_into(step, a, b, out, |x, y| x - y),
+        OpKind::Mul => zip_into(step, a, b, out, MUL),
+        OpKind::Div => zip_into(step, a, b, out, DIV),
+        OpKind::Matmul => {
+            let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
+            matmul_slices_into(a, (k, 1), b, (n, 1), m, k, n, out)
+        }
+        OpKind::SumAll => out[0] = a.iter().sum::<f32>(),
+        OpKind::MeanAll => out[0] = a.iter().sum::<f32>() / a.len() as f32,
+        OpKind::Other => unreachable!("planned steps are replayable"),
+    }
+}
+
+/// Sums `g` (of the step's output shape) down to `target`'s length, as
+/// eager `sum_to` does: the first row, then each further row in order.
+fn sum_rows_into(g: &[f32], dst: &mut [f32]) {
+    if g.len() == dst.len() {
+        dst.copy_from_slice(g);
+        return;
+    }
+    let n = dst.len();
+    dst.copy_from_slice(&g[..n]);
+    for row in g[n..].chunks_exact(n) {
+        dst.iter_mut().zip(row).for_each(|(d, &x)| *d += x);
+    }
+}
+
+/// `g * partial(a, b, out)` over the broadcast, then summed to the input's
+/// length (`dst`), as eager `scale_grad` does.
+fn scaled_into(g: &[f32], a: &[f32], b: &[f32], o: &[f32], p: Partial, dst: &mut [f32]) {
+    let (la, lb) = (a.len(), b.len());
+    let scaled = (0..g.len()).map(|j| g[j] * p(a[j % la], b[j % lb], o[j]));
+    if dst.len() == g.len() {
+        dst.iter_mut().zip(scaled).for_each(|(d, v)| *d = v);
+    } else {
+        sum_rows_into(&scaled.collect::<Vec<f32>>(), dst);
+    }
+}
+
+/// The gradient of input `input` of one step, given the output gradient
+/// `g`, into `dst`.
+fn backward(step: &Step, input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32], dst: &mut [f32]) {
+    let [a, b] = ins;
+    match step.kind {
+        OpKind::Neg => dst.iter_mut().zip(g).for_each(|(d, &g)| *d = -g),
+        OpKind::Unary(func) => {
+            for (((d, &g), &x), &o) in dst.iter_mut().zip(g).zip(a).zip(out) {
+                *d = g * func.df(x, o);
+            }
+        }
+        OpKind::Add => sum_rows_into(g, dst),
+        OpKind::Sub if input == 0 => sum_rows_into(g, dst),
+        OpKind::Sub => {
+            let neg: Vec<f32> = g.iter().map(|&x| -x).collect();
+            sum_rows_into(&neg, dst)
+        }
+        OpKind::Mul => scaled_into(g, a, b, out, if input == 0 { MUL_DA } else { MUL_DB }, dst),
+        OpKind::Div => scaled_into(g, a, b, out, if input == 0 { DIV_DA } else { DIV_DB }, dst),
+        OpKind::Matmul => {
+            // dA = g @ B^T ([m, n] @ [n, k]), dB = A^T @ g ([k, m] @ [m, n]).
+            let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
+            if input == 0 {
+                matmul_slices_into(g, (n, 1), b, (1, n), m, n, k, dst)
+            } else {
+                matmul_slices_into(a, (1, k), g, (n, 1), k, m, n, dst)
+            }
+        }
+        OpKind::SumAll => dst.fill(g[0]),
+        OpKind::MeanAll => {
+            let d = a.len() as f32;
+            dst.fill(g[0]);
+            dst.iter_mut().for_each(|v| *v /= d);
+        }
+        OpKind::Other => unreachable!("planned steps are replayable"),
+    }
+}
