@@ -3,10 +3,17 @@ ratio. Run on the same machine in the same session as `cargo bench --bench rando
 
     .venv-oracle/bin/python tools/bench/jax_random.py
 
+For one core, pin both sides to it: `taskset -c 0` here, and
+`RAYON_NUM_THREADS=1 taskset -c 0 cargo bench --bench random`.
+
+Prints the best and the median of the timed calls; criterion reports a mean,
+which sits between the two when the machine is quiet.
+
 Pinned like the oracle: jax==0.10.2, jaxlib==0.10.2, flax==0.12.8.
 """
 
 import hashlib
+import statistics
 import time
 
 import jax
@@ -16,14 +23,18 @@ from jax import random
 N = 1 << 24
 
 
-def best_of(f, repeats=10):
+def timings(f, repeats=20):
     f()  # compile and warm up
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         f()
         times.append(time.perf_counter() - t)
-    return min(times)
+    return min(times), statistics.median(times)
+
+
+def best_of(f, repeats=10):
+    return timings(f, repeats)[0]
 
 
 def main():
@@ -36,8 +47,11 @@ def main():
         "uniform": jax.jit(lambda k: random.uniform(k, (N,))),
     }
     for name, f in cases.items():
-        t = best_of(lambda: f(key).block_until_ready())
-        print(f"{name:18s} {t * 1e3:9.2f} ms   {N / t / 1e6:8.1f} M elements/s")
+        best, median = timings(lambda: f(key).block_until_ready())
+        print(
+            f"{name:18s} best {best * 1e3:8.2f} ms {N / best / 1e6:7.1f} M/s"
+            f"   median {median * 1e3:8.2f} ms {N / median / 1e6:7.1f} M/s"
+        )
 
     def derive():
         m = hashlib.sha1()
