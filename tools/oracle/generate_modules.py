@@ -361,6 +361,37 @@ def lifted_scan():
     out["vmap_of_scan"] = dict(
         cs=f32_bits(cs), xss=f32_bits(xss), carry=f32_bits(cf), ys=f32_bits(ys),
         params=tree_bits(v["params"]))
+    # vmap inside scan: each step runs 2 independently parameterised cells.
+    class TwoCells(nn.Module):
+        @nn.compact
+        def __call__(self, c, x):
+            V = nn.vmap(Cell, in_axes=(0, 0), out_axes=0,
+                        variable_axes={"params": 0}, split_rngs={"params": True})
+            return V()(c, x)
+
+    sv = nn.scan(TwoCells, variable_axes={"params": 0}, split_rngs={"params": True})
+    c2 = jnp.asarray(np.random.RandomState(36).randn(2, 2).astype(np.float32))
+    xs2 = jnp.asarray(np.random.RandomState(37).randn(3, 2, 2).astype(np.float32))
+    (cf, ys), v = sv().init_with_output(jax.random.key(6), c2, xs2)
+    out["scan_of_vmap"] = dict(
+        c=f32_bits(c2), xs=f32_bits(xs2), carry=f32_bits(cf), ys=f32_bits(ys),
+        params=tree_bits(v["params"]))
+
+    # BatchNorm inside vmap (no axis_name): init, then apply with
+    # mutable=["batch_stats"] updates every item's statistics.
+    class Normed(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.BatchNorm(use_running_average=False, momentum=0.8)(nn.Dense(3)(x))
+
+    vb = nn.vmap(Normed, variable_axes={"params": 0, "batch_stats": 0},
+                 split_rngs={"params": True})
+    xb = jnp.asarray(np.random.RandomState(38).randn(2, 6, 4).astype(np.float32))
+    vv = vb().init(jax.random.key(11), xb)
+    yb, upd = vb().apply(vv, xb, mutable=["batch_stats"])
+    out["vmap_batch_norm"] = dict(
+        x=f32_bits(xb), params=tree_bits(vv["params"]), y=f32_bits(yb),
+        stats=tree_bits(upd["batch_stats"]))
     out["c"] = f32_bits(c)
     out["xs"] = f32_bits(xs)
     return out
