@@ -219,3 +219,50 @@ fn inputs_change_between_calls() {
     let (l2, _) = value_and_grad(|p| f(p, &batch), &p).unwrap();
     assert_eq!(l1.item().unwrap().to_bits(), l2.item().unwrap().to_bits());
 }
+
+#[test]
+fn classification_losses_replay() {
+    let mut g = Gen::new(6);
+    let mut p = params(&mut g, &[5, 8, 4]);
+    let x = to_tensor(&g.array(&[6, 5], -1.0, 1.0));
+    let labels = [0usize, 3, 1, 2, 2, 0];
+    let onehot = Tensor::from_vec(
+        labels
+            .iter()
+            .flat_map(|&l| (0..4).map(move |c| (c == l) as u8 as f32))
+            .collect(),
+        &[6, 4],
+    )
+    .unwrap();
+    let f = |p: &Tree| {
+        let h = x
+            .matmul(p.tensor("Dense_0/kernel")?)?
+            .add(p.tensor("Dense_0/bias")?)?
+            .tanh();
+        let logits = h
+            .matmul(p.tensor("Dense_1/kernel")?)?
+            .add(p.tensor("Dense_1/bias")?)?;
+        // Cross-entropy, plus terms that exercise softmax and per-row means.
+        let ce = -(logits.log_softmax(-1)? * &onehot)
+            .sum(&[-1], false)?
+            .mean_all();
+        let probs = logits.softmax(-1)?;
+        let spread = probs.mean(&[-1], true)?.square().sum_all();
+        Ok(ce + spread * 0.1)
+    };
+    let mut step = jit_value_and_grad(&f);
+    for i in 0..4 {
+        let (l1, g1) = step.call(&p).unwrap();
+        let (l2, g2) = value_and_grad(&f, &p).unwrap();
+        assert_eq!(
+            l1.item().unwrap().to_bits(),
+            l2.item().unwrap().to_bits(),
+            "loss at step {i}"
+        );
+        for ((path, a), (_, b)) in g1.paths().into_iter().zip(g2.paths()) {
+            assert_eq!(bits(a), bits(b), "gradient of {path} at step {i}");
+        }
+        p = tree_map2(&p, &g1, |p, g| Ok(p - &(g * 0.5))).unwrap();
+    }
+    assert!(step.is_compiled());
+}

@@ -3,9 +3,10 @@
 //! The first call traces `f` exactly like [`value_and_grad`] and keeps the
 //! tape. When every operation on it is one a compiled step knows (2-D
 //! `matmul`, `+ - * /` with equal shapes or a row-broadcast operand, `neg`,
-//! the unary functions, `sum_all`, `mean_all`), later calls replay the tape
-//! on the new parameter values with buffers allocated once, instead of
-//! running `f` again. Otherwise every call runs `value_and_grad`.
+//! the unary functions, `sum_all`, `mean_all`, sums and means over the last
+//! axis, `softmax` and `log_softmax` over the last axis), later calls replay
+//! the tape on the new parameter values with buffers allocated once, instead
+//! of running `f` again. Otherwise every call runs `value_and_grad`.
 //!
 //! Replay runs the same kernels as eager execution, in the same order, so
 //! it produces the same bits.
@@ -19,6 +20,7 @@ use super::error::{Result, TensorError};
 use super::grad::{pull, stop_gradient, trace_on};
 use super::ops::binary::{is_trailing, Partial, DIV, DIV_DA, DIV_DB, MUL, MUL_DA, MUL_DB};
 use super::ops::matmul::matmul_slices_into;
+use super::ops::rows;
 use super::shape::broadcast_shapes_for;
 use super::tape::{OpKind, Tape};
 use super::tree::Tree;
@@ -275,6 +277,15 @@ impl Plan {
                 }
                 OpKind::Matmul => vec![in_shapes[0][0], in_shapes[1][1]],
                 OpKind::SumAll | OpKind::MeanAll => vec![],
+                OpKind::SumLast { keepdims, .. } => {
+                    let s = &in_shapes[0];
+                    let mut out = s[..s.len() - 1].to_vec();
+                    if keepdims {
+                        out.push(1);
+                    }
+                    out
+                }
+                OpKind::SoftmaxLast | OpKind::LogSoftmaxLast => in_shapes[0].clone(),
             };
             shapes.push(shape.clone());
             steps.push(Step {
@@ -482,6 +493,11 @@ fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, 
     }
 }
 
+/// The length of the last axis of a step's (first) input.
+fn last(step: &Step) -> usize {
+    *step.in_shapes[0].last().expect("at least 1-D")
+}
+
 /// The forward computation of one step into `out`.
 fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
     let [a, b] = ins;
@@ -497,6 +513,15 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
             matmul_slices_into(a, (k, 1), b, (n, 1), m, k, n, out)
         }
         OpKind::SumAll => out[0] = a.iter().sum::<f32>(),
+        OpKind::SumLast { mean, .. } => {
+            let n = *step.in_shapes[0].last().expect("at least 2-D");
+            rows::row_sums(a, n, out);
+            if mean {
+                out.iter_mut().for_each(|v| *v /= n as f32);
+            }
+        }
+        OpKind::SoftmaxLast => rows::softmax_rows(a, last(step), out),
+        OpKind::LogSoftmaxLast => rows::log_softmax_rows(a, last(step), out),
         OpKind::MeanAll => out[0] = a.iter().sum::<f32>() / a.len() as f32,
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
@@ -557,6 +582,25 @@ fn backward(step: &Step, input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32],
             }
         }
         OpKind::SumAll => dst.fill(g[0]),
+        OpKind::SumLast { mean, .. } => {
+            let n = last(step);
+            if n > 0 {
+                for (row, &g) in dst.chunks_exact_mut(n).zip(g) {
+                    row.fill(g);
+                }
+            }
+            if mean {
+                dst.iter_mut().for_each(|v| *v /= n as f32);
+            }
+        }
+        OpKind::SoftmaxLast => {
+            dst.copy_from_slice(g);
+            rows::softmax_rows_backward(dst, out, last(step));
+        }
+        OpKind::LogSoftmaxLast => {
+            dst.copy_from_slice(g);
+            rows::log_softmax_rows_backward(dst, out, last(step));
+        }
         OpKind::MeanAll => {
             let d = a.len() as f32;
             dst.fill(g[0]);

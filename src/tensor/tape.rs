@@ -38,6 +38,13 @@ pub(crate) enum OpKind {
     Matmul,
     SumAll,
     MeanAll,
+    /// Sum (or mean) over the last axis.
+    SumLast {
+        mean: bool,
+        keepdims: bool,
+    },
+    SoftmaxLast,
+    LogSoftmaxLast,
 }
 
 /// One recorded operation.

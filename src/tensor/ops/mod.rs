@@ -5,5 +5,6 @@ pub(crate) mod binary;
 pub(crate) use binary::is_trailing;
 pub(crate) mod matmul;
 mod reduce;
+pub(crate) mod rows;
 mod shape_ops;
 pub(crate) mod unary;

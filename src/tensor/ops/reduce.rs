@@ -3,6 +3,7 @@
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Zip};
 use smallvec::smallvec;
 
+use super::rows::{self, nan_max};
 use crate::tensor::error::Result;
 use crate::tensor::shape::{normalize_axes, normalize_axis};
 use crate::tensor::tape::OpKind;
@@ -20,15 +21,6 @@ fn sum_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
     out.unwrap_or_else(|| x.to_owned())
 }
 
-/// NaN-propagating max, as XLA's reduce_max.
-fn nan_max(acc: f32, x: f32) -> f32 {
-    if acc.is_nan() || x.is_nan() {
-        f32::NAN
-    } else {
-        acc.max(x)
-    }
-}
-
 /// The maximum of `x` over the (sorted) `axes`, dropping them.
 fn max_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
     let mut out = x.to_owned();
@@ -36,6 +28,15 @@ fn max_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
         out = out.fold_axis(Axis(a), f32::NEG_INFINITY, |&acc, &v| nan_max(acc, v));
     }
     out
+}
+
+/// `x` in row-major memory order (moved when it already is).
+fn standard(x: ArrayD<f32>) -> ArrayD<f32> {
+    if x.is_standard_layout() {
+        x
+    } else {
+        x.as_standard_layout().into_owned()
+    }
 }
 
 /// The input's shape with the reduced axes set to 1.
@@ -81,7 +82,7 @@ impl Tensor {
         keepdims: bool,
         divisor: Option<f32>,
     ) -> Result<Tensor> {
-        let kind = match (axes, keepdims, divisor) {
+        let mut kind = match (axes, keepdims, divisor) {
             (None, false, None) => OpKind::SumAll,
             (None, false, Some(_)) => OpKind::MeanAll,
             _ => OpKind::Other,
@@ -99,6 +100,17 @@ impl Tensor {
                 None => self.data.iter().sum::<f32>(),
             };
             ArrayD::from_elem(IxDyn(&[]), total)
+        } else if ax.len() == 1 && ax[0] + 1 == self.ndim() {
+            // The last axis: sequential sums of row-major rows.
+            kind = OpKind::SumLast {
+                mean: divisor.is_some(),
+                keepdims,
+            };
+            let x = self.data.as_standard_layout();
+            let n = self.shape()[ax[0]];
+            let mut sums = vec![0.0; self.size().checked_div(n).unwrap_or(0)];
+            rows::row_sums(x.as_slice().expect("row-major"), n, &mut sums);
+            ArrayD::from_shape_vec(IxDyn(&self.shape()[..ax[0]]), sums).expect("row count")
         } else {
             sum_axes(self.data.view(), &ax)
         };
@@ -184,6 +196,27 @@ impl Tensor {
     /// the max not differentiated.
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         let a = normalize_axis("softmax", axis, self.ndim())?;
+        if a + 1 == self.ndim() {
+            let n = self.shape()[a];
+            let x = self.data.as_standard_layout();
+            let mut out = vec![0.0; self.size()];
+            rows::softmax_rows(x.as_slice().expect("row-major"), n, &mut out);
+            let out = ArrayD::from_shape_vec(self.data.raw_dim(), out)
+                .expect("same shape")
+                .into_shared();
+            let od = out.clone();
+            return Ok(Tensor::record_kind(
+                out,
+                &[self],
+                OpKind::SoftmaxLast,
+                move |g, _| {
+                    let mut g = standard(g);
+                    let y = od.as_slice().expect("row-major");
+                    rows::softmax_rows_backward(g.as_slice_mut().expect("row-major"), y, n);
+                    smallvec![Some(g)]
+                },
+            ));
+        }
         let m = self
             .data
             .fold_axis(Axis(a), f32::NEG_INFINITY, |&acc, &v| nan_max(acc, v));
@@ -206,6 +239,27 @@ impl Tensor {
     /// `jax.nn.log_softmax(x, axis)`: `x - max - log(sum(exp(x - max)))`.
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         let a = normalize_axis("log_softmax", axis, self.ndim())?;
+        if a + 1 == self.ndim() {
+            let n = self.shape()[a];
+            let x = self.data.as_standard_layout();
+            let mut out = vec![0.0; self.size()];
+            rows::log_softmax_rows(x.as_slice().expect("row-major"), n, &mut out);
+            let out = ArrayD::from_shape_vec(self.data.raw_dim(), out)
+                .expect("same shape")
+                .into_shared();
+            let od = out.clone();
+            return Ok(Tensor::record_kind(
+                out,
+                &[self],
+                OpKind::LogSoftmaxLast,
+                move |g, _| {
+                    let mut g = standard(g);
+                    let y = od.as_slice().expect("row-major");
+                    rows::log_softmax_rows_backward(g.as_slice_mut().expect("row-major"), y, n);
+                    smallvec![Some(g)]
+                },
+            ));
+        }
         let m = self
             .data
             .fold_axis(Axis(a), f32::NEG_INFINITY, |&acc, &v| nan_max(acc, v));
