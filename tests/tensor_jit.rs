@@ -253,7 +253,7 @@ fn classification_losses_replay() {
     let mut step = jit_value_and_grad(&f);
     for i in 0..4 {
         let (l1, g1) = step.call(&p).unwrap();
-        let (l2, g2) = value_and_grad(&f, &p).unwrap();
+        let (l2, g2) = value_and_grad(f, &p).unwrap();
         assert_eq!(
             l1.item().unwrap().to_bits(),
             l2.item().unwrap().to_bits(),

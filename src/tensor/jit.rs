@@ -438,7 +438,7 @@ impl Plan {
                     continue;
                 }
                 let acc: &mut [f32] = if target < n_params {
-                    &mut param_grads[target]
+                    param_grads[target]
                 } else {
                     &mut grads[target]
                 };
