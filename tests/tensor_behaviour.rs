@@ -485,3 +485,24 @@ fn tree_insert_appends_replaces_and_copies_on_write() {
     let paths: Vec<String> = b.paths().into_iter().map(|(p, _)| p).collect();
     assert_eq!(paths, ["x", "sub/k", "y"]);
 }
+
+#[test]
+fn empty_axes_reduce_to_zeros() {
+    let x = Tensor::zeros(&[3, 0]);
+    assert_eq!(x.sum(&[-1], false).unwrap().to_vec(), [0.0; 3]);
+    assert_eq!(x.sum(&[-1], true).unwrap().shape(), &[3, 1]);
+    assert_eq!(x.sum(&[0], false).unwrap().shape(), &[0]);
+    assert_eq!(x.sum_all().item().unwrap(), 0.0);
+    assert_eq!(x.softmax(-1).unwrap().shape(), &[3, 0]);
+    assert_eq!(x.log_softmax(0).unwrap().shape(), &[3, 0]);
+    assert_eq!(
+        x.matmul(&Tensor::zeros(&[0, 2])).unwrap().to_vec(),
+        [0.0; 6]
+    );
+    let g = grad(
+        |p| Ok(p.as_tensor().unwrap().sum(&[-1], false)?.sum_all()),
+        &Tree::from(x.clone()),
+    )
+    .unwrap();
+    assert_eq!(g.as_tensor().unwrap().shape(), &[3, 0]);
+}

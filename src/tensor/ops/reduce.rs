@@ -108,7 +108,7 @@ impl Tensor {
             };
             let x = self.data.as_standard_layout();
             let n = self.shape()[ax[0]];
-            let mut sums = vec![0.0; self.size().checked_div(n).unwrap_or(0)];
+            let mut sums = vec![0.0; self.shape()[..ax[0]].iter().product()];
             rows::row_sums(x.as_slice().expect("row-major"), n, &mut sums);
             ArrayD::from_shape_vec(IxDyn(&self.shape()[..ax[0]]), sums).expect("row count")
         } else {
