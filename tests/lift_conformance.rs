@@ -255,10 +255,8 @@ fn gradients_flow_through_vmap() {
         &v.params(),
     )
     .unwrap();
-    // Within flaxen's 2-ulp promise, not exact: the mean of 15 squares is
-    // divided differently by XLA (see the issue note on reductions).
-    check("loss", &loss, &l.ens_loss, 2);
-    check_tree("grads", &grads, &l.ens_grads, 2);
+    check("loss", &loss, &l.ens_loss, 0);
+    check_tree("grads", &grads, &l.ens_grads, 0);
 }
 
 #[test]
@@ -288,12 +286,14 @@ fn batch_norm_and_layer_norm() {
         .use_running_average(true)
         .apply(&eval_vars, x, ())
         .unwrap();
-    // Within 2 ulp, not exact: XLA folds the constant running statistics.
+    // Within 2 ulp, not exact: with the running statistics as inputs XLA
+    // fuses `rsqrt(var + eps) * scale` differently (open: see the note).
     check("eval output", &y, &n.bn_eval, 2);
     let z = tensor(&n.ln_x, &[4, 5]);
     let ln = LayerNorm::new();
     let lv = ln.init(random::key(0), z.clone()).unwrap();
-    // Within 2 ulp: means over 5 features are divided differently by XLA.
+    // Within 2 ulp, as the BatchNorm outputs: the statistics match, the
+    // fused `rsqrt(var + eps) * scale` does not always (open, see the note).
     check("layer norm", &ln.apply(&lv, z, ()).unwrap(), &n.ln_out, 2);
 }
 
@@ -464,4 +464,99 @@ fn lift_transpose_on_the_functional_core() {
     })
     .unwrap_err();
     assert!(e.to_string().contains("[4, 2]"), "{e}");
+}
+
+#[derive(Deserialize)]
+struct ScanOfVmap {
+    c: Vec<u32>,
+    xs: Vec<u32>,
+    carry: Vec<u32>,
+    ys: Vec<u32>,
+    params: Leaves,
+}
+
+#[derive(Deserialize)]
+struct VmapBatchNorm {
+    x: Vec<u32>,
+    params: Leaves,
+    y: Vec<u32>,
+    stats: Leaves,
+}
+
+#[derive(Deserialize)]
+struct MoreScans {
+    scan_of_vmap: ScanOfVmap,
+    vmap_batch_norm: VmapBatchNorm,
+}
+
+#[derive(Deserialize)]
+struct MoreFixture {
+    lifted_scan: MoreScans,
+}
+
+struct TwoCells;
+
+impl Module for TwoCells {
+    type Input = (Tensor, Tensor);
+    type Output = (Tensor, Tensor);
+    fn call(&self, s: &Scope<'_>, input: (Tensor, Tensor)) -> Result<(Tensor, Tensor)> {
+        let v = Vmap::new(Cell)
+            .variable_axes("params", Some(0))
+            .split_rngs("params", true);
+        s.call(v, input)
+    }
+}
+
+#[test]
+fn scan_of_vmap() {
+    let f: MoreFixture = load_fixture("modules.json");
+    let m = f.lifted_scan.scan_of_vmap;
+    let sv = flaxen::nn::Scan::new(TwoCells)
+        .variable_axes("params", 0)
+        .split_rngs("params", true);
+    let ((carry, ys), v) = sv
+        .init_with_output(
+            random::key(6),
+            (tensor(&m.c, &[2, 2]), tensor(&m.xs, &[3, 2, 2])),
+        )
+        .unwrap();
+    check_tree("params", &v.params(), &m.params, 0);
+    check("carry", &carry, &m.carry, 0);
+    check("ys", &ys, &m.ys, 0);
+}
+
+struct Normed;
+
+impl Module for Normed {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let h = s.call(Dense::new(3), x)?;
+        s.call(BatchNorm::new().momentum(0.8), h)
+    }
+}
+
+#[test]
+fn batch_norm_inside_vmap_with_mutable_batch_stats() {
+    let f: MoreFixture = load_fixture("modules.json");
+    let b = f.lifted_scan.vmap_batch_norm;
+    let x = tensor(&b.x, &[2, 6, 4]);
+    let vb = || {
+        Vmap::new(Normed)
+            .variable_axes("params", Some(0))
+            .variable_axes("batch_stats", Some(0))
+            .split_rngs("params", true)
+    };
+    let v = vb().init(random::key(11), x.clone()).unwrap();
+    check_tree("params", &v.params(), &b.params, 0);
+    let (y, updated) = vb().apply_mut(&v, x, (), ["batch_stats"]).unwrap();
+    check_tree(
+        "batch_stats",
+        updated.collection("batch_stats").unwrap(),
+        &b.stats,
+        0,
+    );
+    // Statistics exact; the normalized output within 2 ulp (XLA fuses the
+    // batched `rsqrt(var + eps) * scale` differently; open, see the note).
+    check("output", &y, &b.y, 2);
 }

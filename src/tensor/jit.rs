@@ -517,12 +517,13 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
             let n = *step.in_shapes[0].last().expect("at least 2-D");
             rows::row_sums(a, n, out);
             if mean {
-                out.iter_mut().for_each(|v| *v /= n as f32);
+                let r = 1.0 / n as f32;
+                out.iter_mut().for_each(|v| *v *= r);
             }
         }
         OpKind::SoftmaxLast => rows::softmax_rows(a, last(step), out),
         OpKind::LogSoftmaxLast => rows::log_softmax_rows(a, last(step), out),
-        OpKind::MeanAll => out[0] = a.iter().sum::<f32>() / a.len() as f32,
+        OpKind::MeanAll => out[0] = a.iter().sum::<f32>() * (1.0 / a.len() as f32),
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }
@@ -590,7 +591,8 @@ fn backward(step: &Step, input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32],
                 }
             }
             if mean {
-                dst.iter_mut().for_each(|v| *v /= n as f32);
+                let r = 1.0 / n as f32;
+                dst.iter_mut().for_each(|v| *v *= r);
             }
         }
         OpKind::SoftmaxLast => {
@@ -602,9 +604,7 @@ fn backward(step: &Step, input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32],
             rows::log_softmax_rows_backward(dst, out, last(step));
         }
         OpKind::MeanAll => {
-            let d = a.len() as f32;
-            dst.fill(g[0]);
-            dst.iter_mut().for_each(|v| *v /= d);
+            dst.fill(g[0] * (1.0 / a.len() as f32));
         }
         OpKind::Other => unreachable!("planned steps are replayable"),
     }

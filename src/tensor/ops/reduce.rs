@@ -115,7 +115,10 @@ impl Tensor {
             sum_axes(self.data.view(), &ax)
         };
         if let Some(d) = divisor {
-            out.mapv_inplace(|v| v / d);
+            // jnp.mean divides by a constant, which XLA turns into a
+            // multiplication by its f32 reciprocal.
+            let r = 1.0 / d;
+            out.mapv_inplace(|v| v * r);
         }
         if keepdims {
             out = to_kept(out, &kept);
@@ -135,7 +138,8 @@ impl Tensor {
                         .to_owned()
                 };
                 if let Some(d) = divisor {
-                    g.mapv_inplace(|v| v / d);
+                    let r = 1.0 / d;
+                    g.mapv_inplace(|v| v * r);
                 }
                 smallvec![Some(g)]
             },
