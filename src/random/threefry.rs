@@ -34,7 +34,12 @@ pub fn threefry2x32(key: [u32; 2], x: [u32; 2]) -> [u32; 2] {
 
 /// Threefry-2x32 of `N` counter pairs in place. Written lane-wise, without
 /// branches, so that the compiler turns each statement into one vector
-/// instruction when `N` matches the vector width.
+/// instruction (or `N / width` independent ones).
+///
+/// With `N = 64` LLVM keeps the loop over the five groups (rotations and
+/// key words then come from small tables): measured on Zen 4, that is about
+/// 10% faster than spelling the groups out, which lets LLVM schedule each
+/// vector's 20 rounds as one long chain after another.
 #[inline(always)]
 pub(crate) fn hash_lanes<const N: usize>(ks: [u32; 3], x0: &mut [u32; N], x1: &mut [u32; N]) {
     for l in 0..N {
