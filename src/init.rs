@@ -68,14 +68,7 @@ fn checked_full(
     shape: &[usize],
     v: f32,
 ) -> Result<ArrayD<f32>, RandomError> {
-    shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(d))
-        .filter(|&n| n <= isize::MAX as usize / 4)
-        .ok_or_else(|| RandomError::ShapeOverflow {
-            function,
-            shape: shape.to_vec(),
-        })?;
+    random::element_count(function, shape)?;
     Ok(ArrayD::from_elem(IxDyn(shape), v))
 }
 

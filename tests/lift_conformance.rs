@@ -90,29 +90,11 @@ fn check_tree(what: &str, got: &Tree, want: &Leaves, max_ulp: u64) {
     }
 }
 
-pub struct Mlp;
+#[allow(dead_code)]
+#[path = "../examples/lifted_mlp.rs"]
+mod lifted_mlp;
 
-impl Module for Mlp {
-    type Input = Tensor;
-    type Output = Tensor;
-    fn call(&self, s: &Scope<'_>, xs: Tensor) -> Result<Tensor> {
-        let h = s.call_named("hidden", Dense::new(4), xs)?.relu();
-        s.call_named("out", Dense::new(1), h)
-    }
-}
-
-struct LinenVmapMlp;
-
-impl Module for LinenVmapMlp {
-    type Input = Tensor;
-    type Output = Tensor;
-    fn call(&self, s: &Scope<'_>, xs: Tensor) -> Result<Tensor> {
-        let vmap_mlp = Vmap::new(Mlp)
-            .variable_axes("params", Some(0))
-            .split_rngs("params", true);
-        s.call_named("mlp", vmap_mlp, xs)
-    }
-}
+use lifted_mlp::{LinenStatefulVmapMlp, LinenVmapMlp};
 
 #[test]
 fn design_note_vmapped_mlp() {
@@ -123,38 +105,6 @@ fn design_note_vmapped_mlp() {
         .unwrap();
     check_tree("params", &v.params(), &l.mlp_params, 0);
     check("output", &out, &l.mlp_out, 0);
-}
-
-struct StatefulMlp;
-
-impl Module for StatefulMlp {
-    type Input = (Tensor, bool);
-    type Output = Tensor;
-    fn call(&self, s: &Scope<'_>, (x, train): (Tensor, bool)) -> Result<Tensor> {
-        let h = s.call_named("hidden", Dense::new(4), x)?;
-        let h = s.call(
-            BatchNorm::new()
-                .axis_name("batch")
-                .use_running_average(!train),
-            h,
-        )?;
-        s.call_named("out", Dense::new(1), h.relu())
-    }
-}
-
-struct LinenStatefulVmapMlp;
-
-impl Module for LinenStatefulVmapMlp {
-    type Input = (Tensor, bool);
-    type Output = Tensor;
-    fn call(&self, s: &Scope<'_>, (xs, train): (Tensor, bool)) -> Result<Tensor> {
-        let vmap_mlp = Vmap::new(StatefulMlp)
-            .in_axes((Some(0), ()))
-            .variable_axes("params", Some(0))
-            .variable_axes("batch_stats", Some(0))
-            .split_rngs("params", true);
-        s.call_named("mlp", vmap_mlp, (xs, train))
-    }
 }
 
 #[test]

@@ -30,6 +30,7 @@ pub use distributions::{
     bernoulli, bits, categorical, choice, exponential, gumbel, normal, permutation,
     permutation_along, randint, truncated_normal, uniform, uniform_range,
 };
+pub(crate) use error::element_count;
 pub use error::RandomError;
 pub use key::{
     clone, fold_in, key, key_data, key_with, split, split_n, wrap_key_data, Key, KeyArray, Seed,
