@@ -10,8 +10,9 @@
 //! * [`init`] — parameter initializers (`jax.nn.initializers`).
 //! * [`tensor`] — `f32` tensors with reverse-mode autodiff over trees.
 //! * [`core`] — the functional core (`flax.core`): scopes, variables, RNG
-//!   streams, filters, and the `make_rng` hash.
-//! * [`nn`] — the module API (`flax.linen`): `Module`, `Dense`, `Dropout`.
+//!   streams, filters, the `make_rng` hash, and lifted transforms.
+//! * [`nn`] — the module API (`flax.linen`): `Module`, `Dense`, `Dropout`,
+//!   `BatchNorm`, `LayerNorm`, `Vmap`, `Scan`.
 //! * [`optim`] — optimizers over variable trees.
 //! * [`array_format`] — NumPy-style printing, so examples print as the
 //!   documents do.

@@ -1,5 +1,6 @@
-//! The module API, as `flax.linen`: the [`Module`] trait, layers and
-//! activations, on top of the functional core ([`crate::core`]).
+//! The module API, as `flax.linen`: the [`Module`] trait, layers,
+//! activations, and the lifted transforms [`Vmap`] and [`Scan`], on top of
+//! the functional core ([`crate::core`]).
 
 mod activation;
 mod dense;
