@@ -65,7 +65,10 @@ impl Module for LinenStatefulVmapMlp {
     type Input = (Tensor, bool);
     type Output = Tensor;
     fn call(&self, s: &Scope<'_>, (xs, train): (Tensor, bool)) -> Result<Tensor> {
+        // `axis_name` binds the axis BatchNorm averages over; the note's
+        // cell leaves it out, which only works for `init`.
         let vmap_mlp = Vmap::new(StatefulMlp)
+            .axis_name("batch")
             .variable_axes("params", Some(0))
             .variable_axes("batch_stats", Some(0))
             .split_rngs("params", true)

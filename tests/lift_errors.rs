@@ -180,3 +180,34 @@ fn carried_collection_counts_steps() {
     // Four steps, plus Flax's constancy-check pass, which does not commit.
     assert_eq!(updated.tensor("counter/n").unwrap().to_vec(), [4.0]);
 }
+
+struct Centered;
+
+impl Module for Centered {
+    type Input = Tensor;
+    type Output = (Tensor, Tensor);
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<(Tensor, Tensor)> {
+        Ok((s.pmean("i", &x)?, s.psum("i", &x)?))
+    }
+}
+
+#[test]
+fn collectives_over_a_named_axis() {
+    let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 5.0, 7.0, 9.0], &[3, 2]).unwrap();
+    let (mean, sum) = Vmap::new(Centered)
+        .axis_name("i")
+        .init((), x.clone())
+        .map(|_| ())
+        .and_then(|_| {
+            Vmap::new(Centered)
+                .axis_name("i")
+                .apply(&Default::default(), x.clone(), ())
+        })
+        .unwrap();
+    // Every item sees the mean (and sum) over the 3 items.
+    assert_eq!(mean.to_vec(), [11.0 / 3.0, 16.0 / 3.0].repeat(3));
+    assert_eq!(sum.to_vec(), [11.0, 16.0].repeat(3));
+    // Without the axis name bound, the collective is an error naming it.
+    let e = Vmap::new(Centered).init((), x).unwrap_err();
+    assert!(lift_message(e).contains("unbound axis name \"i\""));
+}

@@ -28,6 +28,8 @@ pub(crate) struct State {
     /// Inside lifted transforms: the variable groups of each enclosing
     /// transform; a collection is usable only if every level lifted it.
     pub(crate) lifted: Vec<Vec<Filter>>,
+    /// Named mapped axes of enclosing `vmap`s, innermost last.
+    pub(crate) axes: Vec<super::lift::AxisContext>,
 }
 
 impl State {
@@ -44,6 +46,7 @@ impl State {
             counters: HashMap::new(),
             initializing,
             lifted: Vec::new(),
+            axes: Vec::new(),
         }
     }
 

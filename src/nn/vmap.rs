@@ -86,6 +86,15 @@ where
         self
     }
 
+    /// Names the mapped axis (Flax's `axis_name`), so that collectives
+    /// inside — [`Scope::pmean`], [`Scope::psum`],
+    /// [`BatchNorm::axis_name`](super::BatchNorm::axis_name) — reduce over
+    /// the items.
+    pub fn axis_name(mut self, name: &str) -> Self {
+        self.config.axis_name = Some(name.to_string());
+        self
+    }
+
     /// The number of items, for when no input is mapped.
     pub fn axis_size(mut self, n: usize) -> Self {
         self.axis_size = Some(n);

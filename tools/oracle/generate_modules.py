@@ -269,6 +269,17 @@ def lifted_vmap():
 
     xs2 = jnp.ones((3, 5, 4))  # 3 models, a batch of 5 each
     stateful = LinenStatefulVmapMLP().init(jax.random.key(0), xs2, True)
+    # Training: BatchNorm averages its statistics over the 3 mapped items.
+    xs2r = jnp.asarray(np.random.RandomState(12).randn(3, 5, 4).astype(np.float32))
+    st_out, st_upd = LinenStatefulVmapMLP().apply(stateful, xs2r, True, mutable=["batch_stats"])
+
+    def st_loss(params):
+        out, _ = LinenStatefulVmapMLP().apply(
+            {"params": params, "batch_stats": stateful["batch_stats"]}, xs2r, True,
+            mutable=["batch_stats"])
+        return jnp.mean(out ** 2)
+
+    st_l, st_g = jax.value_and_grad(st_loss)(stateful["params"])
 
     class Block(nn.Module):
         @nn.compact
@@ -307,6 +318,9 @@ def lifted_vmap():
     return dict(
         mlp_out=f32_bits(mlp_out), mlp_params=tree_bits(mlp_vars["params"]),
         stateful={c: tree_bits(t) for c, t in stateful.items()},
+        stateful_x=f32_bits(xs2r), stateful_out=f32_bits(st_out),
+        stateful_stats=tree_bits(st_upd["batch_stats"]),
+        stateful_loss=f32_bits(st_l), stateful_grads=tree_bits(st_g),
         outer_x=f32_bits(x), outer_init=f32_bits(outer_out),
         outer_vars=tree_bits(outer_vars["params"]), outer_apply=f32_bits(outer_apply),
         ens_x=f32_bits(xe), ens_y=f32_bits(ye), ens_params=tree_bits(ev["params"]),

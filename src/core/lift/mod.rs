@@ -7,12 +7,14 @@
 //! [`Scope::map_variables`](crate::core::Scope::map_variables).
 
 mod axes;
+mod collective;
 mod map_variables;
 mod pack;
 mod scan;
 mod vmap;
 
 pub use axes::{MapIn, StackOut};
+pub(crate) use collective::AxisContext;
 pub use map_variables::TreeFn;
 pub use scan::ScanConfig;
 pub use vmap::VmapConfig;

@@ -46,6 +46,7 @@ pub(crate) struct Packed {
     mutable: Filter,
     initializing: bool,
     lifted: Vec<Vec<Filter>>,
+    axes: Vec<super::AxisContext>,
     /// `make_rng` counters when the transform started.
     pub(crate) counters: HashMap<(Vec<String>, String), u64>,
     modes: Vec<(Filter, VarMode)>,
@@ -91,6 +92,7 @@ impl Packed {
             mutable: outer.mutable.clone(),
             initializing: outer.initializing,
             lifted,
+            axes: outer.axes.clone(),
             counters: outer.counters.clone(),
             modes,
         }
@@ -173,6 +175,7 @@ impl Packed {
         let mut state = State::new(variables, rngs, self.mutable.clone(), self.initializing);
         state.counters = counters;
         state.lifted = self.lifted.clone();
+        state.axes = self.axes.clone();
         Ok(state)
     }
 

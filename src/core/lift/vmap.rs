@@ -3,6 +3,10 @@
 //! split streams have their own keys; the items' variables are stacked back.
 
 use std::cell::RefCell;
+use std::rc::Rc;
+
+use super::collective::{is_pending, Collectives};
+use super::AxisContext;
 
 use super::pack::{Packed, VarMode};
 use crate::core::error::Result;
@@ -21,6 +25,9 @@ pub struct VmapConfig {
     /// `split(seed, axis_size)[i]`) or all share the stream (`false`).
     /// Streams that match no group are not available inside.
     pub split_rngs: Vec<(Filter, bool)>,
+    /// A name for the mapped axis, so that collectives (`Scope::pmean`,
+    /// `Scope::psum`, `BatchNorm::axis_name`) can reduce over the items.
+    pub axis_name: Option<String>,
 }
 
 impl<'s> Scope<'s> {
@@ -43,14 +50,42 @@ impl<'s> Scope<'s> {
             .collect();
         let packed = Packed::new(self, "vmap", modes, &config.split_rngs);
         let rngs = packed.item_rngs(n);
-        let mut outputs = Vec::with_capacity(n);
-        let mut finished = Vec::with_capacity(n);
-        for (i, r) in rngs.into_iter().enumerate() {
-            let state = packed.item_state(n, i, r, &[], packed.counters.clone())?;
-            let cell = RefCell::new(state);
-            outputs.push(body(&Scope::at(&cell, self.path().to_vec()), i)?);
-            finished.push(cell.into_inner());
-        }
+        let shared = config.axis_name.as_ref().map(|name| {
+            Rc::new(RefCell::new(Collectives {
+                axis_name: name.clone(),
+                items: n,
+                resolved: Vec::new(),
+                pending: vec![None; n],
+            }))
+        });
+        // Without an axis name one round runs every item to the end; with
+        // one, rounds repeat until no item stops at a pending collective.
+        let (outputs, finished) = loop {
+            let mut outputs = Vec::with_capacity(n);
+            let mut finished = Vec::with_capacity(n);
+            let mut stopped = false;
+            for (i, r) in rngs.iter().enumerate() {
+                let mut state = packed.item_state(n, i, r.clone(), &[], packed.counters.clone())?;
+                if let Some(shared) = &shared {
+                    state.axes.push(AxisContext {
+                        shared: Rc::clone(shared),
+                        item: i,
+                        calls: Rc::new(RefCell::new(0)),
+                    });
+                }
+                let cell = RefCell::new(state);
+                match body(&Scope::at(&cell, self.path().to_vec()), i) {
+                    Ok(out) => outputs.push(out),
+                    Err(e) if shared.is_some() && is_pending(&e) => stopped = true,
+                    Err(e) => return Err(e),
+                }
+                finished.push(cell.into_inner());
+            }
+            match (&shared, stopped) {
+                (Some(shared), true) => shared.borrow_mut().resolve(&self.path_text())?,
+                _ => break (outputs, finished),
+            }
+        };
         let collections = packed.repack(&finished)?;
         let counters = finished
             .first()

@@ -1,0 +1,132 @@
+//! Collectives over a named mapped axis (`jax.lax.pmean` / `psum` inside
+//! `vmap(axis_name=...)`).
+//!
+//! flaxen's `vmap` runs its items one after another, so an item that asks
+//! for the mean over all items cannot get it at once. The items are run in
+//! rounds instead: in a round, each item runs until its next unresolved
+//! collective, deposits its operand and stops; the driver then reduces the
+//! operands (in item order) and starts the next round, in which that
+//! collective returns the result. Runs are deterministic, so a rerun
+//! computes the same values — and, under `grad`, the reduced value is built
+//! from the recorded operands, so gradients flow into every item.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::core::error::{Error, Result};
+use crate::core::scope::Scope;
+use crate::tensor::Tensor;
+
+/// Which reduction a collective performs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reduce {
+    Mean,
+    Sum,
+}
+
+/// The rounds of one `vmap` with an axis name.
+#[derive(Debug)]
+pub(crate) struct Collectives {
+    pub(crate) axis_name: String,
+    pub(crate) items: usize,
+    /// Results of the collectives resolved so far, in call order.
+    pub(crate) resolved: Vec<Tensor>,
+    /// Operands deposited in this round, per item, with the reduction.
+    pub(crate) pending: Vec<Option<(Reduce, Tensor)>>,
+}
+
+/// An item's handle: the shared rounds, the item's index, and how many
+/// collectives this run has passed.
+#[derive(Clone, Debug)]
+pub(crate) struct AxisContext {
+    pub(crate) shared: Rc<RefCell<Collectives>>,
+    pub(crate) item: usize,
+    pub(crate) calls: Rc<RefCell<usize>>,
+}
+
+/// The signal an item returns when it stops at an unresolved collective.
+pub(crate) const PENDING: &str = "collective pending";
+
+impl Collectives {
+    /// Reduces this round's operands into the next resolved result; every
+    /// item must have stopped at the same collective with the same shape.
+    pub(crate) fn resolve(&mut self, path: &str) -> Result<()> {
+        let mut parts = Vec::with_capacity(self.items);
+        let mut op = None;
+        for (i, p) in self.pending.iter_mut().enumerate() {
+            let Some((reduce, x)) = p.take() else {
+                return Err(Error::Lift {
+                    path: path.to_string(),
+                    transform: "vmap",
+                    message: format!(
+                        "item {i} did not reach collective #{} over axis \"{}\" that the other \
+                         items reached",
+                        self.resolved.len(),
+                        self.axis_name
+                    ),
+                });
+            };
+            op = Some(reduce);
+            parts.push(x);
+        }
+        let stacked = Tensor::stack(&parts, 0)?;
+        let reduced = match op {
+            Some(Reduce::Mean) => stacked.mean(&[0], false)?,
+            _ => stacked.sum(&[0], false)?,
+        };
+        self.resolved.push(reduced);
+        Ok(())
+    }
+}
+
+impl Scope<'_> {
+    /// The mean of `x` over the items of the enclosing `Vmap` whose axis is
+    /// named `axis_name` (`jax.lax.pmean`).
+    pub fn pmean(&self, axis_name: &str, x: &Tensor) -> Result<Tensor> {
+        self.collective(axis_name, x, Reduce::Mean)
+    }
+
+    /// The sum of `x` over the items of the enclosing `Vmap` whose axis is
+    /// named `axis_name` (`jax.lax.psum`).
+    pub fn psum(&self, axis_name: &str, x: &Tensor) -> Result<Tensor> {
+        self.collective(axis_name, x, Reduce::Sum)
+    }
+
+    fn collective(&self, axis_name: &str, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
+        let ctx = self
+            .state()
+            .borrow()
+            .axes
+            .iter()
+            .rev()
+            .find(|c| c.shared.borrow().axis_name == axis_name)
+            .cloned();
+        let Some(ctx) = ctx else {
+            return Err(Error::Lift {
+                path: self.path_text(),
+                transform: "vmap",
+                message: format!("unbound axis name \"{axis_name}\": no enclosing Vmap has it"),
+            });
+        };
+        let k = {
+            let mut calls = ctx.calls.borrow_mut();
+            *calls += 1;
+            *calls - 1
+        };
+        let mut shared = ctx.shared.borrow_mut();
+        if let Some(done) = shared.resolved.get(k) {
+            return Ok(done.clone());
+        }
+        shared.pending[ctx.item] = Some((reduce, x.clone()));
+        Err(Error::Lift {
+            path: self.path_text(),
+            transform: "vmap",
+            message: PENDING.to_string(),
+        })
+    }
+}
+
+/// Whether `e` is the signal of an item stopped at a collective.
+pub(crate) fn is_pending(e: &Error) -> bool {
+    matches!(e, Error::Lift { message, .. } if message == PENDING)
+}
