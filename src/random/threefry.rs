@@ -273,6 +273,16 @@ mod tests {
                 fill_portable::<LANES>(key, counters, (k * 37) as u64, piece);
             }
             assert_eq!(whole, pieces);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // The AVX2 path, which `fill` skips on an AVX-512 machine.
+                let mut avx2 = vec![0; n];
+                for (k, piece) in avx2.chunks_mut(100).enumerate() {
+                    // SAFETY: AVX2 is available, checked just above.
+                    unsafe { fill_avx2(key, counters, (k * 100) as u64, piece) };
+                }
+                assert_eq!(whole, avx2);
+            }
         }
     }
 }
