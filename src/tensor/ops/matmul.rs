@@ -78,7 +78,7 @@ fn small_matmul_body(
             let mut acc = x[xrow] * y[ycol];
             if plain == Some(j) {
                 for p in 1..k {
-                    acc = acc + x[xrow + p * sa.1] * y[p * sb.0 + ycol];
+                    acc += x[xrow + p * sa.1] * y[p * sb.0 + ycol];
                 }
             } else {
                 for p in 1..k {
