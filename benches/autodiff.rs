@@ -83,7 +83,7 @@ const STEPS: [(&str, &[usize], usize); 2] = [
 fn train_steps(c: &mut Criterion) {
     let mut group = c.benchmark_group("train_step");
     for (name, sizes, batch) in STEPS {
-        let params = mlp_params(&sizes);
+        let params = mlp_params(sizes);
         let x = filled(&[batch, sizes[0]], 1.0, 100);
         let y = filled(&[batch, *sizes.last().unwrap()], 1.0, 101);
         let paths = layer_paths(sizes.len() - 1);
@@ -174,7 +174,7 @@ fn fmt(t: f64) -> String {
 /// batch), for a side-by-side table on a shared machine.
 fn batch_report() {
     for (name, sizes, batch) in STEPS {
-        let params = mlp_params(&sizes);
+        let params = mlp_params(sizes);
         let x = filled(&[batch, sizes[0]], 1.0, 100);
         let y = filled(&[batch, *sizes.last().unwrap()], 1.0, 101);
         let paths = layer_paths(sizes.len() - 1);
