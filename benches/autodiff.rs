@@ -6,8 +6,14 @@
 //! cargo bench --bench autodiff
 //! .venv-oracle/bin/python tools/bench/jax_train_step.py
 //! ```
+//!
+//! `AUTODIFF_BATCHES=1 cargo bench --bench autodiff` times the training
+//! steps the way the JAX script does (median and best of ~10 ms batches)
+//! instead of running criterion.
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use std::time::Instant;
+
+use criterion::{black_box, criterion_group, Criterion};
 use flaxen::tensor::{jit_value_and_grad_with, value_and_grad, Tensor, Tree};
 use ndarray::{Array2, ArrayD, IxDyn};
 
@@ -68,13 +74,16 @@ fn mse(
     Ok(h.sub(y)?.square().mean_all())
 }
 
+/// The two steps: name, layer sizes, batch size.
+const STEPS: [(&str, &[usize], usize); 2] = [
+    ("mlp_784_512_512_10_b128", &[784, 512, 512, 10], 128),
+    ("mlp_2_3_2_b8", &[2, 3, 2], 8),
+];
+
 fn train_steps(c: &mut Criterion) {
     let mut group = c.benchmark_group("train_step");
-    for (name, sizes, batch) in [
-        ("mlp_784_512_512_10_b128", vec![784, 512, 512, 10], 128),
-        ("mlp_2_3_2_b8", vec![2, 3, 2], 8),
-    ] {
-        let params = mlp_params(&sizes);
+    for (name, sizes, batch) in STEPS {
+        let params = mlp_params(sizes);
         let x = filled(&[batch, sizes[0]], 1.0, 100);
         let y = filled(&[batch, *sizes.last().unwrap()], 1.0, 101);
         let paths = layer_paths(sizes.len() - 1);
@@ -130,5 +139,77 @@ fn gemm_vs_matrixmultiply(c: &mut Criterion) {
     group.finish();
 }
 
+/// Per-call times of `f` in batches of about 10 ms for at least 3 s, as
+/// tools/bench/jax_train_step.py times JAX: (median, best) in seconds.
+fn batch_times(mut f: impl FnMut()) -> (f64, f64) {
+    f();
+    let start = Instant::now();
+    let mut calls = 0u32;
+    while start.elapsed().as_secs_f64() < 0.01 {
+        f();
+        calls += 1;
+    }
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while start.elapsed().as_secs_f64() < 3.0 || times.len() < 20 {
+        let t = Instant::now();
+        for _ in 0..calls {
+            f();
+        }
+        times.push(t.elapsed().as_secs_f64() / f64::from(calls));
+    }
+    times.sort_by(f64::total_cmp);
+    (times[times.len() / 2], times[0])
+}
+
+fn fmt(t: f64) -> String {
+    if t < 1e-3 {
+        format!("{:.2} µs", t * 1e6)
+    } else {
+        format!("{:.3} ms", t * 1e3)
+    }
+}
+
+/// The training steps timed exactly like the JAX script (median and best
+/// batch), for a side-by-side table on a shared machine.
+fn batch_report() {
+    for (name, sizes, batch) in STEPS {
+        let params = mlp_params(sizes);
+        let x = filled(&[batch, sizes[0]], 1.0, 100);
+        let y = filled(&[batch, *sizes.last().unwrap()], 1.0, 101);
+        let paths = layer_paths(sizes.len() - 1);
+        let (median, best) = batch_times(|| {
+            black_box(value_and_grad(|p| mse(p, &x, &y, &paths), black_box(&params)).unwrap());
+        });
+        println!(
+            "train_step/{name}: median {}, best {}",
+            fmt(median),
+            fmt(best)
+        );
+        let batch = Tree::new().with("x", x.clone()).with("y", y.clone());
+        let mut step = jit_value_and_grad_with(|p: &Tree, b: &Tree| {
+            mse(p, b.tensor("x")?, b.tensor("y")?, &paths)
+        });
+        let (median, best) = batch_times(|| {
+            black_box(step.call_with(black_box(&params), &batch).unwrap());
+        });
+        println!(
+            "train_step/{name}_jit: median {}, best {}",
+            fmt(median),
+            fmt(best)
+        );
+    }
+}
+
 criterion_group!(benches, train_steps, gemm_vs_matrixmultiply);
-criterion_main!(benches);
+
+fn main() {
+    // `AUTODIFF_BATCHES=1 cargo bench --bench autodiff`: the JAX script's
+    // timing method instead of criterion's.
+    if std::env::var_os("AUTODIFF_BATCHES").is_some() {
+        batch_report();
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

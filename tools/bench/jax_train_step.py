@@ -5,8 +5,11 @@ as `cargo bench --bench autodiff`:
     .venv-oracle/bin/python tools/bench/jax_train_step.py
 
 Each step is `jax.jit(jax.value_and_grad(mse))(params, x, y)` for a ReLU MLP
-with an MSE loss, results blocked on; the figure is the median of many
-timed calls after compilation. Pinned like the oracle: jax==0.10.2,
+with an MSE loss, results blocked on. Calls are timed in batches of about
+10 ms after compilation (like criterion's samples); the script prints the
+median and the best batch's time per call. On a shared machine the best is
+the steadier figure; `tools/bench/criterion_best.py` prints the same two
+figures for the Rust side. Pinned like the oracle: jax==0.10.2,
 jaxlib==0.10.2, flax==0.12.8.
 """
 
@@ -44,15 +47,27 @@ def mse(params, x, y):
     return jnp.mean((h - y) ** 2)
 
 
-def median_time(f, min_seconds=3.0):
+def batch_times(f, min_seconds=3.0, batch_seconds=0.01):
+    """Per-call times, each the mean of a batch of calls lasting about
+    `batch_seconds` (like a criterion sample), for at least `min_seconds`."""
     jax.block_until_ready(f())  # compile and warm up
+    t = time.perf_counter()
+    calls = 0
+    while time.perf_counter() - t < batch_seconds:
+        jax.block_until_ready(f())
+        calls += 1
     times = []
     start = time.perf_counter()
     while time.perf_counter() - start < min_seconds or len(times) < 20:
         t = time.perf_counter()
-        jax.block_until_ready(f())
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+        for _ in range(calls):
+            jax.block_until_ready(f())
+        times.append((time.perf_counter() - t) / calls)
+    return times
+
+
+def fmt(t):
+    return f"{t * 1e6:.2f} µs" if t < 1e-3 else f"{t * 1e3:.3f} ms"
 
 
 def main():
@@ -63,11 +78,8 @@ def main():
         params = mlp_params(sizes, rng)
         x = jnp.asarray(rng.uniform(-1, 1, (batch, sizes[0])), jnp.float32)
         y = jnp.asarray(rng.uniform(-1, 1, (batch, sizes[-1])), jnp.float32)
-        t = median_time(lambda: step(params, x, y))
-        if t < 1e-3:
-            print(f"train_step/{name}: {t * 1e6:.2f} µs")
-        else:
-            print(f"train_step/{name}: {t * 1e3:.3f} ms")
+        times = batch_times(lambda: step(params, x, y))
+        print(f"train_step/{name}: median {fmt(float(np.median(times)))}, best {fmt(min(times))}")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ fn dot_step(p: usize, j: usize, plain: Option<usize>, x: f32, y: f32, acc: f32) 
 }
 
 /// `out = a @ b` for `a: [m, k]` stored in `x` with (row, column) strides
-/// `sa`, `b: [k, n]` in `y` with strides `sb`, and row-major `out` (`k > 0`).
+/// `sa`, `b: [k, n]` in `y` with strides `sb`, and row-major `out`, each
+/// output summed as [`dot_step`] says.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn small_matmul_body(
@@ -63,21 +64,28 @@ fn small_matmul_body(
     n: usize,
     o: &mut [f32],
 ) {
+    if k == 0 {
+        o.fill(0.0);
+        return;
+    }
     let plain = plain_column(m, k, n);
+    // One output at a time, its sum in a register: the chains of different
+    // outputs are independent, so the CPU overlaps them.
     for i in 0..m {
-        let orow = &mut o[i * n..(i + 1) * n];
-        for p in 0..k {
-            let xv = x[i * sa.0 + p * sa.1];
-            let base = p * sb.0;
-            if sb.1 == 1 {
-                for (j, (o, &y)) in orow.iter_mut().zip(&y[base..base + n]).enumerate() {
-                    *o = dot_step(p, j, plain, xv, y, *o);
+        let xrow = i * sa.0;
+        for (j, out) in o[i * n..(i + 1) * n].iter_mut().enumerate() {
+            let ycol = j * sb.1;
+            let mut acc = x[xrow] * y[ycol];
+            if plain == Some(j) {
+                for p in 1..k {
+                    acc += x[xrow + p * sa.1] * y[p * sb.0 + ycol];
                 }
             } else {
-                for (j, o) in orow.iter_mut().enumerate() {
-                    *o = dot_step(p, j, plain, xv, y[base + j * sb.1], *o);
+                for p in 1..k {
+                    acc = x[xrow + p * sa.1].mul_add(y[p * sb.0 + ycol], acc);
                 }
             }
+            *out = acc;
         }
     }
 }

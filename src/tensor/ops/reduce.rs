@@ -73,8 +73,8 @@ impl Tensor {
         self.sum_divided("sum", Some(axes), keepdims, None)
     }
 
-    /// The sum over `axes` (`None`: all of them), divided by `divisor` when
-    /// given (the mean).
+    /// The sum over `axes` (`None`: all of them), times the reciprocal of
+    /// `divisor` when given (the mean).
     fn sum_divided(
         &self,
         op: &'static str,
@@ -152,7 +152,8 @@ impl Tensor {
             .expect("all axes are valid")
     }
 
-    /// The mean over `axes` (`jnp.mean`: the sum divided by the count).
+    /// The mean over `axes` (`jnp.mean`: the sum times the `f32` reciprocal of
+    /// the count, which is what XLA computes for it).
     pub fn mean(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         let ax = normalize_axes("mean", axes, self.ndim())?;
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
