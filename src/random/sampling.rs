@@ -71,9 +71,6 @@ fn output<T: Copy + Default>(n: usize) -> Vec<T> {
     out
 }
 
-/// Transparent huge pages: the span of a 2 MiB page.
-const HUGE_PAGE: usize = 2 << 20;
-
 /// Asks Linux to back the whole 2 MiB pages inside `buf` with huge pages
 /// (`madvise(MADV_HUGEPAGE)`). Only a hint: contents are unchanged, and
 /// where it is refused (or elsewhere than on Linux) nothing happens.
@@ -87,6 +84,8 @@ fn advise_huge_pages<T>(buf: &mut [T]) {
         /// `MADV_HUGEPAGE` of Linux's `asm-generic/mman-common.h`, the same
         /// on every architecture.
         const MADV_HUGEPAGE: c_int = 14;
+        /// The span of a transparent huge page.
+        const HUGE_PAGE: usize = 2 << 20;
 
         let start = buf.as_mut_ptr() as usize;
         let end = start + std::mem::size_of_val(buf);
