@@ -346,7 +346,7 @@ impl Module for Cell {
     type Input = (Tensor, Tensor);
     type Output = (Tensor, Tensor);
     fn call(&self, s: &Scope<'_>, (c, x): (Tensor, Tensor)) -> Result<(Tensor, Tensor)> {
-        let h = s.call(Dense::new(2), c)?.add(&x)?.relu();
+        let h = s.call(Dense::new(2), c)?.add(&x)?.tanh();
         let y = h.mul(&Tensor::scalar(2.0))?;
         Ok((h, y))
     }

@@ -24,7 +24,7 @@ mod key;
 mod rng_core;
 mod sampling;
 mod threefry;
-mod xla_math;
+pub(crate) mod xla_math;
 
 pub use distributions::{
     bernoulli, bits, categorical, choice, exponential, gumbel, normal, permutation,

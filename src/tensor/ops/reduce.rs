@@ -283,7 +283,7 @@ impl Tensor {
             Zip::from(&mut g)
                 .and(&od)
                 .and_broadcast(gs.broadcast(od.raw_dim()).unwrap())
-                .for_each(|g, &o, &s| *g -= o.exp() * s);
+                .for_each(|g, &o, &s| *g -= crate::random::xla_math::exp(o) * s);
             smallvec![Some(g)]
         }))
     }

@@ -2,6 +2,8 @@
 //! data, shared by eager operations and compiled steps so that both compute
 //! the same bits. Every sum is sequential, left to right.
 
+use crate::random::xla_math;
+
 /// NaN-propagating max, as XLA's reduce_max.
 pub(crate) fn nan_max(acc: f32, x: f32) -> f32 {
     if acc.is_nan() || x.is_nan() {
@@ -30,7 +32,7 @@ pub(crate) fn softmax_rows(x: &[f32], n: usize, out: &mut [f32]) {
     for (orow, row) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
         let m = row.iter().fold(f32::NEG_INFINITY, |a, &v| nan_max(a, v));
         for (o, &v) in orow.iter_mut().zip(row) {
-            *o = (v - m).exp();
+            *o = xla_math::exp(v - m);
         }
         let s = orow.iter().sum::<f32>();
         orow.iter_mut().for_each(|o| *o /= s);
@@ -60,7 +62,7 @@ pub(crate) fn log_softmax_rows(x: &[f32], n: usize, out: &mut [f32]) {
         for (o, &v) in orow.iter_mut().zip(row) {
             *o = v - m;
         }
-        let lse = orow.iter().map(|&s| s.exp()).sum::<f32>().ln();
+        let lse = xla_math::log(orow.iter().map(|&s| xla_math::exp(s)).sum::<f32>());
         orow.iter_mut().for_each(|o| *o -= lse);
     }
 }
@@ -73,7 +75,7 @@ pub(crate) fn log_softmax_rows_backward(g: &mut [f32], y: &[f32], n: usize) {
     for (grow, yrow) in g.chunks_exact_mut(n).zip(y.chunks_exact(n)) {
         let s = grow.iter().sum::<f32>();
         for (g, &y) in grow.iter_mut().zip(yrow) {
-            *g -= y.exp() * s;
+            *g -= xla_math::exp(y) * s;
         }
     }
 }

@@ -3,6 +3,7 @@
 use ndarray::{ArcArray, ArrayD, IxDyn, Zip};
 use smallvec::smallvec;
 
+use crate::random::xla_math;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::tape::OpKind;
 use crate::tensor::Tensor;
@@ -32,7 +33,7 @@ fn sqrt_2_over_pi() -> f32 {
 
 /// `tanh(sqrt(2/pi) * (x + 0.044715 x^3))`, the inner part of tanh-GELU.
 fn gelu_tanh(x: f32) -> f32 {
-    (sqrt_2_over_pi() * (x + 0.044715 * (x * x * x))).tanh()
+    xla_math::tanh(sqrt_2_over_pi() * (x + 0.044715 * (x * x * x)))
 }
 
 /// JAX's derivative factor at a bound: 1 on the kept side, 1/2 on it.
@@ -51,10 +52,11 @@ impl UnaryFn {
     #[inline]
     pub(crate) fn f(self, x: f32) -> f32 {
         match self {
-            UnaryFn::Exp => x.exp(),
-            UnaryFn::Log => x.ln(),
-            UnaryFn::Tanh => x.tanh(),
-            UnaryFn::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            // XLA's own f32 formulas, so that values match JAX bit for bit.
+            UnaryFn::Exp => xla_math::exp(x),
+            UnaryFn::Log => xla_math::log(x),
+            UnaryFn::Tanh => xla_math::tanh(x),
+            UnaryFn::Sigmoid => xla_math::logistic(x),
             UnaryFn::Relu => {
                 if x > 0.0 || x.is_nan() {
                     x
