@@ -453,6 +453,8 @@ pub(crate) fn logistic(x: f32) -> f32 {
 /// `x` itself when `x·0.5` is zero (subnormal `x` too, unflushed).
 /// NaN → the input NaN quieted.
 #[inline(always)]
+// Not used by the crate yet (the tensor ops call the scalar forms).
+#[allow(dead_code)]
 pub(crate) fn expm1(x: f32) -> f32 {
     let (s, scale) = exp_core(flush(x));
     let e = s * scale;
@@ -663,6 +665,8 @@ fn erf_inv_lanes(x: &mut [f32; LANES]) {
 
 /// [`tanh`] of every element, in place.
 #[inline(always)]
+// Not used by the crate yet (the tensor ops call the scalar forms).
+#[allow(dead_code)]
 pub(crate) fn tanh_slice(xs: &mut [f32]) {
     for x in xs {
         *x = tanh(*x);
@@ -671,6 +675,8 @@ pub(crate) fn tanh_slice(xs: &mut [f32]) {
 
 /// [`exp`] of every element, in place.
 #[inline(always)]
+// Not used by the crate yet (the tensor ops call the scalar forms).
+#[allow(dead_code)]
 pub(crate) fn exp_slice(xs: &mut [f32]) {
     for x in xs {
         *x = exp(*x);
@@ -679,6 +685,8 @@ pub(crate) fn exp_slice(xs: &mut [f32]) {
 
 /// [`logistic`] of every element, in place.
 #[inline(always)]
+// Not used by the crate yet (the tensor ops call the scalar forms).
+#[allow(dead_code)]
 pub(crate) fn logistic_slice(xs: &mut [f32]) {
     for x in xs {
         *x = logistic(*x);
@@ -687,6 +695,8 @@ pub(crate) fn logistic_slice(xs: &mut [f32]) {
 
 /// [`expm1`] of every element, in place.
 #[inline(always)]
+// Not used by the crate yet (the tensor ops call the scalar forms).
+#[allow(dead_code)]
 pub(crate) fn expm1_slice(xs: &mut [f32]) {
     for x in xs {
         *x = expm1(*x);
