@@ -71,6 +71,13 @@ impl Collectives {
         }
         let stacked = Tensor::stack(&parts, 0)?;
         let reduced = match op {
+            // `pmean` is a sum divided by the axis size. Run eagerly, XLA
+            // multiplies by the f32 reciprocal of the constant; under
+            // `jax.grad` the size reaches the kernel as an argument and the
+            // division is a true one (as for Dropout's `x / keep_prob`).
+            Some(Reduce::Mean) if stacked.is_traced() => stacked
+                .sum(&[0], false)?
+                .div(&Tensor::scalar(self.items as f32))?,
             Some(Reduce::Mean) => stacked.mean(&[0], false)?,
             _ => stacked.sum(&[0], false)?,
         };

@@ -66,7 +66,7 @@ impl UnaryFn {
             }
             UnaryFn::Gelu => x * (0.5 * (1.0 + gelu_tanh(x))),
             UnaryFn::Sqrt => x.sqrt(),
-            UnaryFn::Rsqrt => 1.0 / x.sqrt(),
+            UnaryFn::Rsqrt => xla_math::rsqrt(x),
             UnaryFn::Square => x * x,
             UnaryFn::Abs => x.abs(),
             UnaryFn::Powf(p) => x.powf(p),
