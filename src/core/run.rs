@@ -2,6 +2,7 @@
 //! `flax.core.apply`): run a function of a root scope.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use super::error::Result;
 use super::filter::Filter;
@@ -26,7 +27,12 @@ pub fn init<T>(
     rngs: impl Into<Rngs>,
     f: impl FnOnce(&Scope<'_>) -> Result<T>,
 ) -> Result<(T, Variables)> {
-    let state = RefCell::new(State::new(Variables::new(), rngs.into(), Filter::All, true));
+    let state = RefCell::new(State::new(
+        Variables::new(),
+        rngs.into(),
+        Rc::new(Filter::All),
+        true,
+    ));
     let out = f(&Scope::root(&state)).map_err(|e| e.at("/"))?;
     Ok((out, state.into_inner().variables))
 }
@@ -45,7 +51,7 @@ pub fn apply<T>(
     let state = RefCell::new(State::new(
         variables.clone(),
         rngs.into(),
-        mutable.clone(),
+        Rc::new(mutable.clone()),
         false,
     ));
     let out = f(&Scope::root(&state)).map_err(|e| e.at("/"))?;

@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use ndarray::ArrayD;
 
@@ -19,7 +20,8 @@ use crate::tensor::{Tensor, Tree};
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) variables: Variables,
-    pub(crate) mutable: Filter,
+    /// Shared between the items of lifted transforms, which never change it.
+    pub(crate) mutable: Rc<Filter>,
     pub(crate) rngs: Rngs,
     /// `make_rng` counters, per scope path and stream; a child's counters
     /// outlive its calls, so calling the same child again continues them.
@@ -27,7 +29,7 @@ pub(crate) struct State {
     pub(crate) initializing: bool,
     /// Inside lifted transforms: the variable groups of each enclosing
     /// transform; a collection is usable only if every level lifted it.
-    pub(crate) lifted: Vec<Vec<Filter>>,
+    pub(crate) lifted: Rc<Vec<Vec<Filter>>>,
     /// Named mapped axes of enclosing `vmap`s, innermost last.
     pub(crate) axes: Vec<super::lift::AxisContext>,
 }
@@ -36,7 +38,7 @@ impl State {
     pub(crate) fn new(
         variables: Variables,
         rngs: Rngs,
-        mutable: Filter,
+        mutable: Rc<Filter>,
         initializing: bool,
     ) -> State {
         State {
@@ -45,7 +47,7 @@ impl State {
             rngs,
             counters: HashMap::new(),
             initializing,
-            lifted: Vec::new(),
+            lifted: Rc::default(),
             axes: Vec::new(),
         }
     }

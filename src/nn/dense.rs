@@ -77,6 +77,10 @@ impl Module for Dense {
         };
         let kernel = s.param("kernel", &self.kernel_init, &[in_features, self.features])?;
         // Contract the last axis of x with the first of the kernel.
+        if x.ndim() == 2 {
+            let y = x.matmul(&kernel)?;
+            return self.add_bias(s, y);
+        }
         let lead: Vec<usize> = x.shape()[..x.ndim() - 1].to_vec();
         let rows: usize = lead.iter().product();
         let y = x
@@ -85,6 +89,13 @@ impl Module for Dense {
         let mut out_shape: Vec<isize> = lead.iter().map(|&d| d as isize).collect();
         out_shape.push(self.features as isize);
         let y = y.reshape(&out_shape)?;
+        self.add_bias(s, y)
+    }
+}
+
+impl Dense {
+    /// `y + bias` when `use_bias`.
+    fn add_bias(&self, s: &Scope<'_>, y: Tensor) -> Result<Tensor> {
         if self.use_bias {
             let bias = s.param("bias", &self.bias_init, &[self.features])?;
             Ok(y.add(&bias)?)

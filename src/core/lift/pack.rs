@@ -13,6 +13,7 @@
 //!    `make_rng` counters of the lifted path.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use crate::core::error::{Error, Result};
 use crate::core::filter::Filter;
@@ -43,9 +44,9 @@ pub(crate) struct Packed {
     /// Lifted streams: name, split per item, seed key.
     streams: Vec<(String, bool, Key)>,
     separator: bool,
-    mutable: Filter,
+    mutable: Rc<Filter>,
     initializing: bool,
-    lifted: Vec<Vec<Filter>>,
+    lifted: Rc<Vec<Vec<Filter>>>,
     axes: Vec<super::AxisContext>,
     /// `make_rng` counters when the transform started.
     pub(crate) counters: HashMap<(Vec<String>, String), u64>,
@@ -80,8 +81,9 @@ impl Packed {
                     .map(|&(_, split)| (name.clone(), split, random::clone(key)))
             })
             .collect();
-        let mut lifted = outer.lifted.clone();
+        let mut lifted = (*outer.lifted).clone();
         lifted.push(modes.iter().map(|(f, _)| f.clone()).collect());
+        let lifted = Rc::new(lifted);
         Packed {
             transform,
             path_text: scope.path_text(),
@@ -89,7 +91,7 @@ impl Packed {
             collections,
             streams,
             separator: outer.rngs.separator_flag(),
-            mutable: outer.mutable.clone(),
+            mutable: Rc::clone(&outer.mutable),
             initializing: outer.initializing,
             lifted,
             axes: outer.axes.clone(),
@@ -154,8 +156,10 @@ impl Packed {
                 (VarMode::Broadcast, Some(sub)) => sub.clone(),
                 (VarMode::Axis(a), Some(sub)) => {
                     let mut leaves = Vec::with_capacity(sub.leaves().len());
-                    for (name, x) in sub.paths() {
+                    for (k, x) in sub.leaves().iter().enumerate() {
                         if *a >= x.ndim() || x.shape()[*a] != n {
+                            // Names are built only for the error (items are hot).
+                            let name = &sub.paths()[k].0;
                             return Err(self.error(format!(
                                 "variable \"{c}/{name}\" of shape {:?} cannot be mapped over \
                                  axis {a} with {n} items",
@@ -172,9 +176,9 @@ impl Packed {
         for (c, sub) in carry {
             variables.insert(c.clone(), self.place(c, sub.clone())?);
         }
-        let mut state = State::new(variables, rngs, self.mutable.clone(), self.initializing);
+        let mut state = State::new(variables, rngs, Rc::clone(&self.mutable), self.initializing);
         state.counters = counters;
-        state.lifted = self.lifted.clone();
+        state.lifted = Rc::clone(&self.lifted);
         state.axes = self.axes.clone();
         Ok(state)
     }

@@ -1,7 +1,7 @@
 //! Operations that move elements without computing: reshape, transpose,
 //! broadcast, slicing, stacking.
 
-use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Slice};
+use ndarray::{ArcArray, ArrayD, ArrayViewD, Axis, IxDyn, Slice};
 use smallvec::{smallvec, SmallVec};
 
 use crate::tensor::error::{Result, TensorError};
@@ -65,6 +65,10 @@ impl Tensor {
     /// ```
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
         let shape = resolve_shape(self.shape(), shape)?;
+        if shape == self.shape() {
+            // The same tensor (and, when traced, the same node).
+            return Ok(self.clone());
+        }
         let out = match self.data.clone().into_shape_with_order(IxDyn(&shape)) {
             Ok(v) => v,
             Err(_) => reshape_owned(self.data.to_owned(), &shape).into_shared(),
@@ -231,20 +235,15 @@ impl Tensor {
                 });
             }
         }
-        let views: Vec<ArrayViewD<'_, f32>> = tensors.iter().map(|t| t.data.view()).collect();
-        let out = ndarray::stack(Axis(a), &views).expect("shapes checked");
+        let out = stack_data(tensors, a);
         let inputs: Vec<&Tensor> = tensors.iter().collect();
-        Ok(Tensor::record(
-            out.into_shared(),
-            &inputs,
-            move |g, needs| {
-                needs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &n)| n.then(|| g.index_axis(Axis(a), i).to_owned()))
-                    .collect::<InputGrads>()
-            },
-        ))
+        Ok(Tensor::record(out, &inputs, move |g, needs| {
+            needs
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| n.then(|| g.index_axis(Axis(a), i).to_owned()))
+                .collect::<InputGrads>()
+        }))
     }
 
     /// Joins tensors along an existing axis (`jnp.concatenate`); all other
@@ -291,4 +290,31 @@ impl Tensor {
             },
         ))
     }
+}
+
+/// The stacked values of equally shaped `tensors` along new axis `a`: for
+/// row-major inputs, each input's block below the axis is copied in turn
+/// (vmap stacks every output this way); otherwise ndarray's `stack`.
+fn stack_data(tensors: &[Tensor], a: usize) -> ArcArray<f32, IxDyn> {
+    let shape = tensors[0].shape();
+    let mut out_shape = shape.to_vec();
+    out_shape.insert(a, tensors.len());
+    let slices: Option<Vec<&[f32]>> = tensors.iter().map(|t| t.data.as_slice()).collect();
+    let Some(slices) = slices else {
+        let views: Vec<ArrayViewD<'_, f32>> = tensors.iter().map(|t| t.data.view()).collect();
+        return ndarray::stack(Axis(a), &views)
+            .expect("shapes checked")
+            .into_shared();
+    };
+    let block: usize = shape[a..].iter().product();
+    let outer: usize = shape[..a].iter().product();
+    let mut data = Vec::with_capacity(block * outer * tensors.len());
+    for o in 0..outer {
+        for s in &slices {
+            data.extend_from_slice(&s[o * block..(o + 1) * block]);
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(&out_shape), data)
+        .expect("length matches the shape")
+        .into_shared()
 }
