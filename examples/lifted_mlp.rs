@@ -1,7 +1,9 @@
-//! The lifting design note's examples: an `MLP`, mapped over a batch with
-//! `Vmap` so that each item has its own parameters (`LinenVmapMLP`), and the
-//! same with a `BatchNorm` layer whose statistics are mapped too
-//! (`LinenStatefulVmapMLP`). Prints the parameter shapes as the note does.
+//! The lifting design note's examples: an `MLP`, mapped over a batch so
+//! that each item has its own parameters — first by hand, through the MLP's
+//! own `init`/`apply` (`ManualVmapMLP`), then with `Vmap`
+//! (`LinenVmapMLP`) — and the same with a `BatchNorm` layer whose
+//! statistics are mapped too (`LinenStatefulVmapMLP`). Prints the parameter
+//! shapes as the note does.
 //! (The note's printed tree for `LinenVmapMLP` has slips; this prints what
 //! Flax really gives — see `../shared/seeds/README.md`.)
 //!
@@ -9,7 +11,7 @@
 
 use flaxen::core::{Result, Scope, Variables};
 use flaxen::nn::{relu, BatchNorm, Dense, Module, Vmap};
-use flaxen::random;
+use flaxen::random::{self, Key};
 use flaxen::tensor::{Tensor, Tree};
 
 pub struct Mlp;
@@ -24,6 +26,37 @@ impl Module for Mlp {
         let h = s.call_named("hidden", Dense::new(4), xs)?;
         let h = relu(&h);
         s.call_named("out", Dense::new(1), h)
+    }
+}
+
+pub struct ManualVmapMlp;
+
+impl Module for ManualVmapMlp {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, xs: Tensor) -> Result<Tensor> {
+        // A stand-alone MLP, used only through its own init and apply
+        // (`MLP(parent=None)` in the note).
+        let mlp = Mlp;
+        let n = xs.shape()[0];
+        // jax.vmap(mlp.init)(random.split(rng, n), xs)['params']
+        let init_fn = |rng: Key| -> Result<Tree> {
+            let items = random::split(rng, n)
+                .into_iter()
+                .enumerate()
+                .map(|(i, key)| Ok(mlp.init(key, xs.index_axis(0, i)?)?.params()))
+                .collect::<Result<Vec<Tree>>>()?;
+            Ok(Tree::stack(&items, 0)?)
+        };
+        let mlp_params = s.param_tree("mlp", init_fn)?;
+        // jax.vmap(mlp.apply)({'params': mlp_params}, xs)
+        let ys = (0..n)
+            .map(|i| {
+                let params = Variables::new().with("params", mlp_params.index_axis(0, i)?);
+                mlp.apply(&params, xs.index_axis(0, i)?, ())
+            })
+            .collect::<Result<Vec<Tensor>>>()?;
+        Ok(Tensor::stack(&ys, 0)?)
     }
 }
 
@@ -109,7 +142,11 @@ fn print_collection(variables: &Variables, collection: &str) {
 
 pub fn main() -> Result<()> {
     let xs = Tensor::ones(&[3, 4]);
-    println!("# LinenVmapMLP: params");
+    println!("# ManualVmapMLP: params");
+    let variables = ManualVmapMlp.init(random::key(0), xs.clone())?;
+    print_collection(&variables, "params");
+
+    println!("\n# LinenVmapMLP: params");
     let variables = LinenVmapMlp.init(random::key(0), xs)?;
     print_collection(&variables, "params");
 

@@ -56,9 +56,18 @@ struct Lifted {
 }
 
 #[derive(Deserialize)]
+struct Manual {
+    params: Leaves,
+    init_out: Vec<u32>,
+    x: Vec<u32>,
+    apply_out: Vec<u32>,
+}
+
+#[derive(Deserialize)]
 struct Fixture {
     normalization: Norm,
     lifted_vmap: Lifted,
+    manual_vmap: Manual,
 }
 
 fn tensor(bits: &[u32], shape: &[usize]) -> Tensor {
@@ -117,7 +126,25 @@ fn check_tree(what: &str, got: &Tree, want: &Leaves, max_ulp: u64) {
 #[path = "../examples/lifted_mlp.rs"]
 mod lifted_mlp;
 
-use lifted_mlp::{LinenStatefulVmapMlp, LinenVmapMlp};
+use lifted_mlp::{LinenStatefulVmapMlp, LinenVmapMlp, ManualVmapMlp};
+
+#[test]
+fn design_note_manually_vmapped_mlp() {
+    let f: Fixture = load_fixture("modules.json");
+    let m = f.manual_vmap;
+    let (out, v) = ManualVmapMlp
+        .init_with_output(random::key(0), Tensor::ones(&[3, 4]))
+        .unwrap();
+    check_tree("params", &v.params(), &m.params, 0);
+    // jax.vmap returns its dicts with sorted keys.
+    assert_eq!(
+        v.params().subtree("mlp/hidden").unwrap().keys(),
+        ["bias", "kernel"]
+    );
+    check("init output", &out, &m.init_out, 0);
+    let out = ManualVmapMlp.apply(&v, tensor(&m.x, &[3, 4]), ()).unwrap();
+    check("apply output", &out, &m.apply_out, 0);
+}
 
 #[test]
 fn design_note_vmapped_mlp() {

@@ -4,7 +4,7 @@
 use flaxen::core::{Error, Result, Rngs, Scope};
 use flaxen::nn::{Dense, Module, Scan, Vmap};
 use flaxen::random;
-use flaxen::tensor::Tensor;
+use flaxen::tensor::{Tensor, Tree};
 
 fn lift_message(e: Error) -> String {
     assert!(matches!(e, Error::Lift { .. }), "not a lift error: {e:?}");
@@ -96,9 +96,26 @@ fn collections_and_streams_not_lifted() {
     // The 'params' stream not in split_rngs: no key inside.
     let e = Vmap::new(Dense::new(2))
         .variable_axes("params", Some(0))
-        .init(random::key(0), x)
+        .init(random::key(0), x.clone())
         .unwrap_err();
     assert!(matches!(e, Error::MissingRng { .. }), "{e:?}");
+    // The same for a tree-valued parameter.
+    let e = Vmap::new(TreeParam)
+        .split_rngs("params", true)
+        .init(random::key(0), x.clone())
+        .unwrap_err();
+    assert!(lift_message(e).contains("collection \"params\" is not lifted"));
+}
+
+struct TreeParam;
+
+impl Module for TreeParam {
+    type Input = Tensor;
+    type Output = ();
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<()> {
+        s.param_tree("tree", |_| Ok(Tree::new().with("x", x)))?;
+        Ok(())
+    }
 }
 
 struct Counter;

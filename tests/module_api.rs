@@ -258,3 +258,96 @@ fn dropout_edge_cases() {
         Error::Config { .. }
     ));
 }
+
+/// A module whose parameter is a whole tree (`ManualVmapMLP`'s pattern).
+struct Pair {
+    fail: bool,
+}
+
+impl Module for Pair {
+    type Input = ();
+    type Output = flaxen::tensor::Tree;
+    fn call(&self, s: &Scope<'_>, _: ()) -> Result<flaxen::tensor::Tree> {
+        let fail = self.fail;
+        s.call_named("inner", TreeParam { fail }, ())
+    }
+}
+
+struct TreeParam {
+    fail: bool,
+}
+
+impl Module for TreeParam {
+    type Input = ();
+    type Output = flaxen::tensor::Tree;
+    fn call(&self, s: &Scope<'_>, _: ()) -> Result<flaxen::tensor::Tree> {
+        let fail = self.fail;
+        s.param_tree("pair", |key| {
+            if fail {
+                // An initializer's own mistake, e.g. stacking unequal items.
+                let a = flaxen::tensor::Tree::new().with("a", Tensor::zeros(&[2]));
+                let b = flaxen::tensor::Tree::new().with("b", Tensor::zeros(&[2]));
+                return Ok(flaxen::tensor::Tree::stack(&[a, b], 0)?);
+            }
+            Ok(flaxen::tensor::Tree::new()
+                .with("a", Tensor::from_array(random::normal(key, &[2]).unwrap()))
+                .with("b", Tensor::ones(&[3])))
+        })
+    }
+}
+
+#[test]
+fn tree_valued_params() {
+    let (tree, v) = Pair { fail: false }
+        .init_with_output(random::key(0), ())
+        .unwrap();
+    assert_eq!(v.tensor("params/inner/pair/b").unwrap().shape(), &[3]);
+    // The initializer got make_rng("params") at /inner, count 1.
+    let scope_key = flaxen::core::init(random::key(0), |s| {
+        let inner = s.call_named("inner", KeyOf, ())?;
+        Ok(inner)
+    })
+    .unwrap()
+    .0;
+    assert_eq!(
+        tree.tensor("a").unwrap().to_vec(),
+        random::normal(scope_key, &[2])
+            .unwrap()
+            .into_raw_vec_and_offset()
+            .0
+    );
+    // apply returns the stored tree.
+    let again = Pair { fail: false }.apply(&v, (), ()).unwrap();
+    assert_eq!(
+        again.tensor("a").unwrap().to_vec(),
+        tree.tensor("a").unwrap().to_vec()
+    );
+    // Missing at apply.
+    let e = Pair { fail: false }
+        .apply(&Variables::new(), (), ())
+        .unwrap_err();
+    assert_eq!(
+        e,
+        Error::MissingVariable {
+            path: "/inner".into(),
+            collection: "params".into(),
+            name: "pair".into()
+        }
+    );
+    // The initializer's error names the module and both structures.
+    let e = Pair { fail: true }.init(random::key(0), ()).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("/inner"), "{msg}");
+    assert!(msg.contains("cannot stack [\"a\"] with [\"b\"]"), "{msg}");
+}
+
+/// The key `make_rng("params")` gives at its scope.
+struct KeyOf;
+
+impl Module for KeyOf {
+    type Input = ();
+    type Output = random::Key;
+    fn call(&self, s: &Scope<'_>, _: ()) -> Result<random::Key> {
+        s.make_rng("params")
+    }
+}

@@ -287,6 +287,12 @@ impl<'s> Scope<'s> {
     /// Sets variable `name` of `collection` (Flax's `put_variable`); the
     /// collection must be mutable.
     pub fn put_variable(&self, collection: &str, name: &str, value: Tensor) -> Result<()> {
+        self.put_tree(collection, name, Tree::leaf(value))
+    }
+
+    /// Sets variable `name` of `collection` to a tree (see
+    /// [`Scope::param_tree`]); the collection must be mutable.
+    fn put_tree(&self, collection: &str, name: &str, value: Tree) -> Result<()> {
         let mut st = self.state.borrow_mut();
         if st.not_lifted(collection) {
             return Err(not_lifted(self, collection));
@@ -301,7 +307,7 @@ impl<'s> Scope<'s> {
         let mut path: Vec<&str> = self.path.iter().map(String::as_str).collect();
         path.push(name);
         let tree = st.variables.collection_mut(collection);
-        put_at(tree, &path, Tree::leaf(value)).map_err(|_| Error::Config {
+        put_at(tree, &path, value).map_err(|_| Error::Config {
             path: self.path_text(),
             message: format!(
                 "collection \"{collection}\" holds a value where module {} keeps its variables",
@@ -343,6 +349,57 @@ impl<'s> Scope<'s> {
             .map_err(|e| Error::from(e).at(&self.path_text()))?;
         let value = Tensor::from_array(value);
         self.put_variable("params", name, value.clone())?;
+        Ok(value)
+    }
+
+    /// A parameter whose initializer returns a whole tree (Flax's
+    /// `self.param(name, init_fn)` with an `init_fn` that returns a pytree,
+    /// as the lifting note's `ManualVmapMLP` does with the parameters of a
+    /// separately initialized module). During `init`, `init` receives
+    /// `make_rng("params")` and its tree is stored under `params/.../name`;
+    /// during `apply` the stored tree is returned. Unlike [`Scope::param`]
+    /// no shape is checked on `apply` (there is no shape to compare without
+    /// running `init`).
+    ///
+    /// ```
+    /// use flaxen::core::{self, Variables};
+    /// use flaxen::random;
+    /// use flaxen::tensor::{Tensor, Tree};
+    ///
+    /// let (tree, v) = core::init(random::key(0), |s| {
+    ///     s.param_tree("pair", |_key| {
+    ///         Ok(Tree::new()
+    ///             .with("a", Tensor::zeros(&[2]))
+    ///             .with("b", Tensor::ones(&[3])))
+    ///     })
+    /// })?;
+    /// assert_eq!(v.tensor("params/pair/b").unwrap().shape(), &[3]);
+    /// assert_eq!(tree.keys(), ["a", "b"]);
+    /// # Ok::<(), flaxen::core::Error>(())
+    /// ```
+    pub fn param_tree(&self, name: &str, init: impl FnOnce(Key) -> Result<Tree>) -> Result<Tree> {
+        let stored = {
+            let st = self.state.borrow();
+            st.variables
+                .collection("params")
+                .and_then(|t| t.subtree(&self.var_path(name)))
+        };
+        if let Some(tree) = stored {
+            return Ok(tree);
+        }
+        if self.state.borrow().not_lifted("params") {
+            return Err(not_lifted(self, "params"));
+        }
+        if !self.is_mutable_collection("params") {
+            return Err(Error::MissingVariable {
+                path: self.path_text(),
+                collection: "params".to_string(),
+                name: name.to_string(),
+            });
+        }
+        let key = self.make_rng("params")?;
+        let value = init(key).map_err(|e| e.at(&self.path_text()))?;
+        self.put_tree("params", name, value.clone())?;
         Ok(value)
     }
 

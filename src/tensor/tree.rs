@@ -270,6 +270,78 @@ impl Tree {
         Arc::ptr_eq(&self.def, &other.def) || self.def == other.def
     }
 
+    /// Stacks trees of the same structure leaf by leaf along a new axis
+    /// (`jax.tree.map(lambda *xs: jnp.stack(xs, axis), *trees)`: what
+    /// `jax.vmap` does to the trees its items return). As from JAX, the
+    /// result's keys are [sorted](Tree::sorted).
+    ///
+    /// ```
+    /// use flaxen::tensor::{Tensor, Tree};
+    ///
+    /// let item = Tree::new().with("bias", Tensor::zeros(&[4]));
+    /// let stacked = Tree::stack(&[item.clone(), item.clone(), item], 0)?;
+    /// assert_eq!(stacked.tensor("bias")?.shape(), &[3, 4]);
+    /// assert_eq!(stacked.index_axis(0, 1)?.tensor("bias")?.shape(), &[4]);
+    /// # Ok::<(), flaxen::tensor::TensorError>(())
+    /// ```
+    ///
+    /// Fails with [`TensorError::TreeStructure`] when the structures differ
+    /// (the message lists both trees' paths), and like [`Tensor::stack`]
+    /// when `trees` is empty or shapes differ.
+    pub fn stack(trees: &[Tree], axis: isize) -> Result<Tree> {
+        let first = trees.first().ok_or_else(|| TensorError::Argument {
+            op: "stack",
+            message: "needs at least one tree".into(),
+        })?;
+        if let Some(t) = trees.iter().find(|t| !t.same_structure(first)) {
+            let names = |t: &Tree| t.paths().into_iter().map(|(p, _)| p).collect::<Vec<_>>();
+            return Err(TensorError::TreeStructure {
+                message: format!("cannot stack {:?} with {:?}", names(first), names(t)),
+            });
+        }
+        let leaves = (0..first.leaves.len())
+            .map(|k| {
+                let parts: Vec<Tensor> = trees.iter().map(|t| t.leaves[k].clone()).collect();
+                Tensor::stack(&parts, axis)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(first.with_leaves(leaves)?.sorted())
+    }
+
+    /// The same tree with the keys of every map in sorted order, as JAX's
+    /// tree functions (`jax.tree.map`, `jax.vmap`, `jax.grad`, ...) return
+    /// dicts.
+    ///
+    /// ```
+    /// use flaxen::tensor::{Tensor, Tree};
+    ///
+    /// let t = Tree::new().with("kernel", Tensor::ones(&[1])).with("bias", Tensor::zeros(&[1]));
+    /// assert_eq!(t.sorted().keys(), ["bias", "kernel"]);
+    /// ```
+    pub fn sorted(&self) -> Tree {
+        match self.entries() {
+            None => self.clone(),
+            Some(mut entries) => {
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                Tree::from_entries(entries.into_iter().map(|(k, v)| (k, v.sorted())))
+            }
+        }
+    }
+
+    /// Item `index` of every leaf along `axis` (`jax.tree.map(lambda x:
+    /// x[index], tree)` for axis 0); the inverse of [`Tree::stack`].
+    ///
+    /// Fails like [`Tensor::index_axis`] when a leaf has no such axis or
+    /// index.
+    pub fn index_axis(&self, axis: isize, index: usize) -> Result<Tree> {
+        let leaves = self
+            .leaves
+            .iter()
+            .map(|x| x.index_axis(axis, index))
+            .collect::<Result<Vec<_>>>()?;
+        self.with_leaves(leaves)
+    }
+
     /// All tensors with their `/`-separated paths, depth first.
     pub fn paths(&self) -> Vec<(String, &Tensor)> {
         fn walk(def: &Def, prefix: &str, offset: usize, out: &mut Vec<(String, usize)>) {

@@ -236,6 +236,28 @@ class MLP(nn.Module):
         return nn.Dense(1, name="out")(h)
 
 
+def manual_vmap():
+    """The design note's ManualVmapMLP: the MLP's own init and apply under
+    jax.vmap, its parameters stored with a tree-valued self.param."""
+
+    class ManualVmapMLP(nn.Module):
+        @nn.compact
+        def __call__(self, xs):
+            mlp = MLP(parent=None)
+            init_fn = lambda rng, xs: jax.vmap(mlp.init, in_axes=0)(
+                jax.random.split(rng, xs.shape[0]), xs)["params"]
+            apply_fn = jax.vmap(mlp.apply, in_axes=0)
+            mlp_params = self.param("mlp", init_fn, xs)
+            return apply_fn({"params": mlp_params}, xs)
+
+    xs = jnp.ones((3, 4))
+    out, variables = ManualVmapMLP().init_with_output(jax.random.key(0), xs)
+    xr = jnp.asarray(np.random.RandomState(13).randn(3, 4).astype(np.float32))
+    applied = ManualVmapMLP().apply(variables, xr)
+    return dict(params=tree_bits(variables["params"]), init_out=f32_bits(out),
+                x=f32_bits(xr), apply_out=f32_bits(applied))
+
+
 def lifted_vmap():
     """The design note's LinenVmapMLP and LinenStatefulVmapMLP, and vmap of
     a non-root submodule with in_axes=(0, None), out_axes=1, params on axis
@@ -451,6 +473,7 @@ if __name__ == "__main__":
         mlp_grads=mlp_grads(),
         normalization=normalization(),
         lifted_vmap=lifted_vmap(),
+        manual_vmap=manual_vmap(),
         lifted_scan=lifted_scan(),
         lift_transpose=lift_transpose_example(),
     )

@@ -21,7 +21,7 @@ use crate::core::rngs::Rngs;
 use crate::core::scope::{put_at, Scope, State};
 use crate::core::variables::Variables;
 use crate::random::{self, Key};
-use crate::tensor::{Tensor, Tree};
+use crate::tensor::Tree;
 
 /// How a lifted collection reaches the items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,7 +248,7 @@ impl Packed {
             let subs: Vec<Tree> = states.iter().map(|st| self.subtree_of(st, &c)).collect();
             let merged = match mode {
                 VarMode::Axis(a) => {
-                    stack_trees(&subs, a).map_err(|m| self.error(format!("{c}: {m}")))?
+                    Tree::stack(&subs, a as isize).map_err(|e| self.error(format!("{c}: {e}")))?
                 }
                 VarMode::Broadcast => {
                     same_trees(&subs).map_err(|m| {
@@ -283,7 +283,7 @@ impl Packed {
             }
         }
         for (c, tree) in collections {
-            let tree = sort_keys(&tree);
+            let tree = tree.sorted();
             let target = outer.variables.collection_mut(&c);
             if self.path.is_empty() {
                 *target = tree;
@@ -298,37 +298,6 @@ impl Packed {
         }
         Ok(())
     }
-}
-
-/// The same tree with every map's keys in sorted order.
-fn sort_keys(tree: &Tree) -> Tree {
-    match tree.entries() {
-        None => tree.clone(),
-        Some(mut entries) => {
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Tree::from_entries(entries.into_iter().map(|(k, v)| (k, sort_keys(&v))))
-        }
-    }
-}
-
-/// Stacks trees of the same structure leaf by leaf along `axis`.
-fn stack_trees(trees: &[Tree], axis: usize) -> std::result::Result<Tree, String> {
-    let first = trees.first().ok_or("no items")?;
-    if let Some(t) = trees.iter().find(|t| !t.same_structure(first)) {
-        let names = |t: &Tree| t.paths().into_iter().map(|(p, _)| p).collect::<Vec<_>>();
-        return Err(format!(
-            "items created different variables: {:?} and {:?}",
-            names(first),
-            names(t)
-        ));
-    }
-    let leaves = (0..first.leaves().len())
-        .map(|k| {
-            let parts: Vec<Tensor> = trees.iter().map(|t| t.leaves()[k].clone()).collect();
-            Tensor::stack(&parts, axis as isize).map_err(|e| e.to_string())
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    first.with_leaves(leaves).map_err(|e| e.to_string())
 }
 
 /// Checks that every tree equals the first, bit for bit; the error names
