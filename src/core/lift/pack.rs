@@ -228,6 +228,22 @@ impl Packed {
         Ok(tree)
     }
 
+    /// Drops from an item's final state what [`Packed::repack`] will not
+    /// read (collections that are not writable, e.g. the slices of `params`
+    /// during `apply`), so that a long scan does not hold every step's
+    /// variables.
+    pub(crate) fn trim_for_repack(&self, state: &mut State) {
+        let unused: Vec<String> = state
+            .variables
+            .collection_names()
+            .filter(|c| self.mode(c).is_none() || !state.writable(c))
+            .map(str::to_string)
+            .collect();
+        for c in unused {
+            state.variables.remove(&c);
+        }
+    }
+
     /// The writable lifted collections that `states` (the items' final
     /// states) hold, merged by mode (stage 5).
     pub(crate) fn repack(&self, states: &[State]) -> Result<Vec<(String, Tree)>> {

@@ -131,6 +131,8 @@ impl<'s> Scope<'s> {
                     )));
                 }
             }
+            let mut state = state;
+            packed.trim_for_repack(&mut state);
             finished.push((i, state));
         }
         finished.sort_by_key(|(i, _)| *i);

@@ -79,7 +79,9 @@ impl<'s> Scope<'s> {
                     Err(e) if shared.is_some() && is_pending(&e) => stopped = true,
                     Err(e) => return Err(e),
                 }
-                finished.push(cell.into_inner());
+                let mut state = cell.into_inner();
+                packed.trim_for_repack(&mut state);
+                finished.push(state);
             }
             match (&shared, stopped) {
                 (Some(shared), true) => shared.borrow_mut().resolve(&self.path_text())?,
