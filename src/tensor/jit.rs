@@ -261,7 +261,7 @@ impl Plan {
             }
             let shape = match node.kind {
                 OpKind::Other => return Err(unsupported("an operation cannot be replayed".into())),
-                OpKind::Neg | OpKind::Unary(_) => in_shapes[0].clone(),
+                OpKind::Neg | OpKind::Unary(..) => in_shapes[0].clone(),
                 OpKind::Add | OpKind::Sub | OpKind::Mul | OpKind::Div => {
                     let (a, b) = (&in_shapes[0], &in_shapes[1]);
                     let s = broadcast_shapes_for("jit_value_and_grad", a, b)?;
@@ -503,7 +503,7 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
     let [a, b] = ins;
     match step.kind {
         OpKind::Neg => out.iter_mut().zip(a).for_each(|(o, &x)| *o = -x),
-        OpKind::Unary(func) => out.iter_mut().zip(a).for_each(|(o, &x)| *o = func.f(x)),
+        OpKind::Unary(func, _) => out.iter_mut().zip(a).for_each(|(o, &x)| *o = func.f(x)),
         OpKind::Add => zip_into(step, a, b, out, |x, y| x + y),
         OpKind::Sub => zip_into(step, a, b, out, |x, y| x - y),
         OpKind::Mul => zip_into(step, a, b, out, MUL),
@@ -560,9 +560,9 @@ fn backward(step: &Step, input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32],
     let [a, b] = ins;
     match step.kind {
         OpKind::Neg => dst.iter_mut().zip(g).for_each(|(d, &g)| *d = -g),
-        OpKind::Unary(func) => {
+        OpKind::Unary(func, fused) => {
             for (((d, &g), &x), &o) in dst.iter_mut().zip(g).zip(a).zip(out) {
-                *d = g * func.df(x, o);
+                *d = func.vjp(g, x, o, fused);
             }
         }
         OpKind::Add => sum_rows_into(g, dst),

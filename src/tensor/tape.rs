@@ -33,7 +33,9 @@ pub(crate) enum OpKind {
     Sub,
     Mul,
     Div,
-    Unary(UnaryFn),
+    /// An elementwise function; `true` when recorded in a
+    /// [compiled region](super::compiled), where its backward rule is fused.
+    Unary(UnaryFn, bool),
     /// 2-D by 2-D.
     Matmul,
     SumAll,

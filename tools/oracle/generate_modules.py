@@ -258,6 +258,54 @@ def manual_vmap():
                 x=f32_bits(xr), apply_out=f32_bits(applied))
 
 
+def scan_training():
+    """Gradients through scan: a scanned residual MLP (per-step parameters)
+    trained for 3 SGD steps, and the broadcast-parameter RNN's gradients
+    (each step's contribution summed by scan's backward)."""
+
+    class ResBlock(nn.Module):
+        @nn.compact
+        def __call__(self, c, _):
+            h = nn.relu(nn.Dense(4)(c))
+            return c + h, None
+
+    mlp = nn.scan(ResBlock, variable_axes={"params": 0}, split_rngs={"params": True},
+                  length=3)
+    x = jnp.asarray(np.random.RandomState(41).randn(5, 4).astype(np.float32))
+    y = jnp.asarray(np.random.RandomState(42).randn(5, 4).astype(np.float32))
+    params = mlp().init(jax.random.key(11), x, None)["params"]
+
+    def loss(params):
+        out, _ = mlp().apply({"params": params}, x, None)
+        return jnp.mean((out - y) ** 2)
+
+    steps = []
+    for _ in range(3):
+        l, g = jax.value_and_grad(loss)(params)
+        steps.append(dict(params=tree_bits(params), loss=f32_bits(l), grads=tree_bits(g)))
+        params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, g)
+
+    class Cell(nn.Module):
+        @nn.compact
+        def __call__(self, c, x):
+            h = jnp.tanh(nn.Dense(2)(c) + x)
+            return h, h * 2.0
+
+    rnn = nn.scan(Cell, variable_broadcast="params", split_rngs={"params": False})
+    c = jnp.asarray(np.random.RandomState(43).randn(2).astype(np.float32))
+    xs = jnp.asarray(np.random.RandomState(44).randn(6, 2).astype(np.float32))
+    rv = rnn().init(jax.random.key(12), c, xs)
+
+    def rnn_loss(params):
+        cf, ys = rnn().apply({"params": params}, c, xs)
+        return jnp.sum(ys ** 2) + jnp.sum(cf)
+
+    rl, rg = jax.value_and_grad(rnn_loss)(rv["params"])
+    return dict(x=f32_bits(x), y=f32_bits(y), steps=steps,
+                rnn_c=f32_bits(c), rnn_xs=f32_bits(xs), rnn_params=tree_bits(rv["params"]),
+                rnn_loss=f32_bits(rl), rnn_grads=tree_bits(rg))
+
+
 def lifted_vmap():
     """The design note's LinenVmapMLP and LinenStatefulVmapMLP, and vmap of
     a non-root submodule with in_axes=(0, None), out_axes=1, params on axis
@@ -474,6 +522,7 @@ if __name__ == "__main__":
         normalization=normalization(),
         lifted_vmap=lifted_vmap(),
         manual_vmap=manual_vmap(),
+        scan_training=scan_training(),
         lifted_scan=lifted_scan(),
         lift_transpose=lift_transpose_example(),
     )

@@ -9,6 +9,7 @@ use super::pack::{Packed, VarMode};
 use crate::core::error::Result;
 use crate::core::filter::Filter;
 use crate::core::scope::Scope;
+use crate::tensor::compiled::CompiledRegion;
 use crate::tensor::Tree;
 
 /// How `scan` lifts variables and RNG streams.
@@ -59,6 +60,8 @@ impl<'s> Scope<'s> {
     where
         C: Clone,
     {
+        // JAX runs the body as one XLA computation (fused backward rules).
+        let _compiled = CompiledRegion::enter();
         let packed = Packed::new(self, "scan", packed_modes(config), &config.split_rngs);
         let rngs = packed.item_rngs(steps);
         let order: Vec<usize> = if config.reverse {

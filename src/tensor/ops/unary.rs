@@ -4,6 +4,7 @@ use ndarray::{ArcArray, ArrayD, IxDyn, Zip};
 use smallvec::smallvec;
 
 use crate::random::xla_math;
+use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::tape::OpKind;
 use crate::tensor::Tensor;
@@ -80,6 +81,25 @@ impl UnaryFn {
         }
     }
 
+    /// The incoming gradient `g` times the derivative at `x` (given
+    /// `o = f(x)`), rounded as JAX's backward rule is: eagerly, or fused as
+    /// in a [compiled region](crate::tensor::compiled) when `fused`.
+    #[inline]
+    pub(crate) fn vjp(self, g: f32, x: f32, o: f32, fused: bool) -> f32 {
+        match self {
+            // JAX: `t = g * (1 - ans); t + t * ans`, the last two fused.
+            UnaryFn::Tanh => {
+                let t = g * (1.0 - o);
+                if fused {
+                    t.mul_add(o, t)
+                } else {
+                    t + t * o
+                }
+            }
+            _ => g * self.df(x, o),
+        }
+    }
+
     /// The derivative at `x`, given `o = f(x)`.
     #[inline]
     pub(crate) fn df(self, x: f32, o: f32) -> f32 {
@@ -139,11 +159,12 @@ fn map(x: &ArcArray<f32, IxDyn>, f: impl Fn(f32) -> f32) -> ArrayD<f32> {
 fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
     let out = map(&x.data, |v| func.f(v)).into_shared();
     let (xd, od) = (x.data.clone(), out.clone());
-    Tensor::record_kind(out, &[x], OpKind::Unary(func), move |mut g, _| {
+    let fused = in_compiled_region();
+    Tensor::record_kind(out, &[x], OpKind::Unary(func, fused), move |mut g, _| {
         if let (Some(gs), Some(xs), Some(os)) = (g.as_slice_mut(), xd.as_slice(), od.as_slice()) {
             if gs.len() == xs.len() {
                 for ((g, &x), &o) in gs.iter_mut().zip(xs).zip(os) {
-                    *g *= func.df(x, o);
+                    *g = func.vjp(*g, x, o, fused);
                 }
                 return smallvec![Some(g)];
             }
@@ -151,7 +172,7 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
         Zip::from(&mut g)
             .and(&xd)
             .and(&od)
-            .for_each(|g, &x, &o| *g *= func.df(x, o));
+            .for_each(|g, &x, &o| *g = func.vjp(*g, x, o, fused));
         smallvec![Some(g)]
     })
 }
