@@ -333,16 +333,7 @@ impl<'s> Scope<'s> {
             }
             return Ok(value);
         }
-        if self.state.borrow().not_lifted("params") {
-            return Err(not_lifted(self, "params"));
-        }
-        if !self.is_mutable_collection("params") {
-            return Err(Error::MissingVariable {
-                path: self.path_text(),
-                collection: "params".to_string(),
-                name: name.to_string(),
-            });
-        }
+        self.check_creatable("params", name)?;
         let key = self.make_rng("params")?;
         let value = init
             .init_param(key, shape)
@@ -387,16 +378,7 @@ impl<'s> Scope<'s> {
         if let Some(tree) = stored {
             return Ok(tree);
         }
-        if self.state.borrow().not_lifted("params") {
-            return Err(not_lifted(self, "params"));
-        }
-        if !self.is_mutable_collection("params") {
-            return Err(Error::MissingVariable {
-                path: self.path_text(),
-                collection: "params".to_string(),
-                name: name.to_string(),
-            });
-        }
+        self.check_creatable("params", name)?;
         let key = self.make_rng("params")?;
         let value = init(key).map_err(|e| e.at(&self.path_text()))?;
         self.put_tree("params", name, value.clone())?;
@@ -413,16 +395,7 @@ impl<'s> Scope<'s> {
         init: impl FnOnce() -> Result<Tensor>,
     ) -> Result<Variable<'a, 's>> {
         if !self.has_variable(collection, name) {
-            if self.state.borrow().not_lifted(collection) {
-                return Err(not_lifted(self, collection));
-            }
-            if !self.is_mutable_collection(collection) {
-                return Err(Error::MissingVariable {
-                    path: self.path_text(),
-                    collection: collection.to_string(),
-                    name: name.to_string(),
-                });
-            }
+            self.check_creatable(collection, name)?;
             let value = init().map_err(|e| e.at(&self.path_text()))?;
             self.put_variable(collection, name, value)?;
         }
@@ -431,6 +404,23 @@ impl<'s> Scope<'s> {
             collection: collection.to_string(),
             name: name.to_string(),
         })
+    }
+
+    /// Whether variable `name`, which does not exist, may be created here:
+    /// its collection must be lifted into every enclosing transform and
+    /// mutable (else it is missing).
+    fn check_creatable(&self, collection: &str, name: &str) -> Result<()> {
+        if self.state.borrow().not_lifted(collection) {
+            return Err(not_lifted(self, collection));
+        }
+        if !self.is_mutable_collection(collection) {
+            return Err(Error::MissingVariable {
+                path: self.path_text(),
+                collection: collection.to_string(),
+                name: name.to_string(),
+            });
+        }
+        Ok(())
     }
 
     /// Reserves a submodule name in this call, or says it is taken.
