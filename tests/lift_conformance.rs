@@ -688,3 +688,75 @@ fn training_a_scanned_mlp_and_gradients_through_broadcast_params() {
     );
     assert_eq!(d, 1, "exact now: make this check exact");
 }
+
+#[derive(Deserialize)]
+struct ScanCollections {
+    c: Vec<u32>,
+    xs: Vec<u32>,
+    init_carry: Vec<u32>,
+    init_ys: Vec<u32>,
+    init_vars: BTreeMap<String, Leaves>,
+    carry: Vec<u32>,
+    ys: Vec<u32>,
+    counter: Leaves,
+}
+
+#[derive(Deserialize)]
+struct ScanCollectionsFixture {
+    scan_collections: ScanCollections,
+}
+
+/// A step with a constant in `consts` (broadcast) and a step counter in
+/// `counter` (carried).
+struct CountingStep;
+
+impl Module for CountingStep {
+    type Input = (Tensor, Tensor);
+    type Output = (Tensor, Tensor);
+    fn call(&self, s: &Scope<'_>, (c, x): (Tensor, Tensor)) -> Result<(Tensor, Tensor)> {
+        let scale = s.variable("consts", "scale", || Ok(Tensor::full(&[2], 0.5)))?;
+        let n = s.variable("counter", "n", || Ok(Tensor::zeros(&[])))?;
+        n.set(n.value().add(&Tensor::scalar(1.0))?)?;
+        let h = s.call(Dense::new(2), c)?.mul(&scale.value())?.add(&x)?;
+        let y = h.mul(&n.value())?;
+        Ok((h, y))
+    }
+}
+
+#[test]
+fn scan_with_broadcast_and_carried_collections() {
+    let f: ScanCollectionsFixture = load_fixture("modules.json");
+    let t = f.scan_collections;
+    let scan = || {
+        flaxen::nn::Scan::new(CountingStep)
+            .variable_broadcast(["params", "consts"])
+            .variable_carry("counter")
+            .split_rngs("params", false)
+    };
+    let (c, xs) = (tensor(&t.c, &[2]), tensor(&t.xs, &[3, 2]));
+    // The counter must exist before the scan; params and consts are made
+    // by the first (constancy-check) pass, which does not commit the carry.
+    let start = Variables::new().with("counter", Tree::new().with("n", Tensor::zeros(&[])));
+    let ((carry, ys), v) = scan()
+        .apply_mut(
+            &start,
+            (c.clone(), xs.clone()),
+            Rngs::from([("params", random::key(13))]),
+            true,
+        )
+        .unwrap();
+    check("init carry", &carry, &t.init_carry, 0);
+    check("init ys", &ys, &t.init_ys, 0);
+    for (collection, want) in &t.init_vars {
+        check_tree(collection, v.collection(collection).unwrap(), want, 0);
+    }
+    let ((carry, ys), updated) = scan().apply_mut(&v, (c, xs), (), ["counter"]).unwrap();
+    check("carry", &carry, &t.carry, 0);
+    check("ys", &ys, &t.ys, 0);
+    check_tree(
+        "counter",
+        updated.collection("counter").unwrap(),
+        &t.counter,
+        0,
+    );
+}

@@ -1,7 +1,7 @@
 //! What users get wrong with lifted transforms, each a typed error whose
 //! message names the module path and the values involved.
 
-use flaxen::core::{Error, Result, Rngs, Scope};
+use flaxen::core::{Error, Result, Scope};
 use flaxen::nn::{Dense, Module, Scan, Vmap};
 use flaxen::random;
 use flaxen::tensor::{Tensor, Tree};
@@ -175,27 +175,6 @@ fn carried_collection_initialized_inside_the_body() {
         .init((), (Tensor::ones(&[2]), ()))
         .unwrap_err();
     assert!(lift_message(e).contains("carried collection \"counter\" was initialized inside"));
-}
-
-#[test]
-fn carried_collection_counts_steps() {
-    // A carried collection that exists before the scan flows through every
-    // step and comes back as the last step left it.
-    let variables = flaxen::core::Variables::new().with(
-        "counter",
-        flaxen::tensor::Tree::new().with("n", Tensor::zeros(&[])),
-    );
-    let scan = Scan::new(CarryCounter).variable_carry("counter").length(4);
-    let (_, updated) = scan
-        .apply_mut(
-            &variables,
-            (Tensor::ones(&[2]), ()),
-            Rngs::none(),
-            ["counter"],
-        )
-        .unwrap();
-    // Four steps, plus Flax's constancy-check pass, which does not commit.
-    assert_eq!(updated.tensor("counter/n").unwrap().to_vec(), [4.0]);
 }
 
 struct Centered;

@@ -306,6 +306,33 @@ def scan_training():
                 rnn_loss=f32_bits(rl), rnn_grads=tree_bits(rg))
 
 
+def scan_collections():
+    """scan with a broadcast collection besides params ('consts', created by
+    the first pass) and a carried one ('counter', which must exist before
+    the scan; Flax's constancy-check pass does not commit it)."""
+
+    class Step(nn.Module):
+        @nn.compact
+        def __call__(self, c, x):
+            scale = self.variable("consts", "scale", lambda: jnp.full((2,), 0.5, jnp.float32))
+            n = self.variable("counter", "n", lambda: jnp.zeros((), jnp.float32))
+            n.value = n.value + 1.0
+            h = nn.Dense(2)(c) * scale.value + x
+            return h, h * n.value
+
+    S = nn.scan(Step, variable_broadcast=["params", "consts"], variable_carry="counter",
+                split_rngs={"params": False})
+    c = jnp.asarray(np.random.RandomState(51).randn(2).astype(np.float32))
+    xs = jnp.asarray(np.random.RandomState(52).randn(3, 2).astype(np.float32))
+    (cf, ys), v = S().apply({"counter": {"n": jnp.zeros((), jnp.float32)}}, c, xs,
+                            rngs={"params": jax.random.key(13)}, mutable=True)
+    (cf2, ys2), v2 = S().apply(v, c, xs, mutable=["counter"])
+    return dict(c=f32_bits(c), xs=f32_bits(xs),
+                init_carry=f32_bits(cf), init_ys=f32_bits(ys),
+                init_vars={k: tree_bits(t) for k, t in v.items()},
+                carry=f32_bits(cf2), ys=f32_bits(ys2), counter=tree_bits(v2["counter"]))
+
+
 def lifted_vmap():
     """The design note's LinenVmapMLP and LinenStatefulVmapMLP, and vmap of
     a non-root submodule with in_axes=(0, None), out_axes=1, params on axis
@@ -523,6 +550,7 @@ if __name__ == "__main__":
         lifted_vmap=lifted_vmap(),
         manual_vmap=manual_vmap(),
         scan_training=scan_training(),
+        scan_collections=scan_collections(),
         lifted_scan=lifted_scan(),
         lift_transpose=lift_transpose_example(),
     )
