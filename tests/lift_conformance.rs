@@ -1,8 +1,11 @@
-//! `vmap` and the normalization layers against Flax 0.12.8
-//! (tools/oracle/generate_modules.py): the design note's vmapped MLPs, vmap
-//! of a non-root submodule with `in_axes=(0, None)`, `out_axes=1`, params on
+//! Lifted transforms and the normalization layers against Flax 0.12.8
+//! (tools/oracle/generate_modules.py): the design note's MLPs (by hand with
+//! a tree-valued parameter, with `Vmap`, with BatchNorm statistics), vmap of
+//! a non-root submodule with `in_axes=(0, None)`, `out_axes=1`, params on
 //! axis 1, dropout with a split stream, one vmapped instance called twice,
-//! gradients through an ensemble, and BatchNorm/LayerNorm.
+//! gradients through an ensemble; scans with broadcast, per-step, carried
+//! and broadcast non-parameter collections, reversed, nested with vmap both
+//! ways, and trained (gradients through scan); BatchNorm/LayerNorm.
 
 mod common;
 
