@@ -100,8 +100,28 @@ def main():
         "grads": {m: {k: enc(v) for k, v in d.items()} for m, d in grads.items()},
     }
 
+    # Backward rules bit for bit: each elementwise function's value and VJP
+    # on 1024 inputs (as f32 bit patterns), run eagerly as jax.vjp does.
+    wide_in = rng.uniform(-6, 6, 1024).astype(np.float32)
+    pos_in = np.exp(rng.uniform(-8, 8, 1024)).astype(np.float32)
+    ct = rng.uniform(-2, 2, 1024).astype(np.float32)
+    rule_fns = {
+        "tanh": (jnp.tanh, wide_in), "exp": (jnp.exp, wide_in / 2),
+        "sigmoid": (jax.nn.sigmoid, wide_in), "relu": (jax.nn.relu, wide_in),
+        "log": (jnp.log, pos_in), "sqrt": (jnp.sqrt, pos_in), "rsqrt": (jax.lax.rsqrt, pos_in),
+        "square": (jnp.square, wide_in), "abs": (jnp.abs, wide_in),
+        "gelu": (jax.nn.gelu, wide_in),
+    }
+    rules = {}
+    for name, (f, x) in rule_fns.items():
+        out, pullback = jax.vjp(f, jnp.asarray(x))
+        (g,) = pullback(jnp.asarray(ct))
+        bits = lambda a: np.asarray(a, np.float32).view(np.uint32).tolist()
+        rules[name] = {"x": bits(x), "ct": bits(ct), "out": bits(out), "grad": bits(g)}
+
     with open(OUT, "w") as f:
-        json.dump({"versions": {"jax": jax.__version__}, "cases": cases, "train_step": train_step}, f, indent=1)
+        json.dump({"versions": {"jax": jax.__version__}, "cases": cases, "train_step": train_step,
+                   "rules": rules}, f, separators=(",", ":"))
     print(f"wrote {OUT}")
 
 

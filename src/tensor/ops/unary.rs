@@ -96,50 +96,55 @@ impl UnaryFn {
                     t + t * o
                 }
             }
-            _ => g * self.df(x, o),
-        }
-    }
-
-    /// The derivative at `x`, given `o = f(x)`.
-    #[inline]
-    pub(crate) fn df(self, x: f32, o: f32) -> f32 {
-        match self {
-            UnaryFn::Exp => o,
-            UnaryFn::Log => 1.0 / x,
-            UnaryFn::Tanh => 1.0 - o * o,
-            UnaryFn::Sigmoid => o * (1.0 - o),
+            // JAX: `g / x`, one rounding.
+            UnaryFn::Log => g / x,
+            // JAX: `select(x > 0, g, 0)`: +0 where x <= 0, whatever g's sign.
             UnaryFn::Relu => {
                 if x > 0.0 {
-                    1.0
+                    g
                 } else {
                     0.0
                 }
             }
+            // The transposed linearization of `jax.nn.gelu`, run op by op
+            // (as JAX's pullback does): `y = x * cdf`,
+            // `cdf = 0.5 * (1 + tanh(c * (x + 0.044715 * x^3)))`.
             UnaryFn::Gelu => {
                 let t = gelu_tanh(x);
-                0.5 * (1.0 + t)
-                    + 0.5 * x * (1.0 - t * t) * sqrt_2_over_pi() * (1.0 + 3.0 * 0.044715 * x * x)
+                let cdf = 0.5 * (1.0 + t);
+                let k = 0.5 * (x * g);
+                let l = k * (1.0 - t);
+                let dz = l + l * t;
+                let dinner = sqrt_2_over_pi() * dz;
+                let dcube = 0.044715 * dinner;
+                (g * cdf + dinner) + dcube * (3.0 * (x * x))
             }
-            UnaryFn::Sqrt => 0.5 / o,
-            UnaryFn::Rsqrt => -0.5 * o / x,
-            UnaryFn::Square => 2.0 * x,
+            UnaryFn::Exp => g * o,
+            // JAX: `g * (ans * (1 - ans))`.
+            UnaryFn::Sigmoid => g * (o * (1.0 - o)),
+            // JAX: `g * (0.5 / ans)`.
+            UnaryFn::Sqrt => g * (0.5 / o),
+            // JAX: `g * (-0.5 * (ans / x))`.
+            UnaryFn::Rsqrt => g * (-0.5 * (o / x)),
+            // JAX: `g * (2 * x)`.
+            UnaryFn::Square => g * (2.0 * x),
             UnaryFn::Abs => {
                 if x >= 0.0 {
-                    1.0
+                    g
                 } else {
-                    -1.0
+                    -g
                 }
             }
             UnaryFn::Powf(p) => {
                 if p == 0.0 {
-                    0.0
+                    g * 0.0
                 } else {
-                    p * x.powf(p - 1.0)
+                    g * (p * x.powf(p - 1.0))
                 }
             }
             UnaryFn::Clip(lo, hi) => {
                 let y = if x.is_nan() { x } else { x.max(lo) };
-                side(x, lo, true) * side(y, hi, false)
+                g * (side(x, lo, true) * side(y, hi, false))
             }
         }
     }
