@@ -1,6 +1,9 @@
 //! What users get wrong with lifted transforms, each a typed error whose
 //! message names the module path and the values involved.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use flaxen::core::{Error, Result, Scope};
 use flaxen::nn::{Dense, Module, Scan, Vmap};
 use flaxen::random;
@@ -206,4 +209,70 @@ fn collectives_over_a_named_axis() {
     // Without the axis name bound, the collective is an error naming it.
     let e = Vmap::new(Centered).init((), x).unwrap_err();
     assert!(lift_message(e).contains("unbound axis name \"i\""));
+}
+
+/// Item 1 skips the second collective, or fails, or panics, as told.
+struct Uneven {
+    calls: Arc<AtomicUsize>,
+    mode: &'static str,
+}
+
+impl Module for Uneven {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let item = self.calls.fetch_add(1, Ordering::SeqCst);
+        let m = s.pmean("i", &x)?;
+        if item == 1 {
+            match self.mode {
+                "skip" => return Ok(m),
+                "fail" => return s.make_rng("nowhere").map(|_| m),
+                "panic" => panic!("item 1 gives up"),
+                _ => {}
+            }
+        }
+        s.pmean("i", &m.add(&x)?)
+    }
+}
+
+fn uneven(mode: &'static str, calls: &Arc<AtomicUsize>) -> Vmap<Uneven> {
+    Vmap::new(Uneven {
+        calls: Arc::clone(calls),
+        mode,
+    })
+    .axis_name("i")
+}
+
+#[test]
+fn collectives_run_each_item_once_and_report_mismatches() {
+    let x = Tensor::ones(&[4, 2]);
+    let calls = Arc::new(AtomicUsize::new(0));
+    // Two collectives, four items: each item's body runs once.
+    uneven("", &calls)
+        .apply(&Default::default(), x.clone(), ())
+        .unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    // An item that skips a collective the others reach.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let e = uneven("skip", &calls)
+        .apply(&Default::default(), x.clone(), ())
+        .unwrap_err();
+    let msg = lift_message(e);
+    assert!(
+        msg.contains("item 1 did not reach collective #1 over axis \"i\""),
+        "{msg}"
+    );
+    // An item's own error is the error, whatever the others were doing.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let e = uneven("fail", &calls)
+        .apply(&Default::default(), x, ())
+        .unwrap_err();
+    assert!(matches!(e, Error::MissingRng { .. }), "{e:?}");
+}
+
+#[test]
+#[should_panic(expected = "item 1 gives up")]
+fn a_panicking_item_does_not_hang_the_others() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let _ = uneven("panic", &calls).apply(&Default::default(), Tensor::ones(&[3, 2]), ());
 }

@@ -2,7 +2,7 @@
 //! `flax.core.apply`): run a function of a root scope.
 
 use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use super::error::Result;
 use super::filter::Filter;
@@ -30,7 +30,7 @@ pub fn init<T>(
     let state = RefCell::new(State::new(
         Variables::new(),
         rngs.into(),
-        Rc::new(Filter::All),
+        Arc::new(Filter::All),
         true,
     ));
     let out = f(&Scope::root(&state)).map_err(|e| e.at("/"))?;
@@ -51,7 +51,7 @@ pub fn apply<T>(
     let state = RefCell::new(State::new(
         variables.clone(),
         rngs.into(),
-        Rc::new(mutable.clone()),
+        Arc::new(mutable.clone()),
         false,
     ));
     let out = f(&Scope::root(&state)).map_err(|e| e.at("/"))?;

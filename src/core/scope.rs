@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use ndarray::ArrayD;
 
@@ -21,7 +21,7 @@ use crate::tensor::{Tensor, Tree};
 pub(crate) struct State {
     pub(crate) variables: Variables,
     /// Shared between the items of lifted transforms, which never change it.
-    pub(crate) mutable: Rc<Filter>,
+    pub(crate) mutable: Arc<Filter>,
     pub(crate) rngs: Rngs,
     /// `make_rng` counters, per scope path and stream; a child's counters
     /// outlive its calls, so calling the same child again continues them.
@@ -29,7 +29,7 @@ pub(crate) struct State {
     pub(crate) initializing: bool,
     /// Inside lifted transforms: the variable groups of each enclosing
     /// transform; a collection is usable only if every level lifted it.
-    pub(crate) lifted: Rc<Vec<Vec<Filter>>>,
+    pub(crate) lifted: Arc<Vec<Vec<Filter>>>,
     /// Named mapped axes of enclosing `vmap`s, innermost last.
     pub(crate) axes: Vec<super::lift::AxisContext>,
 }
@@ -38,7 +38,7 @@ impl State {
     pub(crate) fn new(
         variables: Variables,
         rngs: Rngs,
-        mutable: Rc<Filter>,
+        mutable: Arc<Filter>,
         initializing: bool,
     ) -> State {
         State {
@@ -47,7 +47,7 @@ impl State {
             rngs,
             counters: HashMap::new(),
             initializing,
-            lifted: Rc::default(),
+            lifted: Arc::default(),
             axes: Vec::new(),
         }
     }

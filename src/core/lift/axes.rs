@@ -10,7 +10,7 @@ use crate::tensor::Tensor;
 pub trait MapIn: Sized {
     /// The `in_axes` of this input: `Option<usize>` for a tensor, a tuple
     /// of axes for a tuple, `()` for values that are always broadcast.
-    type Axes: Clone;
+    type Axes: Clone + Send + Sync;
 
     /// Flax's default `in_axes=0`: axis 0 for every tensor.
     fn default_axes() -> Self::Axes;
@@ -26,7 +26,7 @@ pub trait MapIn: Sized {
 /// outputs, or `()`.
 pub trait StackOut: Sized {
     /// The `out_axes` of this output.
-    type Axes: Clone;
+    type Axes: Clone + Send + Sync;
 
     /// Flax's default `out_axes=0`.
     fn default_axes() -> Self::Axes;

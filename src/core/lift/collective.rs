@@ -1,17 +1,18 @@
 //! Collectives over a named mapped axis (`jax.lax.pmean` / `psum` inside
 //! `vmap(axis_name=...)`).
 //!
-//! flaxen's `vmap` runs its items one after another, so an item that asks
-//! for the mean over all items cannot get it at once. The items are run in
-//! rounds instead: in a round, each item runs until its next unresolved
-//! collective, deposits its operand and stops; the driver then reduces the
-//! operands (in item order) and starts the next round, in which that
-//! collective returns the result. Runs are deterministic, so a rerun
-//! computes the same values — and, under `grad`, the reduced value is built
-//! from the recorded operands, so gradients flow into every item.
+//! An item that asks for the mean over all items needs every item to have
+//! reached the same point. So a `vmap` with an axis name runs each item on
+//! its own thread, in lockstep: a baton passes from item to item in order,
+//! and only its holder runs. Each item runs until its next collective,
+//! deposits its operand and hands the baton on; the last item reduces the
+//! operands (in item order) and hands the baton back to the first, which
+//! continues with the result. Every item thus runs once, one at a time, in
+//! a fixed order: results — and the order in which operations are recorded
+//! for `grad` — are deterministic, and gradients flow through the reduction
+//! into every item.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::core::error::{Error, Result};
 use crate::core::scope::Scope;
@@ -24,65 +25,207 @@ pub(crate) enum Reduce {
     Sum,
 }
 
-/// The rounds of one `vmap` with an axis name.
+/// The shared state of one `vmap` with an axis name.
+#[derive(Debug)]
+struct Lockstep {
+    /// The item allowed to run.
+    turn: usize,
+    /// Results of the collectives resolved so far, in call order.
+    resolved: Vec<Tensor>,
+    /// Operands deposited at the current collective, per item.
+    pending: Vec<Option<(Reduce, Tensor)>>,
+    /// Items whose body has returned.
+    finished: Vec<bool>,
+    /// Set when an item failed or the items disagree: everyone stops.
+    aborted: Option<Error>,
+}
+
+/// The baton and the collectives of one `vmap` with an axis name, shared
+/// by its item threads.
 #[derive(Debug)]
 pub(crate) struct Collectives {
-    pub(crate) axis_name: String,
-    pub(crate) items: usize,
-    /// Results of the collectives resolved so far, in call order.
-    pub(crate) resolved: Vec<Tensor>,
-    /// Operands deposited in this round, per item, with the reduction.
-    pub(crate) pending: Vec<Option<(Reduce, Tensor)>>,
+    axis_name: String,
+    path: String,
+    items: usize,
+    state: Mutex<Lockstep>,
+    baton: Condvar,
 }
 
-/// An item's handle: the shared rounds, the item's index, and how many
-/// collectives this run has passed.
+/// An item's handle on the collectives of an enclosing `vmap`.
 #[derive(Clone, Debug)]
 pub(crate) struct AxisContext {
-    pub(crate) shared: Rc<RefCell<Collectives>>,
+    pub(crate) shared: Arc<Collectives>,
     pub(crate) item: usize,
-    pub(crate) calls: Rc<RefCell<usize>>,
 }
 
-/// The signal an item returns when it stops at an unresolved collective.
-pub(crate) const PENDING: &str = "collective pending";
+/// The error an item's collective returns when another item failed; the
+/// driver reports the failure itself instead.
+const ABORTED: &str = "stopped: another item failed";
 
 impl Collectives {
-    /// Reduces this round's operands into the next resolved result; every
-    /// item must have stopped at the same collective with the same shape.
-    pub(crate) fn resolve(&mut self, path: &str) -> Result<()> {
+    /// The collectives of `items` items over axis `axis_name`, at `path`.
+    pub(crate) fn new(axis_name: &str, path: &str, items: usize) -> Arc<Collectives> {
+        Arc::new(Collectives {
+            axis_name: axis_name.to_string(),
+            path: path.to_string(),
+            items,
+            state: Mutex::new(Lockstep {
+                turn: 0,
+                resolved: Vec::new(),
+                pending: vec![None; items],
+                finished: vec![false; items],
+                aborted: None,
+            }),
+            baton: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Lockstep> {
+        // A poisoned lock means an item panicked; its thread's panic is
+        // re-raised by the driver, so the state can still be read here.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Blocks item `item` until it holds the baton (or everything stopped).
+    fn wait_turn<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, Lockstep>,
+        item: usize,
+    ) -> MutexGuard<'a, Lockstep> {
+        while st.turn != item && st.aborted.is_none() {
+            st = self.baton.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st
+    }
+
+    /// Runs item `item`'s body once it holds the baton, then records that it
+    /// finished (or failed) and hands the baton on.
+    pub(crate) fn run_item<T>(&self, item: usize, body: impl FnOnce() -> Result<T>) -> Result<T> {
+        let st = self.wait_turn(self.lock(), item);
+        if st.aborted.is_some() {
+            return Err(self.error(ABORTED.to_string()));
+        }
+        drop(st);
+        // If the body panics, the guard stops the other items (which would
+        // otherwise wait for the baton forever); the panic then reaches the
+        // driver when it joins the threads.
+        let mut guard = PanicGuard {
+            shared: self,
+            item,
+            armed: true,
+        };
+        let out = body();
+        guard.armed = false;
+        let mut st = self.lock();
+        st.finished[item] = true;
+        if let Err(e) = &out {
+            if st.aborted.is_none() {
+                st.aborted = Some(e.clone());
+            }
+        }
+        self.pass(&mut st, item);
+        out
+    }
+
+    /// Hands the baton from `item` to the next item; after the last item,
+    /// resolves the collective every item reached, or checks that all
+    /// finished.
+    fn pass(&self, st: &mut Lockstep, item: usize) {
+        if item + 1 < self.items {
+            st.turn = item + 1;
+        } else if st.aborted.is_none() {
+            let deposited = st.pending.iter().filter(|p| p.is_some()).count();
+            if deposited == self.items {
+                match self.reduce(st) {
+                    Ok(r) => {
+                        st.resolved.push(r);
+                        st.turn = 0;
+                    }
+                    Err(e) => st.aborted = Some(e),
+                }
+            } else if deposited > 0 {
+                let missing = st.pending.iter().position(Option::is_none).unwrap_or(0);
+                st.aborted = Some(self.error(format!(
+                    "item {missing} did not reach collective #{} over axis \"{}\" that the \
+                     other items reached",
+                    st.resolved.len(),
+                    self.axis_name
+                )));
+            }
+        }
+        self.baton.notify_all();
+    }
+
+    /// The reduction of the deposited operands, in item order.
+    fn reduce(&self, st: &mut Lockstep) -> Result<Tensor> {
         let mut parts = Vec::with_capacity(self.items);
-        let mut op = None;
-        for (i, p) in self.pending.iter_mut().enumerate() {
-            let Some((reduce, x)) = p.take() else {
-                return Err(Error::Lift {
-                    path: path.to_string(),
-                    transform: "vmap",
-                    message: format!(
-                        "item {i} did not reach collective #{} over axis \"{}\" that the other \
-                         items reached",
-                        self.resolved.len(),
-                        self.axis_name
-                    ),
-                });
-            };
-            op = Some(reduce);
+        let mut op = Reduce::Sum;
+        for p in &mut st.pending {
+            let (reduce, x) = p.take().expect("every item deposited");
+            op = reduce;
             parts.push(x);
         }
         let stacked = Tensor::stack(&parts, 0)?;
-        let reduced = match op {
+        Ok(match op {
             // `pmean` is a sum divided by the axis size. Run eagerly, XLA
             // multiplies by the f32 reciprocal of the constant; under
             // `jax.grad` the size reaches the kernel as an argument and the
             // division is a true one (as for Dropout's `x / keep_prob`).
-            Some(Reduce::Mean) if stacked.is_traced() => stacked
+            Reduce::Mean if stacked.is_traced() => stacked
                 .sum(&[0], false)?
                 .div(&Tensor::scalar(self.items as f32))?,
-            Some(Reduce::Mean) => stacked.mean(&[0], false)?,
-            _ => stacked.sum(&[0], false)?,
-        };
-        self.resolved.push(reduced);
-        Ok(())
+            Reduce::Mean => stacked.mean(&[0], false)?,
+            Reduce::Sum => stacked.sum(&[0], false)?,
+        })
+    }
+
+    /// Item `item`'s collective: deposit, hand the baton on, wait for the
+    /// result.
+    fn collective(&self, item: usize, reduce: Reduce, x: &Tensor) -> Result<Tensor> {
+        let mut st = self.lock();
+        let index = st.resolved.len();
+        st.pending[item] = Some((reduce, x.clone()));
+        self.pass(&mut st, item);
+        let st = self.wait_turn(st, item);
+        if st.aborted.is_some() {
+            return Err(self.error(ABORTED.to_string()));
+        }
+        Ok(st.resolved[index].clone())
+    }
+
+    /// The first failure, if any item failed.
+    pub(crate) fn failure(&self) -> Option<Error> {
+        self.lock().aborted.clone()
+    }
+
+    fn error(&self, message: String) -> Error {
+        Error::Lift {
+            path: self.path.clone(),
+            transform: "vmap",
+            message,
+        }
+    }
+}
+
+/// Stops every item when the item running dies by a panic.
+struct PanicGuard<'a> {
+    shared: &'a Collectives,
+    item: usize,
+    /// Cleared when the body returned.
+    armed: bool,
+}
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut st = self.shared.lock();
+        st.finished[self.item] = true;
+        if st.aborted.is_none() {
+            st.aborted = Some(self.shared.error(format!("item {} panicked", self.item)));
+        }
+        self.shared.baton.notify_all();
     }
 }
 
@@ -106,7 +249,7 @@ impl Scope<'_> {
             .axes
             .iter()
             .rev()
-            .find(|c| c.shared.borrow().axis_name == axis_name)
+            .find(|c| c.shared.axis_name == axis_name)
             .cloned();
         let Some(ctx) = ctx else {
             return Err(Error::Lift {
@@ -115,25 +258,6 @@ impl Scope<'_> {
                 message: format!("unbound axis name \"{axis_name}\": no enclosing Vmap has it"),
             });
         };
-        let k = {
-            let mut calls = ctx.calls.borrow_mut();
-            *calls += 1;
-            *calls - 1
-        };
-        let mut shared = ctx.shared.borrow_mut();
-        if let Some(done) = shared.resolved.get(k) {
-            return Ok(done.clone());
-        }
-        shared.pending[ctx.item] = Some((reduce, x.clone()));
-        Err(Error::Lift {
-            path: self.path_text(),
-            transform: "vmap",
-            message: PENDING.to_string(),
-        })
+        ctx.shared.collective(ctx.item, reduce, x)
     }
-}
-
-/// Whether `e` is the signal of an item stopped at a collective.
-pub(crate) fn is_pending(e: &Error) -> bool {
-    matches!(e, Error::Lift { message, .. } if message == PENDING)
 }

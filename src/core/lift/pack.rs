@@ -13,7 +13,7 @@
 //!    `make_rng` counters of the lifted path.
 
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::core::error::{Error, Result};
 use crate::core::filter::Filter;
@@ -44,9 +44,9 @@ pub(crate) struct Packed {
     /// Lifted streams: name, split per item, seed key.
     streams: Vec<(String, bool, Key)>,
     separator: bool,
-    mutable: Rc<Filter>,
+    mutable: Arc<Filter>,
     initializing: bool,
-    lifted: Rc<Vec<Vec<Filter>>>,
+    lifted: Arc<Vec<Vec<Filter>>>,
     axes: Vec<super::AxisContext>,
     /// `make_rng` counters when the transform started.
     pub(crate) counters: HashMap<(Vec<String>, String), u64>,
@@ -83,7 +83,7 @@ impl Packed {
             .collect();
         let mut lifted = (*outer.lifted).clone();
         lifted.push(modes.iter().map(|(f, _)| f.clone()).collect());
-        let lifted = Rc::new(lifted);
+        let lifted = Arc::new(lifted);
         Packed {
             transform,
             path_text: scope.path_text(),
@@ -91,7 +91,7 @@ impl Packed {
             collections,
             streams,
             separator: outer.rngs.separator_flag(),
-            mutable: Rc::clone(&outer.mutable),
+            mutable: Arc::clone(&outer.mutable),
             initializing: outer.initializing,
             lifted,
             axes: outer.axes.clone(),
@@ -176,9 +176,14 @@ impl Packed {
         for (c, sub) in carry {
             variables.insert(c.clone(), self.place(c, sub.clone())?);
         }
-        let mut state = State::new(variables, rngs, Rc::clone(&self.mutable), self.initializing);
+        let mut state = State::new(
+            variables,
+            rngs,
+            Arc::clone(&self.mutable),
+            self.initializing,
+        );
         state.counters = counters;
-        state.lifted = Rc::clone(&self.lifted);
+        state.lifted = Arc::clone(&self.lifted);
         state.axes = self.axes.clone();
         Ok(state)
     }

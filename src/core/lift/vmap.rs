@@ -3,15 +3,16 @@
 //! split streams have their own keys; the items' variables are stacked back.
 
 use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::Arc;
 
-use super::collective::{is_pending, Collectives};
-use super::AxisContext;
-
+use super::collective::Collectives;
 use super::pack::{Packed, VarMode};
+use super::AxisContext;
 use crate::core::error::Result;
 use crate::core::filter::Filter;
-use crate::core::scope::Scope;
+use crate::core::rngs::Rngs;
+use crate::core::scope::{Scope, State};
+use crate::tensor::compiled::{in_compiled_region, CompiledRegion};
 
 /// How `vmap` lifts variables and RNG streams.
 #[derive(Clone, Debug, Default)]
@@ -37,11 +38,14 @@ impl<'s> Scope<'s> {
     /// their axes, or checked identical when broadcast). The calling
     /// scope's `make_rng` counters are not advanced; the lifted scope's
     /// counters continue from call to call.
-    pub(crate) fn vmap_items<T>(
+    ///
+    /// Items run one after another; with an axis name, each on its own
+    /// thread in lockstep (see [`super::collective`]), still one at a time.
+    pub(crate) fn vmap_items<T: Send>(
         &self,
         n: usize,
         config: &VmapConfig,
-        mut body: impl FnMut(&Scope<'_>, usize) -> Result<T>,
+        body: impl Fn(&Scope<'_>, usize) -> Result<T> + Sync,
     ) -> Result<Vec<T>> {
         let modes = config
             .variable_axes
@@ -50,44 +54,54 @@ impl<'s> Scope<'s> {
             .collect();
         let packed = Packed::new(self, "vmap", modes, &config.split_rngs);
         let rngs = packed.item_rngs(n);
-        let shared = config.axis_name.as_ref().map(|name| {
-            Rc::new(RefCell::new(Collectives {
-                axis_name: name.clone(),
-                items: n,
-                resolved: Vec::new(),
-                pending: vec![None; n],
-            }))
-        });
-        // Without an axis name one round runs every item to the end; with
-        // one, rounds repeat until no item stops at a pending collective.
-        let (outputs, finished) = loop {
-            let mut outputs = Vec::with_capacity(n);
-            let mut finished = Vec::with_capacity(n);
-            let mut stopped = false;
-            for (i, r) in rngs.iter().enumerate() {
-                let mut state = packed.item_state(n, i, r.clone(), &[], packed.counters.clone())?;
-                if let Some(shared) = &shared {
-                    state.axes.push(AxisContext {
-                        shared: Rc::clone(shared),
-                        item: i,
-                        calls: Rc::new(RefCell::new(0)),
-                    });
+        let path = self.path().to_vec();
+        // One item: its state built, the body run, the state trimmed.
+        let run = |i: usize, rngs: Rngs, axis: Option<AxisContext>| -> Result<(T, State)> {
+            let mut state = packed.item_state(n, i, rngs, &[], packed.counters.clone())?;
+            state.axes.extend(axis);
+            let cell = RefCell::new(state);
+            let out = body(&Scope::at(&cell, path.clone()), i)?;
+            let mut state = cell.into_inner();
+            packed.trim_for_repack(&mut state);
+            Ok((out, state))
+        };
+        let items: Vec<(T, State)> = match &config.axis_name {
+            None => rngs
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| run(i, r, None))
+                .collect::<Result<_>>()?,
+            Some(name) => {
+                let shared = Collectives::new(name, &self.path_text(), n);
+                let compiled = in_compiled_region();
+                let results: Vec<Result<(T, State)>> = std::thread::scope(|threads| {
+                    let handles: Vec<_> = rngs
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, r)| {
+                            let (shared, run) = (&shared, &run);
+                            threads.spawn(move || {
+                                let _region = compiled.then(CompiledRegion::enter);
+                                let axis = AxisContext {
+                                    shared: Arc::clone(shared),
+                                    item: i,
+                                };
+                                shared.run_item(i, || run(i, r, Some(axis)))
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                        .collect()
+                });
+                if let Some(e) = shared.failure() {
+                    return Err(e);
                 }
-                let cell = RefCell::new(state);
-                match body(&Scope::at(&cell, self.path().to_vec()), i) {
-                    Ok(out) => outputs.push(out),
-                    Err(e) if shared.is_some() && is_pending(&e) => stopped = true,
-                    Err(e) => return Err(e),
-                }
-                let mut state = cell.into_inner();
-                packed.trim_for_repack(&mut state);
-                finished.push(state);
-            }
-            match (&shared, stopped) {
-                (Some(shared), true) => shared.borrow_mut().resolve(&self.path_text())?,
-                _ => break (outputs, finished),
+                results.into_iter().collect::<Result<Vec<_>>>()?
             }
         };
+        let (outputs, finished): (Vec<T>, Vec<State>) = items.into_iter().unzip();
         let collections = packed.repack(&finished)?;
         let counters = finished
             .first()
