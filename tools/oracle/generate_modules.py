@@ -333,6 +333,54 @@ def scan_collections():
                 carry=f32_bits(cf2), ys=f32_bits(ys2), counter=tree_bits(v2["counter"]))
 
 
+def nested_collectives():
+    """vmap inside vmap, each with an axis name: the inner items reduce over
+    the outer axis (pmean) and over their own (psum); init and gradients."""
+
+    class Inner(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.Dense(2)(x)
+            a = jax.lax.pmean(h, "outer")
+            b = jax.lax.psum(h * a, "inner")
+            return a + b
+
+    V = nn.vmap(nn.vmap(Inner, variable_axes={"params": 0}, split_rngs={"params": True},
+                        axis_name="inner"),
+                variable_axes={"params": 0}, split_rngs={"params": True}, axis_name="outer")
+    x = jnp.asarray(np.random.RandomState(61).randn(3, 2, 4).astype(np.float32))
+    out, v = V().init_with_output(jax.random.key(14), x)
+
+    def loss(p):
+        # Flattened first: XLA's order for a sum over several axes depends
+        # on the shape (flaxen sums a flat array left to right, as XLA does
+        # for short 1-D sums).
+        return jnp.sum((V().apply({"params": p}, x) ** 2).reshape(-1))
+
+    l, g = jax.value_and_grad(loss)(v["params"])
+
+    # One use of the collective's result per item: x - pmean(x) over 5 items.
+    class Center(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.Dense(3)(x)
+            return h - jax.lax.pmean(h, "batch")
+
+    C = nn.vmap(Center, variable_axes={"params": 0}, split_rngs={"params": True},
+                axis_name="batch")
+    xc = jnp.asarray(np.random.RandomState(62).randn(5, 4).astype(np.float32))
+    cv = C().init(jax.random.key(15), xc)
+
+    def center_loss(p):
+        return jnp.sum((C().apply({"params": p}, xc) ** 2).reshape(-1))
+
+    cl, cg = jax.value_and_grad(center_loss)(cv["params"])
+    return dict(x=f32_bits(x), out=f32_bits(out), params=tree_bits(v["params"]),
+                loss=f32_bits(l), grads=tree_bits(g),
+                center_x=f32_bits(xc), center_params=tree_bits(cv["params"]),
+                center_loss=f32_bits(cl), center_grads=tree_bits(cg))
+
+
 def lifted_vmap():
     """The design note's LinenVmapMLP and LinenStatefulVmapMLP, and vmap of
     a non-root submodule with in_axes=(0, None), out_axes=1, params on axis
@@ -551,6 +599,7 @@ if __name__ == "__main__":
         manual_vmap=manual_vmap(),
         scan_training=scan_training(),
         scan_collections=scan_collections(),
+        nested_collectives=nested_collectives(),
         lifted_scan=lifted_scan(),
         lift_transpose=lift_transpose_example(),
     )

@@ -31,13 +31,24 @@ struct Lockstep {
     /// The item allowed to run.
     turn: usize,
     /// Results of the collectives resolved so far, in call order.
-    resolved: Vec<Tensor>,
+    resolved: Vec<Resolved>,
     /// Operands deposited at the current collective, per item.
     pending: Vec<Option<(Reduce, Tensor)>>,
     /// Items whose body has returned.
     finished: Vec<bool>,
     /// Set when an item failed or the items disagree: everyone stops.
     aborted: Option<Error>,
+}
+
+/// A collective's result.
+#[derive(Debug)]
+enum Resolved {
+    /// The same value for every item.
+    Shared(Tensor),
+    /// Under `grad`: one copy per item, stacked, so that the items'
+    /// cotangents are summed in item order, as JAX's transpose of the
+    /// broadcast to the mapped axis does (a reduction over that axis).
+    PerItem(Tensor),
 }
 
 /// The baton and the collectives of one `vmap` with an axis name, shared
@@ -157,7 +168,7 @@ impl Collectives {
     }
 
     /// The reduction of the deposited operands, in item order.
-    fn reduce(&self, st: &mut Lockstep) -> Result<Tensor> {
+    fn reduce(&self, st: &mut Lockstep) -> Result<Resolved> {
         let mut parts = Vec::with_capacity(self.items);
         let mut op = Reduce::Sum;
         for p in &mut st.pending {
@@ -166,7 +177,7 @@ impl Collectives {
             parts.push(x);
         }
         let stacked = Tensor::stack(&parts, 0)?;
-        Ok(match op {
+        let reduced = match op {
             // `pmean` is a sum divided by the axis size. Run eagerly, XLA
             // multiplies by the f32 reciprocal of the constant; under
             // `jax.grad` the size reaches the kernel as an argument and the
@@ -176,6 +187,11 @@ impl Collectives {
                 .div(&Tensor::scalar(self.items as f32))?,
             Reduce::Mean => stacked.mean(&[0], false)?,
             Reduce::Sum => stacked.sum(&[0], false)?,
+        };
+        Ok(if reduced.is_traced() {
+            Resolved::PerItem(Tensor::stack(&vec![reduced; self.items], 0)?)
+        } else {
+            Resolved::Shared(reduced)
         })
     }
 
@@ -190,7 +206,10 @@ impl Collectives {
         if st.aborted.is_some() {
             return Err(self.error(ABORTED.to_string()));
         }
-        Ok(st.resolved[index].clone())
+        match &st.resolved[index] {
+            Resolved::Shared(r) => Ok(r.clone()),
+            Resolved::PerItem(r) => Ok(r.index_axis(0, item)?),
+        }
     }
 
     /// The first failure, if any item failed.
