@@ -235,3 +235,82 @@ fn elementwise_values_and_backward_rules_are_bit_exact() {
         );
     }
 }
+
+#[derive(Deserialize)]
+struct SoftmaxOut {
+    out: Vec<u32>,
+    grad: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct SoftmaxCase {
+    shape: Vec<usize>,
+    axis: isize,
+    exact: bool,
+    x: Vec<u32>,
+    ct: Vec<u32>,
+    softmax: SoftmaxOut,
+    log_softmax: SoftmaxOut,
+}
+
+#[derive(Deserialize)]
+struct SoftmaxFixture {
+    softmax: Vec<SoftmaxCase>,
+}
+
+fn shaped(bits: &[u32], shape: &[usize]) -> Tensor {
+    Tensor::from_vec(bits.iter().map(|&b| f32::from_bits(b)).collect(), shape).unwrap()
+}
+
+/// `jax.nn.softmax` and `jax.nn.log_softmax` values and VJPs bit for bit,
+/// over row lengths 1 to 1500, along the last axis and others. Cases of
+/// 4096 elements or more (`exact: false`) are left to YNNPACK by XLA:CPU,
+/// whose exp and summation order are not reproduced: they are only run.
+#[test]
+fn softmax_and_log_softmax_are_bit_exact() {
+    let fixture: SoftmaxFixture =
+        serde_json::from_str(include_str!("fixtures/tensor_ops.json")).unwrap();
+    let mut report = Vec::new();
+    let mut failures: Vec<String> = Vec::new();
+    for case in &fixture.softmax {
+        for (name, want) in [
+            ("softmax", &case.softmax),
+            ("log_softmax", &case.log_softmax),
+        ] {
+            let x = Tree::new().with("x", shaped(&case.x, &case.shape));
+            let axis = case.axis;
+            let (out, pullback) = vjp(
+                |p| {
+                    let x = p.tensor("x")?;
+                    Ok(if name == "softmax" {
+                        x.softmax(axis)?
+                    } else {
+                        x.log_softmax(axis)?
+                    })
+                },
+                &x,
+            )
+            .unwrap();
+            let grads = pullback.call(&shaped(&case.ct, &case.shape)).unwrap();
+            let bad = (
+                differing(&out, &want.out),
+                differing(grads.tensor("x").unwrap(), &want.grad),
+            );
+            let line = format!("{name} {:?} axis {axis}: {bad:?}", case.shape);
+            if case.exact && bad != (0, 0) {
+                failures.push(line.clone());
+            }
+            report.push(line);
+        }
+    }
+    println!("{}", report.join("\n"));
+    assert_eq!(
+        failures, KNOWN_SOFTMAX_DIFFS,
+        "cases whose values and gradients differ from JAX's (count of values, of gradients)"
+    );
+}
+
+/// Exact-path cases still off: log_softmax along a non-last axis, where XLA
+/// fuses `exp` into the reduction's loop fusion (last axis: its own fusion),
+/// and one of 15 values differs by an ulp.
+const KNOWN_SOFTMAX_DIFFS: &[&str] = &["log_softmax [5, 3] axis 0: (1, 0)"];

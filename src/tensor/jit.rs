@@ -597,11 +597,11 @@ fn backward(step: &Step, input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32],
         }
         OpKind::SoftmaxLast => {
             dst.copy_from_slice(g);
-            rows::softmax_rows_backward(dst, out, last(step));
+            rows::softmax_rows_backward(dst, a, last(step));
         }
         OpKind::LogSoftmaxLast => {
             dst.copy_from_slice(g);
-            rows::log_softmax_rows_backward(dst, out, last(step));
+            rows::log_softmax_rows_backward(dst, a, last(step));
         }
         OpKind::MeanAll => {
             dst.fill(g[0] * (1.0 / a.len() as f32));

@@ -119,9 +119,32 @@ def main():
         bits = lambda a: np.asarray(a, np.float32).view(np.uint32).tolist()
         rules[name] = {"x": bits(x), "ct": bits(ct), "out": bits(out), "grad": bits(g)}
 
+    # Softmax and log-softmax bit for bit: values and VJPs of the jitted
+    # jax.nn functions over several row lengths, along the last axis and
+    # along axis 0. Up to 32 elements XLA sums a row left to right, longer
+    # rows in windows of 32 (TreeReductionRewriter). From 4096 elements on,
+    # XLA:CPU hands the reductions to YNNPACK (`__ynn_fusion`), whose exp
+    # and summation order differ: those cases are marked `exact: false`.
+    srng = np.random.default_rng(7)
+    softmax_cases = []
+    shapes = [((3, w), -1) for w in (1, 2, 3, 5, 8, 10, 16, 31, 32, 33, 100, 1000)]
+    shapes += [((4, 64), -1), ((2, 1500), -1), ((5, 3), 0), ((33, 4), 0), ((100, 3), 0), ((2, 40, 3), 1)]
+    shapes += [((64, 64), -1), ((4, 1024), -1)]
+    bits = lambda a: np.asarray(a, np.float32).reshape(-1).view(np.uint32).tolist()
+    for shape, axis in shapes:
+        x = (srng.standard_normal(shape) * 3).astype(np.float32)
+        ct = srng.uniform(-2, 2, shape).astype(np.float32)
+        sc = {"shape": list(shape), "axis": axis, "exact": int(np.prod(shape)) < 4096,
+              "x": bits(x), "ct": bits(ct)}
+        for fname, f in (("softmax", jax.nn.softmax), ("log_softmax", jax.nn.log_softmax)):
+            out, pullback = jax.vjp(lambda x: f(x, axis=axis), jnp.asarray(x))
+            (g,) = pullback(jnp.asarray(ct))
+            sc[fname] = {"out": bits(out), "grad": bits(g)}
+        softmax_cases.append(sc)
+
     with open(OUT, "w") as f:
         json.dump({"versions": {"jax": jax.__version__}, "cases": cases, "train_step": train_step,
-                   "rules": rules}, f, separators=(",", ":"))
+                   "rules": rules, "softmax": softmax_cases}, f, separators=(",", ":"))
     print(f"wrote {OUT}")
 
 

@@ -198,93 +198,83 @@ impl Tensor {
     }
 
     /// `jax.nn.softmax(x, axis)`: `exp(x - max) / sum(exp(x - max))`, with
-    /// the max not differentiated.
+    /// the max not differentiated; bit for bit as JAX's jitted computation
+    /// (see `rows::softmax_rows`).
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         let a = normalize_axis("softmax", axis, self.ndim())?;
-        if a + 1 == self.ndim() {
-            let n = self.shape()[a];
-            let x = self.data.as_standard_layout();
-            let mut out = vec![0.0; self.size()];
-            rows::softmax_rows(x.as_slice().expect("row-major"), n, &mut out);
-            let out = ArrayD::from_shape_vec(self.data.raw_dim(), out)
-                .expect("same shape")
-                .into_shared();
-            let od = out.clone();
-            return Ok(Tensor::record_kind(
-                out,
-                &[self],
-                OpKind::SoftmaxLast,
-                move |g, _| {
-                    let mut g = standard(g);
-                    let y = od.as_slice().expect("row-major");
-                    rows::softmax_rows_backward(g.as_slice_mut().expect("row-major"), y, n);
-                    smallvec![Some(g)]
-                },
-            ));
-        }
-        let m = self
-            .data
-            .fold_axis(Axis(a), f32::NEG_INFINITY, |&acc, &v| nan_max(acc, v));
-        let m = m.insert_axis(Axis(a));
-        let mut u = &self.data - &m;
-        u.mapv_inplace(f32::exp);
-        let s = u.sum_axis(Axis(a)).insert_axis(Axis(a));
-        u /= &s;
-        let out = u.into_shared();
-        let od = out.clone();
-        Ok(Tensor::record(out, &[self], move |mut g, _| {
-            // dx = y * (g - sum(g * y))
-            let gy = (&g * &od).sum_axis(Axis(a)).insert_axis(Axis(a));
-            g -= &gy;
-            g *= &od;
-            smallvec![Some(g)]
-        }))
+        self.row_op(
+            a,
+            OpKind::SoftmaxLast,
+            rows::softmax_rows,
+            rows::softmax_rows_backward,
+        )
     }
 
-    /// `jax.nn.log_softmax(x, axis)`: `x - max - log(sum(exp(x - max)))`.
+    /// `jax.nn.log_softmax(x, axis)`: `x - max - log(sum(exp(x - max)))`,
+    /// bit for bit as JAX's jitted computation (see `rows::log_softmax_rows`).
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         let a = normalize_axis("log_softmax", axis, self.ndim())?;
-        if a + 1 == self.ndim() {
-            let n = self.shape()[a];
-            let x = self.data.as_standard_layout();
-            let mut out = vec![0.0; self.size()];
-            rows::log_softmax_rows(x.as_slice().expect("row-major"), n, &mut out);
-            let out = ArrayD::from_shape_vec(self.data.raw_dim(), out)
-                .expect("same shape")
-                .into_shared();
-            let od = out.clone();
-            return Ok(Tensor::record_kind(
-                out,
-                &[self],
-                OpKind::LogSoftmaxLast,
-                move |g, _| {
-                    let mut g = standard(g);
-                    let y = od.as_slice().expect("row-major");
-                    rows::log_softmax_rows_backward(g.as_slice_mut().expect("row-major"), y, n);
-                    smallvec![Some(g)]
-                },
-            ));
-        }
-        let m = self
-            .data
-            .fold_axis(Axis(a), f32::NEG_INFINITY, |&acc, &v| nan_max(acc, v));
-        let mut shifted = &self.data - &m.insert_axis(Axis(a));
-        let lse = shifted
-            .mapv(f32::exp)
-            .sum_axis(Axis(a))
-            .mapv(f32::ln)
-            .insert_axis(Axis(a));
-        shifted -= &lse;
-        let out = shifted.into_shared();
-        let od = out.clone();
-        Ok(Tensor::record(out, &[self], move |mut g, _| {
-            // dx = g - softmax * sum(g)
-            let gs = g.sum_axis(Axis(a)).insert_axis(Axis(a));
-            Zip::from(&mut g)
-                .and(&od)
-                .and_broadcast(gs.broadcast(od.raw_dim()).unwrap())
-                .for_each(|g, &o, &s| *g -= crate::random::xla_math::exp(o) * s);
-            smallvec![Some(g)]
-        }))
+        self.row_op(
+            a,
+            OpKind::LogSoftmaxLast,
+            rows::log_softmax_rows,
+            rows::log_softmax_rows_backward,
+        )
+    }
+
+    /// Applies a row kernel along axis `a`, recording `kind` when `a` is the
+    /// last axis. Another axis is moved last, the rows computed, and the
+    /// result moved back: XLA reduces a non-minor dimension in the same
+    /// order as a minor one, so the bits are the same. The backward kernel
+    /// gets the output gradient and the input.
+    fn row_op(
+        &self,
+        a: usize,
+        kind: OpKind,
+        fwd: fn(&[f32], usize, &mut [f32]),
+        bwd: fn(&mut [f32], &[f32], usize),
+    ) -> Result<Tensor> {
+        let nd = self.ndim();
+        let n = self.shape()[a];
+        // `perm` moves axis `a` last; `inv` moves it back.
+        let perm: Vec<usize> = (0..nd).filter(|&d| d != a).chain([a]).collect();
+        let mut inv = vec![0; nd];
+        perm.iter().enumerate().for_each(|(i, &p)| inv[p] = i);
+        let last = a + 1 == nd;
+        let to_rows = move |x: ArrayViewD<'_, f32>| -> ArrayD<f32> {
+            if last {
+                x.as_standard_layout().into_owned()
+            } else {
+                x.permuted_axes(perm.clone())
+                    .as_standard_layout()
+                    .into_owned()
+            }
+        };
+        let from_rows = move |x: ArrayD<f32>| -> ArrayD<f32> {
+            if last {
+                x
+            } else {
+                standard(x.permuted_axes(inv.clone()))
+            }
+        };
+        let xr = to_rows(self.data.view());
+        let mut out = vec![0.0; self.size()];
+        fwd(xr.as_slice().expect("row-major"), n, &mut out);
+        let out = ArrayD::from_shape_vec(xr.raw_dim(), out).expect("same shape");
+        let out = from_rows(out).into_shared();
+        let backward = move |g: ArrayD<f32>, _: &[bool]| {
+            let mut g = to_rows(g.view());
+            bwd(
+                g.as_slice_mut().expect("row-major"),
+                xr.as_slice().expect("row-major"),
+                n,
+            );
+            smallvec![Some(from_rows(g))]
+        };
+        Ok(if last {
+            Tensor::record_kind(out, &[self], kind, backward)
+        } else {
+            Tensor::record(out, &[self], backward)
+        })
     }
 }

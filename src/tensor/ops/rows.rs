@@ -1,6 +1,7 @@
 //! Row kernels: reductions and softmax along the last axis of row-major
 //! data, shared by eager operations and compiled steps so that both compute
-//! the same bits. Every sum is sequential, left to right.
+//! the same bits. `row_sums` is sequential, left to right; the softmax
+//! kernels sum in the order of XLA:CPU's compiled `jax.nn.softmax`.
 
 use crate::random::xla_math;
 
@@ -24,58 +25,114 @@ pub(crate) fn row_sums(x: &[f32], n: usize, out: &mut [f32]) {
     }
 }
 
-/// `jax.nn.softmax` of each row: `exp(x - max) / sum(exp(x - max))`.
+/// The reduction window of XLA's CPU `TreeReductionRewriter`: a reduced
+/// dimension longer than this is first reduced in windows of this length.
+const TREE_WINDOW: usize = 32;
+
+/// `sum(row)` in the order of a reduce that XLA:CPU emits as a loop fusion
+/// (jitted `jax.nn.softmax` / `log_softmax`): left to right when the row has
+/// at most 32 elements. A longer row is split as `TreeReductionRewriter`
+/// does: padded (with the init value 0) to a multiple of 32, the padding
+/// split evenly with the odd element at the end (`Padding::kSame`), and each
+/// window summed left to right; the window sums are then reduced the same
+/// way (the pass runs to a fixed point, so 1500 elements give 47 window
+/// sums, then 2, then one).
+pub(crate) fn xla_row_sum(row: &[f32]) -> f32 {
+    let n = row.len();
+    if n <= TREE_WINDOW {
+        return row.iter().fold(0.0, |acc, &v| acc + v);
+    }
+    let windows = n.div_ceil(TREE_WINDOW);
+    let low = (windows * TREE_WINDOW - n) / 2;
+    let parts: Vec<f32> = (0..windows)
+        .map(|w| {
+            // Window `w` covers padded positions [32w, 32w + 32).
+            let start = (w * TREE_WINDOW).saturating_sub(low);
+            let end = ((w + 1) * TREE_WINDOW).saturating_sub(low).min(n);
+            row[start..end].iter().fold(0.0f32, |acc, &v| acc + v)
+        })
+        .collect();
+    xla_row_sum(&parts)
+}
+
+/// The row maximum (NaN-propagating; the order does not matter).
+fn row_max(row: &[f32]) -> f32 {
+    row.iter().fold(f32::NEG_INFINITY, |a, &v| nan_max(a, v))
+}
+
+/// `e = exp(x - max)` of one row into `e`, returning `sum(e)` in XLA's order.
+fn shifted_exp(row: &[f32], e: &mut [f32]) -> f32 {
+    let m = row_max(row);
+    for (o, &v) in e.iter_mut().zip(row) {
+        *o = xla_math::exp(v - m);
+    }
+    xla_row_sum(e)
+}
+
+/// `jax.nn.softmax` of each row, as its jitted XLA computation does:
+/// `e = exp(x - max)`, `s = sum(e)`, then `e * (1 / s)` (XLA turns the
+/// division by the broadcast sum into a multiplication by its reciprocal).
 pub(crate) fn softmax_rows(x: &[f32], n: usize, out: &mut [f32]) {
     if n == 0 {
         return;
     }
     for (orow, row) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
-        let m = row.iter().fold(f32::NEG_INFINITY, |a, &v| nan_max(a, v));
-        for (o, &v) in orow.iter_mut().zip(row) {
-            *o = xla_math::exp(v - m);
-        }
-        let s = orow.iter().sum::<f32>();
-        orow.iter_mut().for_each(|o| *o /= s);
+        let r = 1.0 / shifted_exp(row, orow);
+        orow.iter_mut().for_each(|o| *o *= r);
     }
 }
 
-/// The softmax backward pass in place: `g = (g - sum(g * y)) * y` per row.
-pub(crate) fn softmax_rows_backward(g: &mut [f32], y: &[f32], n: usize) {
+/// The softmax backward pass in place, from the input `x`, as JAX's jitted
+/// pullback computes it: with `e = exp(x - max)` and `s = sum(e)`,
+/// `t = sum((g * (1 / (s * s))) * e)` and `dx = (g * (1 / s) - t) * e`
+/// (no fused multiply-add: XLA keeps the product and the sum apart).
+pub(crate) fn softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize) {
     if n == 0 {
         return;
     }
-    for (grow, yrow) in g.chunks_exact_mut(n).zip(y.chunks_exact(n)) {
-        let gy = grow.iter().zip(yrow).map(|(&g, &y)| g * y).sum::<f32>();
-        for (g, &y) in grow.iter_mut().zip(yrow) {
-            *g = (*g - gy) * y;
+    let mut e = vec![0.0f32; n];
+    let mut ge = vec![0.0f32; n];
+    for (grow, row) in g.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+        let s = shifted_exp(row, &mut e);
+        let a = 1.0 / (s * s);
+        let r = 1.0 / s;
+        for ((p, &g), &e) in ge.iter_mut().zip(grow.iter()).zip(&e) {
+            *p = (g * a) * e;
+        }
+        let t = xla_row_sum(&ge);
+        for (g, &e) in grow.iter_mut().zip(&e) {
+            *g = (*g * r + -t) * e;
         }
     }
 }
 
-/// `jax.nn.log_softmax` of each row: `x - max - log(sum(exp(x - max)))`.
+/// `jax.nn.log_softmax` of each row: `(x - max) - log(sum(exp(x - max)))`.
 pub(crate) fn log_softmax_rows(x: &[f32], n: usize, out: &mut [f32]) {
     if n == 0 {
         return;
     }
     for (orow, row) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
-        let m = row.iter().fold(f32::NEG_INFINITY, |a, &v| nan_max(a, v));
+        let lse = xla_math::log(shifted_exp(row, orow));
+        let m = row_max(row);
         for (o, &v) in orow.iter_mut().zip(row) {
-            *o = v - m;
+            *o = (v - m) - lse;
         }
-        let lse = xla_math::log(orow.iter().map(|&s| xla_math::exp(s)).sum::<f32>());
-        orow.iter_mut().for_each(|o| *o -= lse);
     }
 }
 
-/// The log-softmax backward pass in place: `g -= exp(y) * sum(g)` per row.
-pub(crate) fn log_softmax_rows_backward(g: &mut [f32], y: &[f32], n: usize) {
+/// The log-softmax backward pass in place, from the input `x`, as JAX's
+/// jitted pullback computes it: `c = -sum(g) / sum(e)` with
+/// `e = exp(x - max)`, then `dx = g + c * e` as one fused multiply-add.
+pub(crate) fn log_softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize) {
     if n == 0 {
         return;
     }
-    for (grow, yrow) in g.chunks_exact_mut(n).zip(y.chunks_exact(n)) {
-        let s = grow.iter().sum::<f32>();
-        for (g, &y) in grow.iter_mut().zip(yrow) {
-            *g -= xla_math::exp(y) * s;
+    let mut e = vec![0.0f32; n];
+    for (grow, row) in g.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+        let s = shifted_exp(row, &mut e);
+        let c = -xla_row_sum(grow) / s;
+        for (g, &e) in grow.iter_mut().zip(&e) {
+            *g = c.mul_add(e, *g);
         }
     }
 }
