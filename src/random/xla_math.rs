@@ -29,6 +29,14 @@
 //! instead of its polynomial; those few results are not reproduced here.
 //! Inside fused kernels (every sampler of `jax.random`) and for every other
 //! length, the polynomial is used and matched.
+//!
+//! Verification of `tanh`, `exp`, `logistic` and `expm1` (scalar and slice
+//! forms) against dumps of `jax.jit(lax.*)` (jax 0.10.2): 0 differences on
+//! seven blocks per function, 6.7e7 inputs in all (from the bit patterns
+//! `0x0000_0000` and `0x3800_0000`, `0x3F00_0000`, `0x42A0_0000`,
+//! `0x7F80_0000`, `0xBF00_0000`, `0xFF80_0000`: subnormals, small, around 1,
+//! beyond the clamps, inf/NaN, negatives); eager `lax.*` gives the same bits.
+//! Not yet run on all 2^32 inputs.
 
 // The samplers that use these functions are not written yet.
 #![cfg_attr(not(test), allow(dead_code))]

@@ -15,6 +15,19 @@ const FUNCTIONS: [(&str, Scalar, Slice); 4] = [
     ("erf_inv", erf_inv, erf_inv_slice),
 ];
 
+/// Everything the exhaustive comparison knows: the fixture's functions and
+/// the ones checked only through module fixtures and dumps.
+const EXHAUSTIVE: [(&str, Scalar, Slice); 8] = [
+    ("log", log, log_slice),
+    ("log1p", log1p, log1p_slice),
+    ("erf", erf, erf_slice),
+    ("erf_inv", erf_inv, erf_inv_slice),
+    ("tanh", tanh, tanh_slice),
+    ("exp", exp, exp_slice),
+    ("logistic", logistic, logistic_slice),
+    ("expm1", expm1, expm1_slice),
+];
+
 fn fixture() -> Value {
     serde_json::from_str(include_str!("../../../tests/fixtures/xla_math.json"))
         .expect("tests/fixtures/xla_math.json is valid JSON")
@@ -93,15 +106,17 @@ fn exhaustive_against_dump() {
         panic!("set XLA_MATH_FN and XLA_MATH_DUMP");
     };
     let start: u64 = var("XLA_MATH_START").map_or(0, |s| s.parse().expect("a number"));
-    let (_, _, slice) = FUNCTIONS
+    let (_, scalar, slice) = EXHAUSTIVE
         .into_iter()
         .find(|f| f.0 == name)
-        .expect("XLA_MATH_FN is one of log, log1p, erf, erf_inv");
+        .expect("XLA_MATH_FN is one of log, log1p, erf, erf_inv, tanh, exp, logistic, expm1");
 
     const CHUNK: usize = 1 << 22;
     let mut file = std::fs::File::open(&path).expect("XLA_MATH_DUMP opens");
     let mut bytes = vec![0u8; 4 * CHUNK];
     let (mut pos, mut total, mut bad) = (start, 0u64, 0u64);
+    // (input, JAX, slice form, scalar form) for every input where either
+    // form differs from JAX.
     loop {
         let mut got = 0;
         while got < bytes.len() {
@@ -114,7 +129,7 @@ fn exhaustive_against_dump() {
         if n == 0 {
             break;
         }
-        let chunk_bad: Vec<(u32, u32, u32)> = bytes[..4 * n]
+        let chunk_bad: Vec<(u32, u32, u32, u32)> = bytes[..4 * n]
             .par_chunks(4 * 4096)
             .enumerate()
             .flat_map_iter(|(j, want)| {
@@ -128,13 +143,14 @@ fn exhaustive_against_dump() {
                     .filter_map(move |(i, y)| {
                         let w = u32::from_le_bytes(want[4 * i..4 * i + 4].try_into().unwrap());
                         let x = (first + i as u64) as u32;
-                        (y.to_bits() != w).then_some((x, w, y.to_bits()))
+                        let one = scalar(f32::from_bits(x)).to_bits();
+                        (y.to_bits() != w || one != w).then_some((x, w, y.to_bits(), one))
                     })
                     .collect::<Vec<_>>()
             })
             .collect();
-        for &(x, w, y) in chunk_bad.iter().take(20usize.saturating_sub(bad as usize)) {
-            println!("{name}({x:#010x}): JAX {w:#010x}, flaxen {y:#010x}");
+        for &(x, w, y, one) in chunk_bad.iter().take(20usize.saturating_sub(bad as usize)) {
+            println!("{name}({x:#010x}): JAX {w:#010x}, slice {y:#010x}, scalar {one:#010x}");
         }
         bad += chunk_bad.len() as u64;
         total += n as u64;
