@@ -1,5 +1,17 @@
 """Debug: JAX's view of the stateful vmapped MLP's gradients (jaxpr and
-intermediate cotangents), to compare with flaxen op by op."""
+intermediate cotangents), to compare with flaxen op by op.
+
+    .venv-oracle/bin/python tools/oracle/debug_bn_grads.py jaxpr|grads|emulate
+
+`emulate` replays the backward of the jaxpr in numpy float32 and prints the
+ulp distance to jax.value_and_grad (eager). What reproduces it bit for bit:
+forward means are sums times the f32 reciprocal (1/5), the pmean a true
+division by 3; the cotangent of rsqrt's output is summed over the items
+first (sequentially, item 0 first) and then multiplied by -0.5 * (ans / x);
+the mean's cotangent from `x - mean` is one sequential sum over items and
+rows flattened; the mean's backward multiplies by 1/5; the cotangents of the
+hidden pre-activation are added as (dk + d_mean) + d_square before the
+Dense backward."""
 import sys, os
 import numpy as np
 import jax, jax.numpy as jnp
