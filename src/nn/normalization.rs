@@ -10,23 +10,15 @@ use crate::tensor::Tensor;
 use super::module::{config_error, Module};
 
 /// Mean and (fast) variance over `axes`, as Flax's `_compute_stats` with
-/// `use_fast_variance`: `var = max(0, mean(x²) - mean(x)²)`; with an axis
-/// name, both means are averaged over the mapped items first (one `pmean`
-/// of the two stacked, as Flax does).
-fn compute_stats(
-    s: &Scope<'_>,
-    x: &Tensor,
-    axes: &[usize],
-    axis_name: Option<&str>,
-) -> Result<(Tensor, Tensor)> {
+/// `use_fast_variance`: `var = max(0, mean(x²) - mean(x)²)`. As in Flax,
+/// `x²` is computed before either mean, so that under `grad` the cotangents
+/// of `x` add up in JAX's order. (With an axis name, see
+/// `BatchNorm::call_batched`.)
+fn compute_stats(x: &Tensor, axes: &[usize]) -> Result<(Tensor, Tensor)> {
     let axes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
-    let mut mu = x.mean(&axes, false)?;
-    let mut mu2 = x.square().mean(&axes, false)?;
-    if let Some(name) = axis_name {
-        let both = s.pmean(name, &Tensor::stack(&[mu, mu2], 0)?)?;
-        mu = both.index_axis(0, 0)?;
-        mu2 = both.index_axis(0, 1)?;
-    }
+    let x2 = x.square();
+    let mu = x.mean(&axes, false)?;
+    let mu2 = x2.mean(&axes, false)?;
     let var = mu2.sub(&mu.square())?.maximum(&Tensor::scalar(0.0))?;
     Ok((mu, var))
 }
@@ -180,9 +172,9 @@ impl Module for BatchNorm {
         let (mean, var) = if self.use_running_average {
             (ra_mean.value(), ra_var.value())
         } else {
-            // As Flax: the axis name is ignored while initializing.
-            let axis_name = self.axis_name.as_deref().filter(|_| !s.is_initializing());
-            let (mean, var) = compute_stats(s, &x, &reduction, axis_name)?;
+            // Without an axis name, or while initializing (as Flax, which
+            // ignores the axis name then).
+            let (mean, var) = compute_stats(&x, &reduction)?;
             if !s.is_initializing() {
                 let m = Tensor::scalar(self.momentum as f32);
                 let one_minus = Tensor::scalar((1.0 - self.momentum) as f32);
@@ -329,7 +321,7 @@ impl Module for LayerNorm {
 
     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
         let last = canonical_axis(s, -1, x.ndim(), "LayerNorm")?;
-        let (mean, var) = compute_stats(s, &x, &[last], None)?;
+        let (mean, var) = compute_stats(&x, &[last])?;
         normalize(
             s,
             &x,
