@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use common::{load_fixture, ulp_distance};
 use flaxen::core::{value_and_grad, Result, Rngs, Scope, Variables};
-use flaxen::nn::{BatchNorm, Dense, Dropout, LayerNorm, Module, Vmap};
+use flaxen::nn::{relu, BatchNorm, Dense, Dropout, LayerNorm, Module, Vmap};
 use flaxen::random;
 use flaxen::tensor::{Tensor, Tree};
 use serde::Deserialize;
@@ -25,6 +25,10 @@ type Leaves = BTreeMap<String, Leaf>;
 
 #[derive(Deserialize)]
 struct Norm {
+    grad_x: Vec<u32>,
+    grad_params: Leaves,
+    grad_loss: Vec<u32>,
+    grad_grads: Leaves,
     bn_x: Vec<u32>,
     bn_variables: BTreeMap<String, Leaves>,
     bn_train: Vec<u32>,
@@ -535,4 +539,41 @@ fn batch_norm_inside_vmap_with_mutable_batch_stats() {
         0,
     );
     check("output", &y, &b.y, 0);
+}
+
+struct BnMlp;
+
+impl Module for BnMlp {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let h = s.call_named("hidden", Dense::new(4), x)?;
+        let h = s.call(BatchNorm::new(), h)?;
+        s.call_named("out", Dense::new(1), relu(&h))
+    }
+}
+
+#[test]
+fn gradients_through_batch_norm_are_bit_exact() {
+    // Dense -> BatchNorm -> relu -> Dense, trained with mutable batch_stats:
+    // as Flax computes |x|^2 before the means, the cotangents of x add up
+    // in JAX's order.
+    let f: Fixture = load_fixture("modules.json");
+    let n = f.normalization;
+    let x = tensor(&n.grad_x, &[7, 4]);
+    let v = BnMlp.init(random::key(0), x.clone()).unwrap();
+    check_tree("params", &v.params(), &n.grad_params, 0);
+    let (loss, grads) = value_and_grad(
+        |params| {
+            let vars = Variables::new()
+                .with("params", params.clone())
+                .with("batch_stats", v.collection("batch_stats").unwrap().clone());
+            let (out, _) = BnMlp.apply_mut(&vars, x.clone(), (), ["batch_stats"])?;
+            Ok(out.square().mean_all())
+        },
+        &v.params(),
+    )
+    .unwrap();
+    check("loss", &loss, &n.grad_loss, 0);
+    check_tree("grads", &grads, &n.grad_grads, 0);
 }
