@@ -5,7 +5,8 @@
 //! axis 1, dropout with a split stream, one vmapped instance called twice,
 //! gradients through an ensemble; scans with broadcast, per-step, carried
 //! and broadcast non-parameter collections, reversed, nested with vmap both
-//! ways, and trained (gradients through scan); BatchNorm/LayerNorm.
+//! ways, and trained (gradients through scan); BatchNorm/LayerNorm, and
+//! gradients through a plain BatchNorm.
 
 mod common;
 
@@ -13,7 +14,7 @@ use std::collections::BTreeMap;
 
 use common::{load_fixture, ulp_distance};
 use flaxen::core::{value_and_grad, Result, Rngs, Scope, Variables};
-use flaxen::nn::{BatchNorm, Dense, Dropout, LayerNorm, Module, Vmap};
+use flaxen::nn::{relu, BatchNorm, Dense, Dropout, LayerNorm, Module, Vmap};
 use flaxen::random;
 use flaxen::tensor::{Tensor, Tree};
 use serde::Deserialize;
@@ -28,6 +29,10 @@ type Leaves = BTreeMap<String, Leaf>;
 
 #[derive(Deserialize)]
 struct Norm {
+    grad_x: Vec<u32>,
+    grad_params: Leaves,
+    grad_loss: Vec<u32>,
+    grad_grads: Leaves,
     bn_x: Vec<u32>,
     bn_variables: BTreeMap<String, Leaves>,
     bn_train: Vec<u32>,
@@ -89,24 +94,6 @@ fn check(what: &str, got: &Tensor, want: &[u32], max_ulp: u64) -> u64 {
         .unwrap_or(0);
     assert!(d <= max_ulp, "{what}: {d} ulp off: got {g:?}");
     d
-}
-
-/// `|got - want| <= 1e-6 * max|want|` element-wise (for the cases that are
-/// not bit-exact yet; see their comments).
-fn check_close(what: &str, got: &Tensor, want: &[u32]) {
-    let g = got.to_vec();
-    let w: Vec<f32> = want.iter().map(|&b| f32::from_bits(b)).collect();
-    assert_eq!(g.len(), w.len(), "{what}: length");
-    let scale = w
-        .iter()
-        .fold(0.0f32, |m, v| m.max(v.abs()))
-        .max(f32::MIN_POSITIVE);
-    for (a, b) in g.iter().zip(&w) {
-        assert!(
-            (a - b).abs() <= 1e-6 * scale,
-            "{what}: {a} vs {b} (scale {scale})"
-        );
-    }
 }
 
 fn check_tree(what: &str, got: &Tree, want: &Leaves, max_ulp: u64) {
@@ -195,11 +182,11 @@ fn design_note_stateful_vmapped_mlp_init() {
     )
     .unwrap();
     check("loss", &loss, &l.stateful_loss, 0);
-    // Gradients through BatchNorm's backward are not bit-exact yet (the
-    // backward formulas of rsqrt and the statistics round in another order
-    // than JAX's); they are held to a bound relative to their scale.
+    // Gradients too: BatchNorm runs once over the stacked items (as JAX's
+    // batched computation), so the sums over the items of the statistics'
+    // cotangents round as JAX's do.
     for (path, leaf) in &l.stateful_grads {
-        check_close(path, grads.tensor(path).unwrap(), &leaf.bits);
+        check(path, grads.tensor(path).unwrap(), &leaf.bits, 0);
     }
 }
 
@@ -877,4 +864,41 @@ fn nested_vmaps_with_collectives_over_both_axes() {
     // added; flaxen runs item by item, so each item's uses are added first,
     // then the items are summed. Reproducing that needs batched execution.
     check_tree("grads", &nested_grads, &t.grads, 2);
+}
+
+struct BnMlp;
+
+impl Module for BnMlp {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let h = s.call_named("hidden", Dense::new(4), x)?;
+        let h = s.call(BatchNorm::new(), h)?;
+        s.call_named("out", Dense::new(1), relu(&h))
+    }
+}
+
+#[test]
+fn gradients_through_batch_norm_are_bit_exact() {
+    // Dense -> BatchNorm -> relu -> Dense, trained with mutable batch_stats:
+    // as Flax computes |x|^2 before the means, the cotangents of x add up
+    // in JAX's order.
+    let f: Fixture = load_fixture("modules.json");
+    let n = f.normalization;
+    let x = tensor(&n.grad_x, &[7, 4]);
+    let v = BnMlp.init(random::key(0), x.clone()).unwrap();
+    check_tree("params", &v.params(), &n.grad_params, 0);
+    let (loss, grads) = value_and_grad(
+        |params| {
+            let vars = Variables::new()
+                .with("params", params.clone())
+                .with("batch_stats", v.collection("batch_stats").unwrap().clone());
+            let (out, _) = BnMlp.apply_mut(&vars, x.clone(), (), ["batch_stats"])?;
+            Ok(out.square().mean_all())
+        },
+        &v.params(),
+    )
+    .unwrap();
+    check("loss", &loss, &n.grad_loss, 0);
+    check_tree("grads", &grads, &n.grad_grads, 0);
 }

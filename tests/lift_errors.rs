@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use flaxen::core::lift::BatchedFn;
 use flaxen::core::{Error, Result, Scope};
 use flaxen::nn::{Dense, Module, Scan, Vmap};
 use flaxen::random;
@@ -275,4 +276,79 @@ fn collectives_run_each_item_once_and_report_mismatches() {
 fn a_panicking_item_does_not_hang_the_others() {
     let calls = Arc::new(AtomicUsize::new(0));
     let _ = uneven("panic", &calls).apply(&Default::default(), Tensor::ones(&[3, 2]), ());
+}
+
+/// Centers each item by the mean over the items, in one batched
+/// computation; item 1 passes an extra operand or a differently shaped
+/// one, as told.
+struct BatchedCenter {
+    calls: Arc<AtomicUsize>,
+    mode: &'static str,
+}
+
+impl Module for BatchedCenter {
+    type Input = Tensor;
+    type Output = (Tensor, Tensor);
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<(Tensor, Tensor)> {
+        let item = self.calls.fetch_add(1, Ordering::SeqCst);
+        let operands = match (item, self.mode) {
+            (1, "extra") => vec![x.clone(), x],
+            (1, "shape") => vec![x.reshape(&[2, 1])?],
+            _ => vec![x],
+        };
+        let f: BatchedFn = Arc::new(|ops: &[Tensor]| {
+            let mean = ops[0].mean(&[0], false)?;
+            Ok((vec![ops[0].sub(&mean)?], vec![mean]))
+        });
+        let mut out = s.batched_collective("i", &operands, f)?.into_iter();
+        Ok((out.next().unwrap(), out.next().unwrap()))
+    }
+}
+
+fn batched_center(mode: &'static str) -> Vmap<BatchedCenter> {
+    Vmap::new(BatchedCenter {
+        calls: Arc::new(AtomicUsize::new(0)),
+        mode,
+    })
+    .axis_name("i")
+}
+
+#[test]
+fn batched_collectives_and_their_mismatches() {
+    let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 5.0, 7.0, 9.0], &[3, 2]).unwrap();
+    let (centered, mean) = batched_center("")
+        .apply(&Default::default(), x.clone(), ())
+        .unwrap();
+    // Each item gets its slice of the batched result and the shared mean.
+    assert_eq!(
+        centered.to_vec(),
+        [
+            1.0 - 11.0 / 3.0,
+            2.0 - 16.0 / 3.0,
+            3.0 - 11.0 / 3.0,
+            5.0 - 16.0 / 3.0,
+            7.0 - 11.0 / 3.0,
+            9.0 - 16.0 / 3.0
+        ]
+    );
+    assert_eq!(mean.to_vec(), [11.0 / 3.0, 16.0 / 3.0].repeat(3));
+    // Items that pass different numbers of operands.
+    let e = batched_center("extra")
+        .apply(&Default::default(), x.clone(), ())
+        .unwrap_err();
+    let msg = lift_message(e);
+    assert!(
+        msg.contains("item 1 passed 2 operands to collective #0 over axis \"i\", item 0 passed 1"),
+        "{msg}"
+    );
+    // Items whose operands differ in shape: the error names both shapes.
+    let e = batched_center("shape")
+        .apply(&Default::default(), x, ())
+        .unwrap_err();
+    let msg = lift_message(e);
+    assert!(
+        msg.contains("operand 0 of collective #0 over axis \"i\" differs between items")
+            && msg.contains("[2] and [2, 1]"),
+        "{msg}"
+    );
 }

@@ -1,5 +1,8 @@
 //! `BatchNorm` and `LayerNorm` (`flax.linen.normalization`).
 
+use std::sync::Arc;
+
+use crate::core::lift::BatchedFn;
 use crate::core::{Result, Scope};
 use crate::init::{self, Initializer};
 use crate::tensor::Tensor;
@@ -7,23 +10,15 @@ use crate::tensor::Tensor;
 use super::module::{config_error, Module};
 
 /// Mean and (fast) variance over `axes`, as Flax's `_compute_stats` with
-/// `use_fast_variance`: `var = max(0, mean(x²) - mean(x)²)`; with an axis
-/// name, both means are averaged over the mapped items first (one `pmean`
-/// of the two stacked, as Flax does).
-fn compute_stats(
-    s: &Scope<'_>,
-    x: &Tensor,
-    axes: &[usize],
-    axis_name: Option<&str>,
-) -> Result<(Tensor, Tensor)> {
+/// `use_fast_variance`: `var = max(0, mean(x²) - mean(x)²)`. As in Flax,
+/// `x²` is computed before either mean, so that under `grad` the cotangents
+/// of `x` add up in JAX's order. (With an axis name, see
+/// `BatchNorm::call_batched`.)
+fn compute_stats(x: &Tensor, axes: &[usize]) -> Result<(Tensor, Tensor)> {
     let axes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
-    let mut mu = x.mean(&axes, false)?;
-    let mut mu2 = x.square().mean(&axes, false)?;
-    if let Some(name) = axis_name {
-        let both = s.pmean(name, &Tensor::stack(&[mu, mu2], 0)?)?;
-        mu = both.index_axis(0, 0)?;
-        mu2 = both.index_axis(0, 1)?;
-    }
+    let x2 = x.square();
+    let mu = x.mean(&axes, false)?;
+    let mu2 = x2.mean(&axes, false)?;
     let var = mu2.sub(&mu.square())?.maximum(&Tensor::scalar(0.0))?;
     Ok((mu, var))
 }
@@ -170,12 +165,16 @@ impl Module for BatchNorm {
         let feature_shape = [x.shape()[feature]];
         let ra_mean = s.variable("batch_stats", "mean", || Ok(Tensor::zeros(&feature_shape)))?;
         let ra_var = s.variable("batch_stats", "var", || Ok(Tensor::ones(&feature_shape)))?;
+        let axis_name = self.axis_name.as_deref().filter(|_| !s.is_initializing());
+        if let (false, Some(name)) = (self.use_running_average, axis_name) {
+            return self.call_batched(s, name, &x, feature, &reduction, ra_mean, ra_var);
+        }
         let (mean, var) = if self.use_running_average {
             (ra_mean.value(), ra_var.value())
         } else {
-            // As Flax: the axis name is ignored while initializing.
-            let axis_name = self.axis_name.as_deref().filter(|_| !s.is_initializing());
-            let (mean, var) = compute_stats(s, &x, &reduction, axis_name)?;
+            // Without an axis name, or while initializing (as Flax, which
+            // ignores the axis name then).
+            let (mean, var) = compute_stats(&x, &reduction)?;
             if !s.is_initializing() {
                 let m = Tensor::scalar(self.momentum as f32);
                 let one_minus = Tensor::scalar((1.0 - self.momentum) as f32);
@@ -197,6 +196,87 @@ impl Module for BatchNorm {
             &self.scale_init,
             &self.bias_init,
         )
+    }
+}
+
+impl BatchNorm {
+    /// Training with an axis name, inside `Vmap`: the statistics and the
+    /// normalization run once over the items' inputs stacked along a new
+    /// leading axis, as in JAX's batched computation, so that the sums over
+    /// the items (and, under `grad`, of the cotangents of the shared
+    /// statistics) round as JAX's do.
+    #[allow(clippy::too_many_arguments)]
+    fn call_batched(
+        &self,
+        s: &Scope<'_>,
+        name: &str,
+        x: &Tensor,
+        feature: usize,
+        reduction: &[usize],
+        ra_mean: crate::core::Variable,
+        ra_var: crate::core::Variable,
+    ) -> Result<Tensor> {
+        let features = x.shape()[feature];
+        let mut operands = vec![x.clone()];
+        if self.use_scale {
+            operands.push(s.param("scale", &self.scale_init, &[features])?);
+        }
+        if self.use_bias {
+            operands.push(s.param("bias", &self.bias_init, &[features])?);
+        }
+        let ndim = x.ndim();
+        let red: Vec<isize> = reduction.iter().map(|&a| a as isize + 1).collect();
+        let (eps, use_scale, use_bias) = (self.epsilon, self.use_scale, self.use_bias);
+        let f: BatchedFn = Arc::new(move |ops: &[Tensor]| {
+            let xs = &ops[0];
+            let n = xs.shape()[0];
+            // Flax's `_compute_stats`: |x|^2 first, then both means, then
+            // one pmean of the two stacked (a sum over the items).
+            let x2 = xs.square();
+            let mu = xs.mean(&red, false)?;
+            let mu2 = x2.mean(&red, false)?;
+            let stacked = Tensor::stack(&[mu, mu2], 1)?;
+            let both = if stacked.is_traced() {
+                stacked.sum(&[0], false)?.div(&Tensor::scalar(n as f32))?
+            } else {
+                stacked.mean(&[0], false)?
+            };
+            let mean = both.index_axis(0, 0)?;
+            let mu2 = both.index_axis(0, 1)?;
+            let var = mu2.sub(&mean.square())?.maximum(&Tensor::scalar(0.0))?;
+            // `_normalize` in the stacked frame: the statistics broadcast
+            // over the items, the parameters are per item.
+            let mut stats_shape = vec![1isize; ndim + 1];
+            stats_shape[feature + 1] = features as isize;
+            let mut param_shape = stats_shape.clone();
+            param_shape[0] = n as isize;
+            let y = xs.sub(&mean.reshape(&stats_shape)?)?;
+            let mut mul = var
+                .reshape(&stats_shape)?
+                .add(&Tensor::scalar(eps))?
+                .rsqrt();
+            let mut k = 1;
+            if use_scale {
+                mul = mul.mul(&ops[k].reshape(&param_shape)?)?;
+                k += 1;
+            }
+            let mut y = y.mul(&mul)?;
+            if use_bias {
+                y = y.add(&ops[k].reshape(&param_shape)?)?;
+            }
+            Ok((vec![y], vec![mean, var]))
+        });
+        let mut out = s.batched_collective(name, &operands, f)?.into_iter();
+        let (y, mean, var) = (
+            out.next().expect("y"),
+            out.next().expect("mean"),
+            out.next().expect("var"),
+        );
+        let m = Tensor::scalar(self.momentum as f32);
+        let one_minus = Tensor::scalar((1.0 - self.momentum) as f32);
+        ra_mean.set(m.mul(&ra_mean.value())?.add(&one_minus.mul(&mean)?)?)?;
+        ra_var.set(m.mul(&ra_var.value())?.add(&one_minus.mul(&var)?)?)?;
+        Ok(y)
     }
 }
 
@@ -241,7 +321,7 @@ impl Module for LayerNorm {
 
     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
         let last = canonical_axis(s, -1, x.ndim(), "LayerNorm")?;
-        let (mean, var) = compute_stats(s, &x, &[last], None)?;
+        let (mean, var) = compute_stats(&x, &[last])?;
         normalize(
             s,
             &x,

@@ -220,7 +220,26 @@ def normalization():
     z = jnp.asarray(rs.randn(4, 5).astype(np.float32))
     ln = nn.LayerNorm()
     lv = ln.init(jax.random.key(0), z)
+    # Gradients through a plain BatchNorm: Dense -> BatchNorm -> relu -> Dense.
+    class BnMlp(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.Dense(4, name="hidden")(x)
+            h = nn.BatchNorm(use_running_average=False)(h)
+            return nn.Dense(1, name="out")(nn.relu(h))
+
+    gx = jnp.asarray(np.random.RandomState(12).randn(7, 4).astype(np.float32))
+    gv = BnMlp().init(jax.random.key(0), gx)
+
+    def g_loss(p):
+        out, _ = BnMlp().apply({"params": p, "batch_stats": gv["batch_stats"]}, gx,
+                               mutable=["batch_stats"])
+        return jnp.mean(out ** 2)
+
+    gl, gg = jax.value_and_grad(g_loss)(gv["params"])
     return dict(
+        grad_x=f32_bits(gx), grad_params=tree_bits(gv["params"]),
+        grad_loss=f32_bits(gl), grad_grads=tree_bits(gg),
         bn_x=f32_bits(x), bn_variables={c: tree_bits(t) for c, t in variables.items()},
         bn_train=f32_bits(y), bn_stats=tree_bits(updated["batch_stats"]),
         bn_eval=f32_bits(y_eval),

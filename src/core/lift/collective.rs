@@ -18,11 +18,28 @@ use crate::core::error::{Error, Result};
 use crate::core::scope::Scope;
 use crate::tensor::Tensor;
 
+/// A computation over the items' operands, each stacked along a new
+/// leading axis (the items): returns batched results (leading axis: the
+/// items) and results shared by every item. It runs on the thread of the
+/// last item to arrive, hence `Send + Sync`.
+pub type BatchedFn = Arc<dyn Fn(&[Tensor]) -> Result<(Vec<Tensor>, Vec<Tensor>)> + Send + Sync>;
+
 /// Which reduction a collective performs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) enum Reduce {
     Mean,
     Sum,
+    Batched(BatchedFn),
+}
+
+impl std::fmt::Debug for Reduce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Reduce::Mean => "Mean",
+            Reduce::Sum => "Sum",
+            Reduce::Batched(_) => "Batched",
+        })
+    }
 }
 
 /// The shared state of one `vmap` with an axis name.
@@ -33,22 +50,49 @@ struct Lockstep {
     /// Results of the collectives resolved so far, in call order.
     resolved: Vec<Resolved>,
     /// Operands deposited at the current collective, per item.
-    pending: Vec<Option<(Reduce, Tensor)>>,
+    pending: Vec<Option<(Reduce, Vec<Tensor>)>>,
     /// Items whose body has returned.
     finished: Vec<bool>,
     /// Set when an item failed or the items disagree: everyone stops.
     aborted: Option<Error>,
 }
 
-/// A collective's result.
+/// A collective's results.
 #[derive(Debug)]
-enum Resolved {
+struct Resolved {
+    /// Stacked along a leading axis of the items: each item takes its
+    /// slice.
+    batched: Vec<Tensor>,
+    /// The same for every item.
+    shared: Vec<Shared>,
+}
+
+/// A result every item receives.
+#[derive(Debug)]
+enum Shared {
     /// The same value for every item.
-    Shared(Tensor),
+    Value(Tensor),
     /// Under `grad`: one copy per item, stacked, so that the items'
     /// cotangents are summed in item order, as JAX's transpose of the
     /// broadcast to the mapped axis does (a reduction over that axis).
     PerItem(Tensor),
+}
+
+impl Shared {
+    fn new(t: Tensor, items: usize) -> Result<Shared> {
+        Ok(if t.is_traced() {
+            Shared::PerItem(Tensor::stack(&vec![t; items], 0)?)
+        } else {
+            Shared::Value(t)
+        })
+    }
+
+    fn for_item(&self, item: usize) -> Result<Tensor> {
+        Ok(match self {
+            Shared::Value(t) => t.clone(),
+            Shared::PerItem(t) => t.index_axis(0, item)?,
+        })
+    }
 }
 
 /// The baton and the collectives of one `vmap` with an axis name, shared
@@ -176,7 +220,43 @@ impl Collectives {
             op = reduce;
             parts.push(x);
         }
-        let stacked = Tensor::stack(&parts, 0)?;
+        let arity = parts[0].len();
+        if let Some(i) = parts.iter().position(|p| p.len() != arity) {
+            return Err(self.error(format!(
+                "item {i} passed {} operands to collective #{} over axis \"{}\", item 0 passed \
+                 {arity}",
+                parts[i].len(),
+                st.resolved.len(),
+                self.axis_name
+            )));
+        }
+        // One stacked tensor per operand position.
+        let index = st.resolved.len();
+        let stacked = (0..arity)
+            .map(|k| {
+                Tensor::stack(&parts.iter().map(|p| p[k].clone()).collect::<Vec<_>>(), 0).map_err(
+                    |e| {
+                        self.error(format!(
+                            "operand {k} of collective #{index} over axis \"{}\" differs \
+                             between items: {e}",
+                            self.axis_name
+                        ))
+                    },
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if let Reduce::Batched(f) = op {
+            let (batched, shared) = f(&stacked)?;
+            let shared = shared
+                .into_iter()
+                .map(|t| Shared::new(t, self.items))
+                .collect::<Result<_>>()?;
+            return Ok(Resolved { batched, shared });
+        }
+        let stacked = stacked
+            .into_iter()
+            .next()
+            .expect("a reduction has one operand");
         let reduced = match op {
             // `pmean` is a sum divided by the axis size. Run eagerly, XLA
             // multiplies by the f32 reciprocal of the constant; under
@@ -186,30 +266,35 @@ impl Collectives {
                 .sum(&[0], false)?
                 .div(&Tensor::scalar(self.items as f32))?,
             Reduce::Mean => stacked.mean(&[0], false)?,
-            Reduce::Sum => stacked.sum(&[0], false)?,
+            _ => stacked.sum(&[0], false)?,
         };
-        Ok(if reduced.is_traced() {
-            Resolved::PerItem(Tensor::stack(&vec![reduced; self.items], 0)?)
-        } else {
-            Resolved::Shared(reduced)
+        Ok(Resolved {
+            batched: Vec::new(),
+            shared: vec![Shared::new(reduced, self.items)?],
         })
     }
 
     /// Item `item`'s collective: deposit, hand the baton on, wait for the
-    /// result.
-    fn collective(&self, item: usize, reduce: Reduce, x: &Tensor) -> Result<Tensor> {
+    /// results (this item's slices of the batched ones, then the shared
+    /// ones).
+    fn collective(&self, item: usize, reduce: Reduce, x: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut st = self.lock();
         let index = st.resolved.len();
-        st.pending[item] = Some((reduce, x.clone()));
+        st.pending[item] = Some((reduce, x.to_vec()));
         self.pass(&mut st, item);
         let st = self.wait_turn(st, item);
         if st.aborted.is_some() {
             return Err(self.error(ABORTED.to_string()));
         }
-        match &st.resolved[index] {
-            Resolved::Shared(r) => Ok(r.clone()),
-            Resolved::PerItem(r) => Ok(r.index_axis(0, item)?),
+        let r = &st.resolved[index];
+        let mut out = Vec::with_capacity(r.batched.len() + r.shared.len());
+        for t in &r.batched {
+            out.push(t.index_axis(0, item)?);
         }
+        for t in &r.shared {
+            out.push(t.for_item(item)?);
+        }
+        Ok(out)
     }
 
     /// The first failure, if any item failed.
@@ -252,16 +337,41 @@ impl Scope<'_> {
     /// The mean of `x` over the items of the enclosing `Vmap` whose axis is
     /// named `axis_name` (`jax.lax.pmean`).
     pub fn pmean(&self, axis_name: &str, x: &Tensor) -> Result<Tensor> {
-        self.collective(axis_name, x, Reduce::Mean)
+        self.reduce_collective(axis_name, x, Reduce::Mean)
     }
 
     /// The sum of `x` over the items of the enclosing `Vmap` whose axis is
     /// named `axis_name` (`jax.lax.psum`).
     pub fn psum(&self, axis_name: &str, x: &Tensor) -> Result<Tensor> {
-        self.collective(axis_name, x, Reduce::Sum)
+        self.reduce_collective(axis_name, x, Reduce::Sum)
     }
 
-    fn collective(&self, axis_name: &str, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
+    /// Runs `f` once on the operands of all the items of the enclosing
+    /// `Vmap` whose axis is named `axis_name`, each operand stacked along a
+    /// new leading axis, as JAX runs a batched computation; returns this
+    /// item's slice of every batched result of `f`, then its shared
+    /// results. Reductions over the items inside `f` (and, under `grad`,
+    /// the sums of their cotangents) are then single operations over the
+    /// stacked axis, rounding as JAX's batched ones do. `BatchNorm` with an
+    /// axis name computes its statistics this way.
+    ///
+    /// Every item must pass the same number of operands, with the same
+    /// shapes.
+    pub fn batched_collective(
+        &self,
+        axis_name: &str,
+        operands: &[Tensor],
+        f: BatchedFn,
+    ) -> Result<Vec<Tensor>> {
+        self.collective(axis_name, operands, Reduce::Batched(f))
+    }
+
+    fn reduce_collective(&self, axis_name: &str, x: &Tensor, reduce: Reduce) -> Result<Tensor> {
+        let mut out = self.collective(axis_name, std::slice::from_ref(x), reduce)?;
+        Ok(out.pop().expect("a reduction has one result"))
+    }
+
+    fn collective(&self, axis_name: &str, x: &[Tensor], reduce: Reduce) -> Result<Vec<Tensor>> {
         let ctx = self
             .state()
             .borrow()

@@ -15,6 +15,7 @@ mod vmap;
 
 pub use axes::{MapIn, StackOut};
 pub(crate) use collective::AxisContext;
+pub use collective::BatchedFn;
 pub use map_variables::TreeFn;
 pub use scan::ScanConfig;
 pub use vmap::VmapConfig;
