@@ -589,6 +589,11 @@ struct ScanTraining {
     rnn_params: Leaves,
     rnn_loss: Vec<u32>,
     rnn_grads: Leaves,
+    batched_c: Vec<u32>,
+    batched_xs: Vec<u32>,
+    batched_params: Leaves,
+    batched_loss: Vec<u32>,
+    batched_grads: Leaves,
 }
 
 #[derive(Deserialize)]
@@ -656,27 +661,33 @@ fn training_a_scanned_mlp_and_gradients_through_broadcast_params() {
     )
     .unwrap();
     check("rnn loss", &loss, &t.rnn_loss, 0);
-    // Exact thanks to tanh's backward rule being fused as XLA fuses it in
-    // scan's compiled body (`src/tensor/compiled.rs`).
-    let bias = &t.rnn_grads["Dense_0/bias"];
-    check(
-        "rnn grads bias",
-        grads.tensor("Dense_0/bias").unwrap(),
-        &bias.bits,
-        0,
+    // Exact thanks to the backward rules being fused as XLA fuses them in
+    // scan's compiled body (`src/tensor/compiled.rs`): tanh's, and the
+    // kernel's cotangent, an outer product that XLA adds into its
+    // accumulator as one fused multiply-add per element.
+    check_tree("rnn grads", &grads, &t.rnn_grads, 0);
+
+    // On a batch, the kernel's cotangent is a dot over the batch, rounded
+    // before it is added (no fusion): exact as well.
+    let (c, xs) = (
+        tensor(&t.batched_c, &[3, 2]),
+        tensor(&t.batched_xs, &[6, 3, 2]),
     );
-    // One ulp, understood: in scan's compiled backward XLA fuses each
-    // step's kernel cotangent (an outer product) with its accumulation,
-    // `acc + g_j * c_i` as one fused multiply-add; flaxen's tape rounds the
-    // product before adding it.
-    let kernel = &t.rnn_grads["Dense_0/kernel"];
-    let d = check(
-        "rnn grads kernel",
-        grads.tensor("Dense_0/kernel").unwrap(),
-        &kernel.bits,
-        1,
-    );
-    assert_eq!(d, 1, "exact now: make this check exact");
+    let v = rnn(false)
+        .init(random::key(12), (c.clone(), xs.clone()))
+        .unwrap();
+    check_tree("batched params", &v.params(), &t.batched_params, 0);
+    let (loss, grads) = value_and_grad(
+        |p| {
+            let vars = Variables::new().with("params", p.clone());
+            let (cf, ys) = rnn(false).apply(&vars, (c.clone(), xs.clone()), ())?;
+            Ok(ys.square().sum_all().add(&cf.sum_all())?)
+        },
+        &v.params(),
+    )
+    .unwrap();
+    check("batched loss", &loss, &t.batched_loss, 0);
+    check_tree("batched grads", &grads, &t.batched_grads, 0);
 }
 
 #[derive(Deserialize)]

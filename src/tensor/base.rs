@@ -7,7 +7,7 @@ use ndarray::{ArcArray, Array, ArrayD, ArrayViewD, Dimension, IxDyn};
 use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
-use super::tape::{InputGrads, Node, OpKind, Tracer};
+use super::tape::{FusedOuter, InputGrads, Node, OpKind, Tracer};
 
 /// An n-dimensional `f32` array that records the operations applied to it
 /// while it is being differentiated.
@@ -187,6 +187,21 @@ impl Tensor {
     where
         B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
     {
+        Tensor::record_fused(value, inputs, kind, backward, None)
+    }
+
+    /// [`record_kind`](Tensor::record_kind) with an input cotangent that is
+    /// fused into its accumulation (see [`FusedOuter`]).
+    pub(crate) fn record_fused<B>(
+        value: ArcArray<f32, IxDyn>,
+        inputs: &[&Tensor],
+        kind: OpKind,
+        backward: B,
+        fused: Option<FusedOuter>,
+    ) -> Tensor
+    where
+        B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
+    {
         let Some(tape) = inputs
             .iter()
             .filter_map(|t| t.tracer.as_ref())
@@ -218,6 +233,7 @@ impl Tensor {
             backward: Some(Box::new(backward)),
             kind,
             consts,
+            fused,
         });
         Tensor {
             data: value,

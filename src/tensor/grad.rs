@@ -26,6 +26,7 @@ pub(crate) fn trace_on(tape: &Arc<Tape>, tree: &Tree) -> (Tree, Vec<usize>) {
             backward: None,
             kind: OpKind::Other,
             consts: Vec::new(),
+            fused: None,
         });
         ids.push(node);
         Tensor {

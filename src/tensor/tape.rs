@@ -49,6 +49,21 @@ pub(crate) enum OpKind {
     LogSoftmaxLast,
 }
 
+/// Computes an outer product's two vectors from an output cotangent.
+pub(crate) type OuterFactors = Box<dyn Fn(&ArrayD<f32>) -> (Vec<f32>, Vec<f32>) + Send + Sync>;
+
+/// A cotangent that XLA never rounds on its own inside a compiled region:
+/// a matrix product whose contraction has length 1 is rewritten as a
+/// broadcast multiply, the outer product `u ⊗ w`, and fused into the
+/// addition that accumulates it, so each element is `fma(u_i, w_j, acc)`.
+/// (Scan's backward accumulates a broadcast kernel's cotangents that way.)
+pub(crate) struct FusedOuter {
+    /// Which input's cotangent this is.
+    pub(crate) input: usize,
+    /// `(u, w)` from the output's cotangent.
+    pub(crate) factors: OuterFactors,
+}
+
 /// One recorded operation.
 pub(crate) struct Node {
     /// Node ids of the inputs traced on this tape (`None`: a constant).
@@ -60,6 +75,9 @@ pub(crate) struct Node {
     /// The values of constant inputs, kept for replay (only when `kind` is
     /// not `Other` and some input is a constant; empty otherwise).
     pub(crate) consts: Vec<Option<ArcArray<f32, IxDyn>>>,
+    /// Input cotangents that are outer products fused into their
+    /// accumulation (only recorded in compiled regions).
+    pub(crate) fused: Option<FusedOuter>,
 }
 
 /// The nodes of one differentiation.
@@ -138,7 +156,16 @@ pub(crate) fn backward(
         let Some(g) = grads[id].take() else {
             continue;
         };
-        let needs: SmallVec<[bool; 4]> = node.inputs.iter().map(|i| i.is_some()).collect();
+        let mut needs: SmallVec<[bool; 4]> = node.inputs.iter().map(|i| i.is_some()).collect();
+        if let Some(f) = &node.fused {
+            // Only an accumulation is fused: a first cotangent is the plain
+            // product, which the regular rule computes.
+            if let Some(Some(acc)) = node.inputs[f.input].map(|i| grads[i].as_mut()) {
+                let (u, w) = (f.factors)(&g);
+                accumulate_outer(acc, &u, &w);
+                needs[f.input] = false;
+            }
+        }
         let input_grads = backward(g, &needs);
         for (input, grad) in node.inputs.iter().zip(input_grads) {
             if let (Some(input), Some(grad)) = (input, grad) {
@@ -151,6 +178,17 @@ pub(crate) fn backward(
         .iter()
         .map(|&w| if w <= root { grads[w].take() } else { None })
         .collect()
+}
+
+/// `acc[i, j] = fma(u[i], w[j], acc[i, j])`: the outer product added with
+/// one rounding per element.
+fn accumulate_outer(acc: &mut ArrayD<f32>, u: &[f32], w: &[f32]) {
+    debug_assert_eq!(acc.shape(), [u.len(), w.len()]);
+    for (mut row, &ui) in acc.outer_iter_mut().zip(u) {
+        for (a, &wj) in row.iter_mut().zip(w) {
+            *a = ui.mul_add(wj, *a);
+        }
+    }
 }
 
 /// Adds `grad` into `slot`, in place when the slot already holds a buffer.

@@ -320,9 +320,24 @@ def scan_training():
         return jnp.sum(ys ** 2) + jnp.sum(cf)
 
     rl, rg = jax.value_and_grad(rnn_loss)(rv["params"])
+
+    # The same RNN on a batch of 3: the kernel's cotangent is then a dot
+    # (contraction over the batch), not an outer product.
+    bc = jnp.asarray(np.random.RandomState(45).randn(3, 2).astype(np.float32))
+    bxs = jnp.asarray(np.random.RandomState(46).randn(6, 3, 2).astype(np.float32))
+    bv = rnn().init(jax.random.key(12), bc, bxs)
+
+    def batched_loss(params):
+        cf, ys = rnn().apply({"params": params}, bc, bxs)
+        return jnp.sum(ys ** 2) + jnp.sum(cf)
+
+    bl, bg = jax.value_and_grad(batched_loss)(bv["params"])
     return dict(x=f32_bits(x), y=f32_bits(y), steps=steps,
                 rnn_c=f32_bits(c), rnn_xs=f32_bits(xs), rnn_params=tree_bits(rv["params"]),
-                rnn_loss=f32_bits(rl), rnn_grads=tree_bits(rg))
+                rnn_loss=f32_bits(rl), rnn_grads=tree_bits(rg),
+                batched_c=f32_bits(bc), batched_xs=f32_bits(bxs),
+                batched_params=tree_bits(bv["params"]), batched_loss=f32_bits(bl),
+                batched_grads=tree_bits(bg))
 
 
 def scan_collections():

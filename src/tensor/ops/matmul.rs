@@ -4,9 +4,10 @@
 use ndarray::{ArrayD, ArrayView2, ArrayViewD, Ix2, IxDyn, ShapeBuilder};
 use smallvec::smallvec;
 
+use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::shape::{broadcast_shapes_for, sum_to};
-use crate::tensor::tape::OpKind;
+use crate::tensor::tape::{FusedOuter, OpKind};
 use crate::tensor::Tensor;
 
 /// Below this many multiply-adds a product runs on the calling thread.
@@ -340,6 +341,37 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
 }
 
 impl Tensor {
+    /// Inside a compiled region (scan's body), the cotangent of `[m, k] @
+    /// [k, n]` that is an outer product — the right operand's when `m == 1`,
+    /// the left's when `n == 1` — as XLA fuses it into its accumulation.
+    fn fused_outer(&self, other: &Tensor) -> Option<FusedOuter> {
+        if self.ndim() != 2 || other.ndim() != 2 || !in_compiled_region() {
+            return None;
+        }
+        let (m, n) = (self.shape()[0], other.shape()[1]);
+        if m == 1 {
+            // dB[i, j] = A[0, i] * g[0, j].
+            let a = self.data.clone();
+            Some(FusedOuter {
+                input: 1,
+                factors: Box::new(move |g| {
+                    (a.iter().copied().collect(), g.iter().copied().collect())
+                }),
+            })
+        } else if n == 1 {
+            // dA[i, p] = g[i, 0] * B[p, 0].
+            let b = other.data.clone();
+            Some(FusedOuter {
+                input: 0,
+                factors: Box::new(move |g| {
+                    (g.iter().copied().collect(), b.iter().copied().collect())
+                }),
+            })
+        } else {
+            None
+        }
+    }
+
     /// The matrix product `jnp.matmul(self, other)`: `[m, k] @ [k, n]`,
     /// batched over leading axes with broadcasting (`[b, m, k] @ [k, n]`,
     /// `[b, 1, m, k] @ [c, k, n]`, ...); a 1-D operand is a vector (a row on
@@ -386,12 +418,14 @@ impl Tensor {
             _ => {
                 let out = matmul_raw(self.data.view(), other.data.view())?.into_shared();
                 let (ad, bd) = (self.data.clone(), other.data.clone());
-                let kind = if self.ndim() == 2 && other.ndim() == 2 {
+                let fused = self.fused_outer(other);
+                let kind = if self.ndim() == 2 && other.ndim() == 2 && fused.is_none() {
                     OpKind::Matmul
                 } else {
+                    // Compiled steps do not replay fused accumulations.
                     OpKind::Other
                 };
-                Ok(Tensor::record_kind(
+                Ok(Tensor::record_fused(
                     out,
                     &[self, other],
                     kind,
@@ -423,6 +457,7 @@ impl Tensor {
                         });
                         smallvec![ga, gb]
                     },
+                    fused,
                 ))
             }
         }
