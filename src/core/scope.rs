@@ -306,6 +306,7 @@ impl<'s> Scope<'s> {
         }
         let mut path: Vec<&str> = self.path.iter().map(String::as_str).collect();
         path.push(name);
+        crate::tensor::batched::note_written(collection, &value);
         let tree = st.variables.collection_mut(collection);
         put_at(tree, &path, value).map_err(|_| Error::Config {
             path: self.path_text(),

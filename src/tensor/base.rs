@@ -6,8 +6,9 @@ use std::sync::Arc;
 use ndarray::{ArcArray, Array, ArrayD, ArrayViewD, Dimension, IxDyn};
 use smallvec::SmallVec;
 
+use super::batched::ItemView;
 use super::error::{Result, TensorError};
-use super::tape::{FusedOuter, InputGrads, Node, OpKind, Tracer};
+use super::tape::{Backward, DotFactors, FusedOuter, InputGrads, Node, OpKind, Tracer};
 
 /// An n-dimensional `f32` array that records the operations applied to it
 /// while it is being differentiated.
@@ -187,21 +188,49 @@ impl Tensor {
     where
         B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
     {
-        Tensor::record_fused(value, inputs, kind, backward, None)
+        Tensor::record_fused(value, inputs, kind, backward, None, None)
     }
 
     /// [`record_kind`](Tensor::record_kind) with an input cotangent that is
-    /// fused into its accumulation (see [`FusedOuter`]).
+    /// fused into its accumulation (see [`FusedOuter`]) and the factors of
+    /// a matrix product's cotangents (see [`DotFactors`]).
     pub(crate) fn record_fused<B>(
         value: ArcArray<f32, IxDyn>,
         inputs: &[&Tensor],
         kind: OpKind,
         backward: B,
         fused: Option<FusedOuter>,
+        dot: Option<DotFactors>,
     ) -> Tensor
     where
         B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
     {
+        Tensor::record_node(value, inputs, kind, Box::new(backward), fused, dot, None)
+    }
+
+    /// An item's view of a shared tensor (see [`Tensor::item_view`]): the
+    /// same values, its own node.
+    pub(crate) fn record_view(shared: &Tensor, view: ItemView, kind: OpKind) -> Tensor {
+        Tensor::record_node(
+            shared.data.clone(),
+            &[shared],
+            kind,
+            Box::new(|g, _| smallvec::smallvec![Some(g)]),
+            None,
+            None,
+            Some(view),
+        )
+    }
+
+    fn record_node(
+        value: ArcArray<f32, IxDyn>,
+        inputs: &[&Tensor],
+        kind: OpKind,
+        backward: Backward,
+        fused: Option<FusedOuter>,
+        dot: Option<DotFactors>,
+        view: Option<ItemView>,
+    ) -> Tensor {
         let Some(tape) = inputs
             .iter()
             .filter_map(|t| t.tracer.as_ref())
@@ -230,10 +259,12 @@ impl Tensor {
         };
         let node = tape.push(Node {
             inputs: ids,
-            backward: Some(Box::new(backward)),
+            backward: Some(backward),
             kind,
             consts,
             fused,
+            dot,
+            view,
         });
         Tensor {
             data: value,

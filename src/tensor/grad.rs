@@ -27,6 +27,8 @@ pub(crate) fn trace_on(tape: &Arc<Tape>, tree: &Tree) -> (Tree, Vec<usize>) {
             kind: OpKind::Other,
             consts: Vec::new(),
             fused: None,
+            dot: None,
+            view: None,
         });
         ids.push(node);
         Tensor {

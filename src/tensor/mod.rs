@@ -46,6 +46,7 @@
 //! are supported: the backward pass is not itself recorded.
 
 mod base;
+pub(crate) mod batched;
 pub(crate) mod compiled;
 mod error;
 mod grad;

@@ -8,10 +8,15 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ndarray::{ArcArray, ArrayD, IxDyn};
+use std::collections::HashMap;
+
+use ndarray::{ArcArray, ArrayD, Axis, IxDyn};
 use smallvec::SmallVec;
 
+use super::batched::{Contribution, ItemView};
+use super::ops::matmul::matmul_raw;
 use super::ops::unary::UnaryFn;
+use super::Tensor;
 
 /// Gradients with respect to an operation's inputs, `None` where the input
 /// needs none.
@@ -64,6 +69,11 @@ pub(crate) struct FusedOuter {
     pub(crate) factors: OuterFactors,
 }
 
+/// For a matrix product, input `i`'s cotangent as `(a, b)` with the
+/// cotangent `a^T @ b`, from the output's cotangent.
+pub(crate) type DotFactors =
+    Box<dyn Fn(&ArrayD<f32>, usize) -> (ArrayD<f32>, ArrayD<f32>) + Send + Sync>;
+
 /// One recorded operation.
 pub(crate) struct Node {
     /// Node ids of the inputs traced on this tape (`None`: a constant).
@@ -78,6 +88,12 @@ pub(crate) struct Node {
     /// Input cotangents that are outer products fused into their
     /// accumulation (only recorded in compiled regions).
     pub(crate) fused: Option<FusedOuter>,
+    /// For a matrix product: its cotangents as products, kept unevaluated
+    /// when they reach an item's view of a shared tensor.
+    pub(crate) dot: Option<DotFactors>,
+    /// Set when this node is an item's view of a tensor shared by the items
+    /// of a `vmap` ([`Tensor::item_view`](super::Tensor::item_view)).
+    pub(crate) view: Option<ItemView>,
 }
 
 /// The nodes of one differentiation.
@@ -146,10 +162,30 @@ pub(crate) fn backward(
     let mut grads: Vec<Option<ArrayD<f32>>> = Vec::new();
     grads.resize_with(root + 1, || None);
     grads[root] = Some(seed);
+    // Cotangents of items' views, per view in arrival order, and the views'
+    // groups waiting for their other items.
+    let mut views: HashMap<usize, Vec<Contribution>> = HashMap::new();
+    let mut groups: HashMap<u64, Vec<Option<Vec<Contribution>>>> = HashMap::new();
+    let is_view = |i: usize| nodes[i].view.is_some();
     // Inputs always have smaller ids than the nodes using them, so walking
     // ids downwards visits a node only after all its uses.
     for id in (0..=root).rev() {
         let node = &nodes[id];
+        if let Some(view) = &node.view {
+            let list = views.remove(&id).unwrap_or_default();
+            let items = groups
+                .entry(view.group.id)
+                .or_insert_with(|| (0..view.group.items).map(|_| None).collect());
+            items[view.item] = Some(list);
+            if items.iter().all(Option::is_some) {
+                let items = groups.remove(&view.group.id).expect("present");
+                let lists = items.into_iter().map(Option::unwrap).collect();
+                if let (Some(input), Some(total)) = (node.inputs[0], combine_items(lists)) {
+                    accumulate(&mut grads[input], total);
+                }
+            }
+            continue;
+        }
         let Some(backward) = &node.backward else {
             continue;
         };
@@ -157,6 +193,15 @@ pub(crate) fn backward(
             continue;
         };
         let mut needs: SmallVec<[bool; 4]> = node.inputs.iter().map(|i| i.is_some()).collect();
+        if let Some(dot) = &node.dot {
+            for (k, input) in node.inputs.iter().enumerate() {
+                if let Some(i) = input.filter(|&i| is_view(i)) {
+                    let (a, b) = dot(&g, k);
+                    views.entry(i).or_default().push(Contribution::Dot(a, b));
+                    needs[k] = false;
+                }
+            }
+        }
         if let Some(f) = &node.fused {
             // Only an accumulation is fused: a first cotangent is the plain
             // product, which the regular rule computes.
@@ -169,7 +214,14 @@ pub(crate) fn backward(
         let input_grads = backward(g, &needs);
         for (input, grad) in node.inputs.iter().zip(input_grads) {
             if let (Some(input), Some(grad)) = (input, grad) {
-                accumulate(&mut grads[*input], grad);
+                if is_view(*input) {
+                    views
+                        .entry(*input)
+                        .or_default()
+                        .push(Contribution::Dense(grad));
+                } else {
+                    accumulate(&mut grads[*input], grad);
+                }
             }
         }
     }
@@ -178,6 +230,89 @@ pub(crate) fn backward(
         .iter()
         .map(|&w| if w <= root { grads[w].take() } else { None })
         .collect()
+}
+
+/// The cotangent of a shared tensor from its items' views' cotangents, as
+/// JAX's batched transpose computes it: each use summed over the items
+/// (one reduction, or one product over the items' stacked rows), then the
+/// uses added in the order their cotangents arrived. Items whose uses
+/// differ are summed item by item instead.
+fn combine_items(lists: Vec<Vec<Contribution>>) -> Option<ArrayD<f32>> {
+    let uses = lists[0].len();
+    let aligned = lists.iter().all(|l| {
+        l.len() == uses
+            && l.iter().zip(&lists[0]).all(|(a, b)| {
+                matches!(
+                    (a, b),
+                    (Contribution::Dense(_), Contribution::Dense(_))
+                        | (Contribution::Dot(..), Contribution::Dot(..))
+                )
+            })
+    });
+    let mut total: Option<ArrayD<f32>> = None;
+    if aligned {
+        let mut columns: Vec<Vec<Contribution>> = (0..uses).map(|_| Vec::new()).collect();
+        for list in lists {
+            for (u, c) in list.into_iter().enumerate() {
+                columns[u].push(c);
+            }
+        }
+        for column in columns {
+            accumulate(&mut total, reduce_items(column));
+        }
+    } else {
+        for list in lists {
+            let mut item: Option<ArrayD<f32>> = None;
+            for c in list {
+                accumulate(&mut item, evaluate(c));
+            }
+            if let Some(item) = item {
+                accumulate(&mut total, item);
+            }
+        }
+    }
+    total
+}
+
+/// One contribution's value.
+fn evaluate(c: Contribution) -> ArrayD<f32> {
+    match c {
+        Contribution::Dense(g) => g,
+        Contribution::Dot(a, b) => {
+            let at = a.t();
+            matmul_raw(at.into_dyn(), b.view()).expect("factor shapes agree")
+        }
+    }
+}
+
+/// One use's cotangents of every item, summed over the items.
+fn reduce_items(column: Vec<Contribution>) -> ArrayD<f32> {
+    if matches!(column[0], Contribution::Dense(_)) {
+        let parts: Vec<Tensor> = column
+            .into_iter()
+            .map(|c| Tensor::constant(evaluate(c).into_shared()))
+            .collect();
+        let stacked = Tensor::stack(&parts, 0).expect("every item's cotangent has one shape");
+        return stacked
+            .sum(&[0], false)
+            .expect("axis 0 exists")
+            .data
+            .into_owned();
+    }
+    let (mut lhs, mut rhs) = (Vec::new(), Vec::new());
+    for c in column {
+        if let Contribution::Dot(a, b) = c {
+            lhs.push(a);
+            rhs.push(b);
+        }
+    }
+    let cat = |parts: &[ArrayD<f32>]| {
+        let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
+        ndarray::concatenate(Axis(0), &views).expect("factors agree but for their rows")
+    };
+    let (a, b) = (cat(&lhs), cat(&rhs));
+    let at = a.t();
+    matmul_raw(at.into_dyn(), b.view()).expect("factor shapes agree")
 }
 
 /// `acc[i, j] = fma(u[i], w[j], acc[i, j])`: the outer product added with

@@ -415,6 +415,43 @@ def nested_collectives():
                 center_loss=f32_bits(cl), center_grads=tree_bits(cg))
 
 
+def vmap_shared_params():
+    """vmap over examples with parameters shared by every item
+    (variable_axes={'params': None}): forward and gradients for a few batch
+    sizes, and a module that uses one Dense twice (tied weights)."""
+
+    class Mlp(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.relu(nn.Dense(4)(x))
+            return nn.Dense(2)(h)
+
+    class Tied(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            d = nn.Dense(3)
+            return d(jnp.tanh(d(x)))
+
+    out = {}
+    for name, cls in [("mlp", Mlp), ("tied", Tied)]:
+        V = nn.vmap(cls, variable_axes={"params": None}, split_rngs={"params": False},
+                    in_axes=0)
+        for b in [5, 40]:
+            x = jnp.asarray(np.random.RandomState(70 + b).randn(b, 3).astype(np.float32))
+            y, v = V().init_with_output(jax.random.key(16), x)
+
+            def loss(p):
+                # Flattened: the loss's own sum order does not reach the
+                # gradients (its cotangent is all ones).
+                return jnp.sum((V().apply({"params": p}, x) ** 2).reshape(-1))
+
+            l, g = jax.value_and_grad(loss)(v["params"])
+            out[f"{name}_{b}"] = dict(x=f32_bits(x), y=f32_bits(y),
+                                      params=tree_bits(v["params"]),
+                                      loss=f32_bits(l), grads=tree_bits(g))
+    return out
+
+
 def lifted_vmap():
     """The design note's LinenVmapMLP and LinenStatefulVmapMLP, and vmap of
     a non-root submodule with in_axes=(0, None), out_axes=1, params on axis
@@ -634,6 +671,7 @@ if __name__ == "__main__":
         scan_training=scan_training(),
         scan_collections=scan_collections(),
         nested_collectives=nested_collectives(),
+        vmap_shared_params=vmap_shared_params(),
         lifted_scan=lifted_scan(),
         lift_transpose=lift_transpose_example(),
     )

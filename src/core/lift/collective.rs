@@ -16,6 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::core::error::{Error, Result};
 use crate::core::scope::Scope;
+use crate::tensor::batched::ItemGroup;
 use crate::tensor::Tensor;
 
 /// A computation over the items' operands, each stacked along a new
@@ -72,16 +73,16 @@ struct Resolved {
 enum Shared {
     /// The same value for every item.
     Value(Tensor),
-    /// Under `grad`: one copy per item, stacked, so that the items'
-    /// cotangents are summed in item order, as JAX's transpose of the
-    /// broadcast to the mapped axis does (a reduction over that axis).
-    PerItem(Tensor),
+    /// Under `grad`: each item reads it through its own view, so that the
+    /// items' cotangents are summed over the items as JAX's transpose of
+    /// the broadcast to the mapped axis does (see `tensor::batched`).
+    Viewed(Tensor, Arc<ItemGroup>),
 }
 
 impl Shared {
     fn new(t: Tensor, items: usize) -> Result<Shared> {
         Ok(if t.is_traced() {
-            Shared::PerItem(Tensor::stack(&vec![t; items], 0)?)
+            Shared::Viewed(t, ItemGroup::new(items))
         } else {
             Shared::Value(t)
         })
@@ -90,7 +91,7 @@ impl Shared {
     fn for_item(&self, item: usize) -> Result<Tensor> {
         Ok(match self {
             Shared::Value(t) => t.clone(),
-            Shared::PerItem(t) => t.index_axis(0, item)?,
+            Shared::Viewed(t, group) => t.item_view(group, item),
         })
     }
 }

@@ -21,7 +21,8 @@ use crate::core::rngs::Rngs;
 use crate::core::scope::{put_at, Scope, State};
 use crate::core::variables::Variables;
 use crate::random::{self, Key};
-use crate::tensor::Tree;
+use crate::tensor::batched::{IsBroadcast, ItemGroup};
+use crate::tensor::{Tensor, Tree};
 
 /// How a lifted collection reaches the items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,9 +52,44 @@ pub(crate) struct Packed {
     /// `make_rng` counters when the transform started.
     pub(crate) counters: HashMap<(Vec<String>, String), u64>,
     modes: Vec<(Filter, VarMode)>,
+    /// Per collection, per leaf: the items' views of a broadcast variable
+    /// (set by [`Packed::share_broadcast`]; `vmap` only).
+    groups: Vec<Option<Vec<Arc<ItemGroup>>>>,
 }
 
 impl Packed {
+    /// Gives each of `items` items its own view of every broadcast
+    /// variable, so that under `grad` their cotangents are combined as in
+    /// JAX's batched computation (see `tensor::batched`); returns the
+    /// broadcast variables (the tensors the items share).
+    pub(crate) fn share_broadcast(&mut self, items: usize) -> Vec<Tensor> {
+        let mut shared = Vec::new();
+        self.groups = self
+            .collections
+            .iter()
+            .map(|(_, mode, sub)| match (mode, sub) {
+                (VarMode::Broadcast, Some(sub)) => {
+                    shared.extend(sub.leaves().iter().cloned());
+                    Some(sub.leaves().iter().map(|_| ItemGroup::new(items)).collect())
+                }
+                _ => None,
+            })
+            .collect();
+        shared
+    }
+
+    /// Whether a collection is broadcast to every item (whether it exists
+    /// yet or not).
+    pub(crate) fn is_broadcast(&self) -> IsBroadcast {
+        let modes = self.modes.clone();
+        Arc::new(move |c: &str| {
+            modes
+                .iter()
+                .find(|(f, _)| f.matches(c))
+                .is_some_and(|(_, m)| *m == VarMode::Broadcast)
+        })
+    }
+
     /// Packs the variables and RNG streams of `scope` (stages 1 and 2).
     pub(crate) fn new(
         scope: &Scope<'_>,
@@ -97,6 +133,7 @@ impl Packed {
             axes: outer.axes.clone(),
             counters: outer.counters.clone(),
             modes,
+            groups: Vec::new(),
         }
     }
 
@@ -149,11 +186,20 @@ impl Packed {
         counters: HashMap<(Vec<String>, String), u64>,
     ) -> Result<State> {
         let mut variables = Variables::new();
-        for (c, mode, sub) in &self.collections {
+        for (k, (c, mode, sub)) in self.collections.iter().enumerate() {
             let item = match (mode, sub) {
                 (VarMode::Carry, _) => continue,
                 (_, None) => continue,
-                (VarMode::Broadcast, Some(sub)) => sub.clone(),
+                (VarMode::Broadcast, Some(sub)) => match self.groups.get(k) {
+                    Some(Some(groups)) => sub.with_leaves(
+                        sub.leaves()
+                            .iter()
+                            .zip(groups)
+                            .map(|(t, g)| t.item_view(g, i))
+                            .collect(),
+                    )?,
+                    _ => sub.clone(),
+                },
                 (VarMode::Axis(a), Some(sub)) => {
                     let mut leaves = Vec::with_capacity(sub.leaves().len());
                     for (k, x) in sub.leaves().iter().enumerate() {

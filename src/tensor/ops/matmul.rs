@@ -4,10 +4,11 @@
 use ndarray::{ArrayD, ArrayView2, ArrayViewD, Ix2, IxDyn, ShapeBuilder};
 use smallvec::smallvec;
 
+use crate::tensor::batched::{current_layout, virtual_layout, with_layout, Virtual};
 use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::shape::{broadcast_shapes_for, sum_to};
-use crate::tensor::tape::{FusedOuter, OpKind};
+use crate::tensor::tape::{DotFactors, FusedOuter, OpKind};
 use crate::tensor::Tensor;
 
 /// Below this many multiply-adds a product runs on the calling thread.
@@ -27,6 +28,19 @@ const SMALL: usize = 16 * 16 * 16;
 /// every product and sum separately in its first leftover column when there
 /// are 2 columns, or `8k + 1` columns (k >= 1).
 fn plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
+    // Inside a `vmap`, as part of JAX's batched product (see
+    // `tensor::batched`).
+    match current_layout() {
+        None => gemv_plain_column(m, k, n),
+        Some(Virtual::Rows { rows, .. }) => gemv_plain_column(rows, k, n),
+        Some(Virtual::Cols { cols, offset }) => gemv_plain_column(m, k, cols)
+            .and_then(|c| c.checked_sub(offset))
+            .filter(|&c| c < n),
+    }
+}
+
+/// [`plain_column`] of a product computed on its own.
+fn gemv_plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
     if m != 1 || !(3..=8).contains(&k) {
         None
     } else if n == 2 {
@@ -416,15 +430,36 @@ impl Tensor {
                 r.squeeze(-1)
             }
             _ => {
-                let out = matmul_raw(self.data.view(), other.data.view())?.into_shared();
+                let two_d = self.ndim() == 2 && other.ndim() == 2;
+                let layout = if two_d {
+                    virtual_layout(self, other)
+                } else {
+                    None
+                };
+                let out = with_layout(layout, || matmul_raw(self.data.view(), other.data.view()))?
+                    .into_shared();
                 let (ad, bd) = (self.data.clone(), other.data.clone());
                 let fused = self.fused_outer(other);
+                // In JAX's batched program, `g @ B^T` keeps the forward's
+                // folded rows and `A^T @ g` its folded columns.
+                let rows = layout.filter(|l| matches!(l, Virtual::Rows { .. }));
+                let cols = layout.filter(|l| matches!(l, Virtual::Cols { .. }));
                 let kind = if self.ndim() == 2 && other.ndim() == 2 && fused.is_none() {
                     OpKind::Matmul
                 } else {
                     // Compiled steps do not replay fused accumulations.
                     OpKind::Other
                 };
+                let (a2, b2) = (self.data.clone(), other.data.clone());
+                let dot: Option<DotFactors> = two_d.then(|| -> DotFactors {
+                    Box::new(move |g, input| {
+                        if input == 1 {
+                            (a2.to_owned(), g.to_owned())
+                        } else {
+                            (g.t().to_owned(), b2.t().to_owned())
+                        }
+                    })
+                });
                 Ok(Tensor::record_fused(
                     out,
                     &[self, other],
@@ -439,7 +474,8 @@ impl Tensor {
                                 v
                             };
                             sum_to(
-                                matmul_raw(g.view(), bt).expect("shapes checked"),
+                                with_layout(rows, || matmul_raw(g.view(), bt))
+                                    .expect("shapes checked"),
                                 ad.shape(),
                             )
                         });
@@ -451,13 +487,15 @@ impl Tensor {
                                 v
                             };
                             sum_to(
-                                matmul_raw(at, g.view()).expect("shapes checked"),
+                                with_layout(cols, || matmul_raw(at, g.view()))
+                                    .expect("shapes checked"),
                                 bd.shape(),
                             )
                         });
                         smallvec![ga, gb]
                     },
                     fused,
+                    dot,
                 ))
             }
         }
