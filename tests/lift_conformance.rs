@@ -919,7 +919,9 @@ struct SharedCase {
     x: Vec<u32>,
     y: Vec<u32>,
     params: Leaves,
+    #[serde(default)]
     loss: Vec<u32>,
+    #[serde(default)]
     grads: Leaves,
 }
 
@@ -1014,4 +1016,19 @@ fn vmap_with_parameters_shared_by_every_item() {
     // sequential reductions (31 elements).
     assert_ne!(shared_case(&cases["mlp_40"], SmallMlp, 40), 0, "exact now");
     assert_ne!(shared_case(&cases["tied_40"], Tied, 40), 0, "exact now");
+
+    // An ensemble on one shared example: the items are folded into the
+    // columns of JAX's product (16 of them); alone, a one-row product with
+    // 2 columns would be summed as XLA's one-row kernel does.
+    let e = &cases["ensemble"];
+    let ensemble = Vmap::new(Dense::new(2))
+        .variable_axes("params", Some(0))
+        .split_rngs("params", true)
+        .in_axes(None)
+        .axis_size(8);
+    let (y, v) = ensemble
+        .init_with_output(random::key(17), tensor(&e.x, &[8]))
+        .unwrap();
+    check_tree("ensemble params", &v.params(), &e.params, 0);
+    check("ensemble y", &y, &e.y, 0);
 }

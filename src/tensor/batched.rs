@@ -114,6 +114,16 @@ impl ItemScope {
     }
 }
 
+/// Records that `t` is shared by the items of the innermost `vmap` running
+/// on this thread (an input it does not map).
+pub(crate) fn note_shared(t: &Tensor) {
+    FRAMES.with(|f| {
+        if let Some(frame) = f.borrow_mut().last_mut() {
+            frame.shared.push(memory(t));
+        }
+    });
+}
+
 /// Records that the running item wrote `tree` into `collection`: when the
 /// collection is broadcast (parameters created during `init`), its tensors
 /// are shared by the items, as in JAX.

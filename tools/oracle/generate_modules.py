@@ -449,6 +449,16 @@ def vmap_shared_params():
             out[f"{name}_{b}"] = dict(x=f32_bits(x), y=f32_bits(y),
                                       params=tree_bits(v["params"]),
                                       loss=f32_bits(l), grads=tree_bits(g))
+
+    # The other way round: an ensemble of 8 Dense(2) (per-item params) on
+    # one shared example (in_axes=None): JAX folds the items into the
+    # product's 16 columns (computed alone, a one-row product with 2
+    # columns is summed differently).
+    E = nn.vmap(nn.Dense, variable_axes={"params": 0}, split_rngs={"params": True},
+                in_axes=None, axis_size=8)
+    x = jnp.asarray(np.random.RandomState(80).randn(8).astype(np.float32))
+    y, v = E(2).init_with_output(jax.random.key(17), x)
+    out["ensemble"] = dict(x=f32_bits(x), y=f32_bits(y), params=tree_bits(v["params"]))
     return out
 
 

@@ -51,7 +51,11 @@ impl MapIn for Tensor {
 
     fn item(&self, axes: &Option<usize>, i: usize) -> Result<Tensor> {
         match *axes {
-            None => Ok(self.clone()),
+            None => {
+                // Shared by every item, as an unbatched operand in JAX.
+                crate::tensor::batched::note_shared(self);
+                Ok(self.clone())
+            }
             Some(a) => Ok(self.index_axis(a as isize, i)?),
         }
     }
