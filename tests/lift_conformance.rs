@@ -1031,4 +1031,19 @@ fn vmap_with_parameters_shared_by_every_item() {
         .unwrap();
     check_tree("ensemble params", &v.params(), &e.params, 0);
     check("ensemble y", &y, &e.y, 0);
+    let x = tensor(&e.x, &[8]);
+    let (loss, grads) = value_and_grad(
+        |p| {
+            let vars = Variables::new().with("params", p.clone());
+            Ok(ensemble
+                .apply(&vars, x.clone(), ())?
+                .square()
+                .reshape(&[-1])?
+                .sum_all())
+        },
+        &v.params(),
+    )
+    .unwrap();
+    check("ensemble loss", &loss, &e.loss, 0);
+    check_tree("ensemble grads", &grads, &e.grads, 0);
 }

@@ -458,7 +458,13 @@ def vmap_shared_params():
                 in_axes=None, axis_size=8)
     x = jnp.asarray(np.random.RandomState(80).randn(8).astype(np.float32))
     y, v = E(2).init_with_output(jax.random.key(17), x)
-    out["ensemble"] = dict(x=f32_bits(x), y=f32_bits(y), params=tree_bits(v["params"]))
+
+    def e_loss(p):
+        return jnp.sum((E(2).apply({"params": p}, x) ** 2).reshape(-1))
+
+    el, eg = jax.value_and_grad(e_loss)(v["params"])
+    out["ensemble"] = dict(x=f32_bits(x), y=f32_bits(y), params=tree_bits(v["params"]),
+                           loss=f32_bits(el), grads=tree_bits(eg))
     return out
 
 
