@@ -923,6 +923,8 @@ struct SharedCase {
     loss: Vec<u32>,
     #[serde(default)]
     grads: Leaves,
+    #[serde(default)]
+    x_grad: Vec<u32>,
 }
 
 #[derive(Deserialize)]
@@ -1046,4 +1048,21 @@ fn vmap_with_parameters_shared_by_every_item() {
     .unwrap();
     check("ensemble loss", &loss, &e.loss, 0);
     check_tree("ensemble grads", &grads, &e.grads, 0);
+    // With respect to the shared example: each item reads it through its
+    // own view, and the cotangents are summed over the items as JAX does.
+    let vars = Variables::new().with("params", v.params());
+    let x_grad = value_and_grad(
+        |t| {
+            let x = t.tensor("x")?;
+            Ok(ensemble
+                .apply(&vars, x.clone(), ())?
+                .square()
+                .reshape(&[-1])?
+                .sum_all())
+        },
+        &Tree::new().with("x", x),
+    )
+    .unwrap()
+    .1;
+    check("ensemble x grad", x_grad.tensor("x").unwrap(), &e.x_grad, 0);
 }

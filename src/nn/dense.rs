@@ -76,8 +76,9 @@ impl Module for Dense {
             ));
         };
         let kernel = s.param("kernel", &self.kernel_init, &[in_features, self.features])?;
-        // Contract the last axis of x with the first of the kernel.
-        if x.ndim() == 2 {
+        // Contract the last axis of x with the first of the kernel (one
+        // recorded product for a vector or a matrix).
+        if x.ndim() <= 2 {
             let y = x.matmul(&kernel)?;
             return self.add_bias(s, y);
         }

@@ -18,8 +18,9 @@
 //!   `tape::backward`).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use ndarray::ArrayD;
 
@@ -57,8 +58,9 @@ pub(crate) enum Contribution {
     Dense(ArrayD<f32>),
     /// The product `a^T @ b` (contraction over the rows of both), summed
     /// over the items by one product over their rows stacked in item
-    /// order, as JAX's product over the folded axis.
-    Dot(ArrayD<f32>, ArrayD<f32>),
+    /// order, as JAX's product over the folded axis; then given the shape
+    /// (the view's).
+    Dot(ArrayD<f32>, ArrayD<f32>, Vec<usize>),
 }
 
 /// Where an item's matrix product sits in JAX's batched product.
@@ -83,7 +85,13 @@ struct ItemFrame {
     /// Whether a collection is broadcast: what the item writes there is
     /// shared too.
     broadcast: IsBroadcast,
+    /// The groups of views of the traced inputs the items share, by node.
+    inputs: InputGroups,
 }
+
+/// The groups of views of the traced unmapped inputs of one `vmap` call,
+/// by tape node, shared by its items.
+pub(crate) type InputGroups = Arc<Mutex<HashMap<usize, Arc<ItemGroup>>>>;
 
 thread_local! {
     static FRAMES: RefCell<Vec<ItemFrame>> = const { RefCell::new(Vec::new()) };
@@ -100,6 +108,7 @@ impl ItemScope {
         item: usize,
         shared: &[Tensor],
         broadcast: IsBroadcast,
+        inputs: InputGroups,
     ) -> ItemScope {
         let shared = shared.iter().map(memory).collect();
         FRAMES.with(|f| {
@@ -108,20 +117,38 @@ impl ItemScope {
                 item,
                 shared,
                 broadcast,
+                inputs,
             })
         });
         ItemScope(())
     }
 }
 
-/// Records that `t` is shared by the items of the innermost `vmap` running
-/// on this thread (an input it does not map).
-pub(crate) fn note_shared(t: &Tensor) {
+/// Item's copy of `t`, an input that the innermost `vmap` running on this
+/// thread does not map: shared by the items, as an unbatched operand in
+/// JAX, and read through the item's view when traced.
+pub(crate) fn share_input(t: &Tensor) -> Tensor {
     FRAMES.with(|f| {
-        if let Some(frame) = f.borrow_mut().last_mut() {
-            frame.shared.push(memory(t));
+        let mut frames = f.borrow_mut();
+        let Some(frame) = frames.last_mut() else {
+            return t.clone();
+        };
+        frame.shared.push(memory(t));
+        match t.tracer.as_ref().filter(|_| t.is_traced()) {
+            Some(tr) => {
+                let group = Arc::clone(
+                    frame
+                        .inputs
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(tr.node)
+                        .or_insert_with(|| ItemGroup::new(frame.items)),
+                );
+                t.item_view(&group, frame.item)
+            }
+            None => t.clone(),
         }
-    });
+    })
 }
 
 /// Records that the running item wrote `tree` into `collection`: when the
@@ -149,14 +176,14 @@ fn memory(t: &Tensor) -> (usize, usize) {
     (start, start + t.data.len() * std::mem::size_of::<f32>())
 }
 
-/// Where `[m, k] @ [k, n]` of `a` and `b` sits in the batched product JAX
+/// Where `a @ b`, as `[m, k] @ [k, n]`, sits in the batched product JAX
 /// computes, when exactly one of them is shared by the items of the
 /// innermost `vmap` running on this thread.
-pub(crate) fn virtual_layout(a: &Tensor, b: &Tensor) -> Option<Virtual> {
+pub(crate) fn virtual_layout(a: &Tensor, b: &Tensor, m: usize, n: usize) -> Option<Virtual> {
     FRAMES.with(|f| {
         let frames = f.borrow();
         let frame = frames.last()?;
-        if frame.items < 2 {
+        if frame.items < 2 || frame.shared.is_empty() {
             return None;
         }
         let is_shared = |t: &Tensor| {
@@ -166,7 +193,6 @@ pub(crate) fn virtual_layout(a: &Tensor, b: &Tensor) -> Option<Virtual> {
                 .iter()
                 .any(|&(fs, fe)| s >= fs && e <= fe && s < fe)
         };
-        let (m, n) = (a.shape()[0], b.shape()[1]);
         match (is_shared(a), is_shared(b)) {
             (false, true) => Some(Virtual::Rows {
                 rows: frame.items * m,

@@ -69,10 +69,10 @@ pub(crate) struct FusedOuter {
     pub(crate) factors: OuterFactors,
 }
 
-/// For a matrix product, input `i`'s cotangent as `(a, b)` with the
-/// cotangent `a^T @ b`, from the output's cotangent.
+/// For a matrix product, input `i`'s cotangent as `(a, b, shape)`: the
+/// cotangent is `a^T @ b` in `shape`, from the output's cotangent.
 pub(crate) type DotFactors =
-    Box<dyn Fn(&ArrayD<f32>, usize) -> (ArrayD<f32>, ArrayD<f32>) + Send + Sync>;
+    Box<dyn Fn(&ArrayD<f32>, usize) -> (ArrayD<f32>, ArrayD<f32>, Vec<usize>) + Send + Sync>;
 
 /// One recorded operation.
 pub(crate) struct Node {
@@ -196,8 +196,11 @@ pub(crate) fn backward(
         if let Some(dot) = &node.dot {
             for (k, input) in node.inputs.iter().enumerate() {
                 if let Some(i) = input.filter(|&i| is_view(i)) {
-                    let (a, b) = dot(&g, k);
-                    views.entry(i).or_default().push(Contribution::Dot(a, b));
+                    let (a, b, shape) = dot(&g, k);
+                    views
+                        .entry(i)
+                        .or_default()
+                        .push(Contribution::Dot(a, b, shape));
                     needs[k] = false;
                 }
             }
@@ -278,10 +281,10 @@ fn combine_items(lists: Vec<Vec<Contribution>>) -> Option<ArrayD<f32>> {
 fn evaluate(c: Contribution) -> ArrayD<f32> {
     match c {
         Contribution::Dense(g) => g,
-        Contribution::Dot(a, b) => {
-            let at = a.t();
-            matmul_raw(at.into_dyn(), b.view()).expect("factor shapes agree")
-        }
+        Contribution::Dot(a, b, shape) => matmul_raw(a.t().into_dyn(), b.view())
+            .expect("factor shapes agree")
+            .into_shape_with_order(IxDyn(&shape))
+            .expect("the view's size"),
     }
 }
 
@@ -299,11 +302,12 @@ fn reduce_items(column: Vec<Contribution>) -> ArrayD<f32> {
             .data
             .into_owned();
     }
-    let (mut lhs, mut rhs) = (Vec::new(), Vec::new());
+    let (mut lhs, mut rhs, mut shape) = (Vec::new(), Vec::new(), Vec::new());
     for c in column {
-        if let Contribution::Dot(a, b) = c {
+        if let Contribution::Dot(a, b, s) = c {
             lhs.push(a);
             rhs.push(b);
+            shape = s;
         }
     }
     let cat = |parts: &[ArrayD<f32>]| {
@@ -311,8 +315,10 @@ fn reduce_items(column: Vec<Contribution>) -> ArrayD<f32> {
         ndarray::concatenate(Axis(0), &views).expect("factors agree but for their rows")
     };
     let (a, b) = (cat(&lhs), cat(&rhs));
-    let at = a.t();
-    matmul_raw(at.into_dyn(), b.view()).expect("factor shapes agree")
+    matmul_raw(a.t().into_dyn(), b.view())
+        .expect("factor shapes agree")
+        .into_shape_with_order(IxDyn(&shape))
+        .expect("the view's size")
 }
 
 /// `acc[i, j] = fma(u[i], w[j], acc[i, j])`: the outer product added with

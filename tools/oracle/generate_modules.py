@@ -463,8 +463,11 @@ def vmap_shared_params():
         return jnp.sum((E(2).apply({"params": p}, x) ** 2).reshape(-1))
 
     el, eg = jax.value_and_grad(e_loss)(v["params"])
+    # And with respect to the shared example: its cotangent is summed over
+    # the items.
+    xg = jax.grad(lambda x: jnp.sum((E(2).apply(v, x) ** 2).reshape(-1)))(x)
     out["ensemble"] = dict(x=f32_bits(x), y=f32_bits(y), params=tree_bits(v["params"]),
-                           loss=f32_bits(el), grads=tree_bits(eg))
+                           loss=f32_bits(el), grads=tree_bits(eg), x_grad=f32_bits(xg))
     return out
 
 

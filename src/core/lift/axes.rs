@@ -51,11 +51,8 @@ impl MapIn for Tensor {
 
     fn item(&self, axes: &Option<usize>, i: usize) -> Result<Tensor> {
         match *axes {
-            None => {
-                // Shared by every item, as an unbatched operand in JAX.
-                crate::tensor::batched::note_shared(self);
-                Ok(self.clone())
-            }
+            // Shared by every item, as an unbatched operand in JAX.
+            None => Ok(crate::tensor::batched::share_input(self)),
             Some(a) => Ok(self.index_axis(a as isize, i)?),
         }
     }

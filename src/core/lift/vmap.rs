@@ -12,7 +12,7 @@ use crate::core::error::Result;
 use crate::core::filter::Filter;
 use crate::core::rngs::Rngs;
 use crate::core::scope::{Scope, State};
-use crate::tensor::batched::ItemScope;
+use crate::tensor::batched::{InputGroups, ItemScope};
 use crate::tensor::compiled::{in_compiled_region, CompiledRegion};
 
 /// How `vmap` lifts variables and RNG streams.
@@ -56,6 +56,7 @@ impl<'s> Scope<'s> {
         let mut packed = Packed::new(self, "vmap", modes, &config.split_rngs);
         let shared = packed.share_broadcast(n);
         let broadcast = packed.is_broadcast();
+        let inputs = InputGroups::default();
         let rngs = packed.item_rngs(n);
         let path = self.path().to_vec();
         // One item: its state built, the body run, the state trimmed.
@@ -63,7 +64,7 @@ impl<'s> Scope<'s> {
             let mut state = packed.item_state(n, i, rngs, &[], packed.counters.clone())?;
             state.axes.extend(axis);
             let cell = RefCell::new(state);
-            let _item = ItemScope::enter(n, i, &shared, broadcast.clone());
+            let _item = ItemScope::enter(n, i, &shared, broadcast.clone(), Arc::clone(&inputs));
             let out = body(&Scope::at(&cell, path.clone()), i)?;
             let mut state = cell.into_inner();
             packed.trim_for_repack(&mut state);

@@ -1,7 +1,7 @@
 //! Matrix multiplication (2-D, batched with broadcasting, and the 1-D cases
 //! of `jnp.matmul`) through the `gemm` crate's AVX-512/AVX2 kernels.
 
-use ndarray::{ArrayD, ArrayView2, ArrayViewD, Ix2, IxDyn, ShapeBuilder};
+use ndarray::{ArcArray, ArrayD, ArrayView2, ArrayViewD, Axis, Ix2, IxDyn, ShapeBuilder};
 use smallvec::smallvec;
 
 use crate::tensor::batched::{current_layout, virtual_layout, with_layout, Virtual};
@@ -355,17 +355,17 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
 }
 
 impl Tensor {
-    /// Inside a compiled region (scan's body), the cotangent of `[m, k] @
-    /// [k, n]` that is an outer product — the right operand's when `m == 1`,
-    /// the left's when `n == 1` — as XLA fuses it into its accumulation.
-    fn fused_outer(&self, other: &Tensor) -> Option<FusedOuter> {
-        if self.ndim() != 2 || other.ndim() != 2 || !in_compiled_region() {
+    /// Inside a compiled region (scan's body), the cotangent of `a @ b`
+    /// (`[m, k] @ [k, n]`) that is an outer product — `b`'s when `m == 1`,
+    /// `a`'s when `n == 1` — as XLA fuses it into its accumulation.
+    fn fused_outer(a: &ArcArray<f32, IxDyn>, b: &ArcArray<f32, IxDyn>) -> Option<FusedOuter> {
+        if a.ndim() != 2 || b.ndim() != 2 || !in_compiled_region() {
             return None;
         }
-        let (m, n) = (self.shape()[0], other.shape()[1]);
+        let (m, n) = (a.shape()[0], b.shape()[1]);
         if m == 1 {
             // dB[i, j] = A[0, i] * g[0, j].
-            let a = self.data.clone();
+            let a = a.clone();
             Some(FusedOuter {
                 input: 1,
                 factors: Box::new(move |g| {
@@ -374,7 +374,7 @@ impl Tensor {
             })
         } else if n == 1 {
             // dA[i, p] = g[i, 0] * B[p, 0].
-            let b = other.data.clone();
+            let b = b.clone();
             Some(FusedOuter {
                 input: 0,
                 factors: Box::new(move |g| {
@@ -416,88 +416,114 @@ impl Tensor {
                 }
                 Ok(self.mul(other)?.sum_all())
             }
-            (1, _) => {
-                let r = self
-                    .expand_dims(0)?
-                    .matmul(other)
-                    .map_err(|_| incompatible())?;
-                r.squeeze(-2)
-            }
-            (_, 1) => {
-                let r = self
-                    .matmul(&other.expand_dims(1)?)
-                    .map_err(|_| incompatible())?;
-                r.squeeze(-1)
-            }
-            _ => {
-                let two_d = self.ndim() == 2 && other.ndim() == 2;
-                let layout = if two_d {
-                    virtual_layout(self, other)
-                } else {
-                    None
-                };
-                let out = with_layout(layout, || matmul_raw(self.data.view(), other.data.view()))?
-                    .into_shared();
-                let (ad, bd) = (self.data.clone(), other.data.clone());
-                let fused = self.fused_outer(other);
-                // In JAX's batched program, `g @ B^T` keeps the forward's
-                // folded rows and `A^T @ g` its folded columns.
-                let rows = layout.filter(|l| matches!(l, Virtual::Rows { .. }));
-                let cols = layout.filter(|l| matches!(l, Virtual::Cols { .. }));
-                let kind = if self.ndim() == 2 && other.ndim() == 2 && fused.is_none() {
-                    OpKind::Matmul
-                } else {
-                    // Compiled steps do not replay fused accumulations.
-                    OpKind::Other
-                };
-                let (a2, b2) = (self.data.clone(), other.data.clone());
-                let dot: Option<DotFactors> = two_d.then(|| -> DotFactors {
-                    Box::new(move |g, input| {
-                        if input == 1 {
-                            (a2.to_owned(), g.to_owned())
-                        } else {
-                            (g.t().to_owned(), b2.t().to_owned())
-                        }
-                    })
-                });
-                Ok(Tensor::record_fused(
-                    out,
-                    &[self, other],
-                    kind,
-                    move |g, needs| {
-                        // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch axes.
-                        let ga = needs[0].then(|| {
-                            let bt = {
-                                let mut v = bd.view();
-                                let r = v.ndim();
-                                v.swap_axes(r - 2, r - 1);
-                                v
-                            };
-                            sum_to(
-                                with_layout(rows, || matmul_raw(g.view(), bt))
-                                    .expect("shapes checked"),
-                                ad.shape(),
-                            )
-                        });
-                        let gb = needs[1].then(|| {
-                            let at = {
-                                let mut v = ad.view();
-                                let r = v.ndim();
-                                v.swap_axes(r - 2, r - 1);
-                                v
-                            };
-                            sum_to(
-                                with_layout(cols, || matmul_raw(at, g.view()))
-                                    .expect("shapes checked"),
-                                bd.shape(),
-                            )
-                        });
-                        smallvec![ga, gb]
-                    },
-                    fused,
-                    dot,
-                ))
-            }
+            (1, _) => self
+                .matmul_of(other, true, false)
+                .map_err(|_| incompatible()),
+            (_, 1) => self
+                .matmul_of(other, false, true)
+                .map_err(|_| incompatible()),
+            _ => self.matmul_of(other, false, false),
         }
+    }
+
+    /// `self @ other`, a vector operand (`lhs_vec`: a row on the left,
+    /// `rhs_vec`: a column on the right) taken as a matrix whose unit axis
+    /// is removed from the result; one recorded operation.
+    fn matmul_of(&self, other: &Tensor, lhs_vec: bool, rhs_vec: bool) -> Result<Tensor> {
+        let ad = if lhs_vec {
+            self.data.clone().insert_axis(Axis(0))
+        } else {
+            self.data.clone()
+        };
+        let bd = if rhs_vec {
+            other.data.clone().insert_axis(Axis(1))
+        } else {
+            other.data.clone()
+        };
+        let two_d = ad.ndim() == 2 && bd.ndim() == 2;
+        let layout = if two_d {
+            virtual_layout(self, other, ad.shape()[0], bd.shape()[1])
+        } else {
+            None
+        };
+        let mut out = with_layout(layout, || matmul_raw(ad.view(), bd.view()))?;
+        // The unit axes of vector operands: [..., 1, n] and [..., m, 1].
+        let unit = move |r: usize| {
+            if lhs_vec {
+                Some(Axis(r - 2))
+            } else if rhs_vec {
+                Some(Axis(r - 1))
+            } else {
+                None
+            }
+        };
+        if let Some(axis) = unit(out.ndim()) {
+            out = out.index_axis_move(axis, 0);
+        }
+        let out_ndim = out.ndim();
+        let fused = Tensor::fused_outer(&ad, &bd);
+        // In JAX's batched program, `g @ B^T` keeps the forward's folded
+        // rows and `A^T @ g` its folded columns.
+        let rows = layout.filter(|l| matches!(l, Virtual::Rows { .. }));
+        let cols = layout.filter(|l| matches!(l, Virtual::Cols { .. }));
+        let kind = if self.ndim() == 2 && other.ndim() == 2 && fused.is_none() {
+            OpKind::Matmul
+        } else {
+            // Compiled steps do not replay fused accumulations.
+            OpKind::Other
+        };
+        // The output's cotangent with the unit axis back.
+        let widen = move |g: &ArrayD<f32>| -> ArrayD<f32> {
+            match unit(out_ndim + 1) {
+                Some(axis) => g.view().insert_axis(axis).to_owned(),
+                None => g.clone(),
+            }
+        };
+        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
+        let (a2, b2) = (ad.clone(), bd.clone());
+        let dot: Option<DotFactors> = two_d.then(|| -> DotFactors {
+            let (sa, sb) = (sa.clone(), sb.clone());
+            Box::new(move |g, input| {
+                let g = widen(g);
+                if input == 1 {
+                    (a2.to_owned(), g, sb.clone())
+                } else {
+                    (g.t().to_owned(), b2.t().to_owned(), sa.clone())
+                }
+            })
+        });
+        Ok(Tensor::record_fused(
+            out.into_shared(),
+            &[self, other],
+            kind,
+            move |g, needs| {
+                let g = widen(&g);
+                // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch
+                // axes, in the operands' own shapes.
+                let ga = needs[0].then(|| {
+                    let mut bt = bd.view();
+                    let r = bt.ndim();
+                    bt.swap_axes(r - 2, r - 1);
+                    let ga = sum_to(
+                        with_layout(rows, || matmul_raw(g.view(), bt)).expect("shapes checked"),
+                        ad.shape(),
+                    );
+                    ga.into_shape_with_order(IxDyn(&sa)).expect("same size")
+                });
+                let gb = needs[1].then(|| {
+                    let mut at = ad.view();
+                    let r = at.ndim();
+                    at.swap_axes(r - 2, r - 1);
+                    let gb = sum_to(
+                        with_layout(cols, || matmul_raw(at, g.view())).expect("shapes checked"),
+                        bd.shape(),
+                    );
+                    gb.into_shape_with_order(IxDyn(&sb)).expect("same size")
+                });
+                smallvec![ga, gb]
+            },
+            fused,
+            dot,
+        ))
     }
 }
