@@ -410,12 +410,10 @@ impl Tensor {
         };
         match (self.ndim(), other.ndim()) {
             (0, _) | (_, 0) => Err(incompatible()),
-            (1, 1) => {
-                if self.shape() != other.shape() {
-                    return Err(incompatible());
-                }
-                Ok(self.mul(other)?.sum_all())
-            }
+            // A dot product: one row times one column.
+            (1, 1) => self
+                .matmul_of(other, true, true)
+                .map_err(|_| incompatible()),
             (1, _) => self
                 .matmul_of(other, true, false)
                 .map_err(|_| incompatible()),
@@ -446,21 +444,21 @@ impl Tensor {
         } else {
             None
         };
-        let mut out = with_layout(layout, || matmul_raw(ad.view(), bd.view()))?;
-        // The unit axes of vector operands: [..., 1, n] and [..., m, 1].
-        let unit = move |r: usize| {
-            if lhs_vec {
-                Some(Axis(r - 2))
-            } else if rhs_vec {
-                Some(Axis(r - 1))
-            } else {
-                None
-            }
-        };
-        if let Some(axis) = unit(out.ndim()) {
-            out = out.index_axis_move(axis, 0);
+        let out = with_layout(layout, || matmul_raw(ad.view(), bd.view()))?;
+        // Without the unit axes of vector operands ([..., 1, n] and
+        // [..., m, 1]).
+        let full = out.shape().to_vec();
+        let mut squeezed = full.clone();
+        let r = full.len();
+        if rhs_vec {
+            squeezed.remove(r - 1);
         }
-        let out_ndim = out.ndim();
+        if lhs_vec {
+            squeezed.remove(r - 2);
+        }
+        let out = out
+            .into_shape_with_order(IxDyn(&squeezed))
+            .expect("only unit axes removed");
         let fused = Tensor::fused_outer(&ad, &bd);
         // In JAX's batched program, `g @ B^T` keeps the forward's folded
         // rows and `A^T @ g` its folded columns.
@@ -472,19 +470,19 @@ impl Tensor {
             // Compiled steps do not replay fused accumulations.
             OpKind::Other
         };
-        // The output's cotangent with the unit axis back.
-        let widen = move |g: &ArrayD<f32>| -> ArrayD<f32> {
-            match unit(out_ndim + 1) {
-                Some(axis) => g.view().insert_axis(axis).to_owned(),
-                None => g.clone(),
-            }
+        // The output's cotangent with the unit axes back.
+        let widen = move |full: &[usize], g: &ArrayD<f32>| -> ArrayD<f32> {
+            g.to_shape(IxDyn(full))
+                .expect("only unit axes added")
+                .into_owned()
         };
+        let full_dot = full.clone();
         let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
         let (a2, b2) = (ad.clone(), bd.clone());
         let dot: Option<DotFactors> = two_d.then(|| -> DotFactors {
             let (sa, sb) = (sa.clone(), sb.clone());
             Box::new(move |g, input| {
-                let g = widen(g);
+                let g = widen(&full_dot, g);
                 if input == 1 {
                     (a2.to_owned(), g, sb.clone())
                 } else {
@@ -497,7 +495,7 @@ impl Tensor {
             &[self, other],
             kind,
             move |g, needs| {
-                let g = widen(&g);
+                let g = widen(&full, &g);
                 // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch
                 // axes, in the operands' own shapes.
                 let ga = needs[0].then(|| {
