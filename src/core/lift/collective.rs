@@ -337,6 +337,30 @@ impl Drop for PanicGuard<'_> {
 impl Scope<'_> {
     /// The mean of `x` over the items of the enclosing `Vmap` whose axis is
     /// named `axis_name` (`jax.lax.pmean`).
+    ///
+    /// ```
+    /// use flaxen::core::{Result, Scope};
+    /// use flaxen::nn::{Module, Vmap};
+    /// use flaxen::tensor::Tensor;
+    ///
+    /// /// Each item minus the mean over the items.
+    /// struct Center;
+    ///
+    /// impl Module for Center {
+    ///     type Input = Tensor;
+    ///     type Output = Tensor;
+    ///     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+    ///         Ok(x.sub(&s.pmean("batch", &x)?)?)
+    ///     }
+    /// }
+    ///
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 6.0], &[3]).unwrap();
+    /// let y = Vmap::new(Center)
+    ///     .axis_name("batch")
+    ///     .apply(&Default::default(), x, ())?;
+    /// assert_eq!(y.to_vec(), [-2.0, -1.0, 3.0]);
+    /// # Ok::<(), flaxen::core::Error>(())
+    /// ```
     pub fn pmean(&self, axis_name: &str, x: &Tensor) -> Result<Tensor> {
         self.reduce_collective(axis_name, x, Reduce::Mean)
     }
@@ -358,6 +382,38 @@ impl Scope<'_> {
     ///
     /// Every item must pass the same number of operands, with the same
     /// shapes.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use flaxen::core::lift::BatchedFn;
+    /// use flaxen::core::{Result, Scope};
+    /// use flaxen::nn::{Module, Vmap};
+    /// use flaxen::tensor::Tensor;
+    ///
+    /// /// Each item scaled by the largest item (computed once, over all).
+    /// struct Normalize;
+    ///
+    /// impl Module for Normalize {
+    ///     type Input = Tensor;
+    ///     type Output = Tensor;
+    ///     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+    ///         let f: BatchedFn = Arc::new(|ops: &[Tensor]| {
+    ///             let max = ops[0].max(&[0], false)?;
+    ///             Ok((vec![ops[0].div(&max)?], vec![max]))
+    ///         });
+    ///         let out = s.batched_collective("batch", &[x], f)?;
+    ///         Ok(out[0].clone()) // out[1] is the shared maximum
+    ///     }
+    /// }
+    ///
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 4.0], &[3]).unwrap();
+    /// let y = Vmap::new(Normalize)
+    ///     .axis_name("batch")
+    ///     .apply(&Default::default(), x, ())?;
+    /// assert_eq!(y.to_vec(), [0.25, 0.5, 1.0]);
+    /// # Ok::<(), flaxen::core::Error>(())
+    /// ```
     pub fn batched_collective(
         &self,
         axis_name: &str,
