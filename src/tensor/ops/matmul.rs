@@ -459,6 +459,10 @@ impl Tensor {
         let out = out
             .into_shape_with_order(IxDyn(&squeezed))
             .expect("only unit axes removed");
+        if !self.is_traced() && !other.is_traced() {
+            // Nothing to record (and no backward closures to build).
+            return Ok(Tensor::constant(out.into_shared()));
+        }
         let fused = Tensor::fused_outer(&ad, &bd);
         // In JAX's batched program, `g @ B^T` keeps the forward's folded
         // rows and `A^T @ g` its folded columns.
