@@ -1,7 +1,9 @@
 //! Matrix multiplication (2-D, batched with broadcasting, and the 1-D cases
-//! of `jnp.matmul`) through the `gemm` crate's AVX-512/AVX2 kernels.
+//! of `jnp.matmul`), summed in the order of XLA:CPU (jaxlib 0.10.2): the
+//! YNNPACK dot kernels for most products (see [`super::ynn_dot`]), XLA's own
+//! sequential chains for the others.
 
-use ndarray::{ArrayD, ArrayView2, ArrayViewD, Ix2, IxDyn, ShapeBuilder};
+use ndarray::{ArrayD, ArrayView2, ArrayViewD, Axis, Ix2, IxDyn};
 use smallvec::smallvec;
 
 use crate::tensor::compiled::in_compiled_region;
@@ -10,11 +12,10 @@ use crate::tensor::shape::{broadcast_shapes_for, sum_to};
 use crate::tensor::tape::{FusedOuter, OpKind};
 use crate::tensor::Tensor;
 
-/// Below this many multiply-adds a product runs on the calling thread.
-const PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
+use super::ynn_dot::{self, planned_matmul, DotPlan};
 
-/// At most this many multiply-adds go through a plain loop: gemm's setup
-/// costs more than the product.
+/// At most this many multiply-adds of a product that XLA sums with its own
+/// emitter go through the plain loops below (no packing, no blocking).
 const SMALL: usize = 16 * 16 * 16;
 
 /// The output column that XLA sums without fused multiply-adds, if any.
@@ -161,6 +162,73 @@ fn small_matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, o: &mut [f32])
     }
 }
 
+/// Whether XLA hands `[m, k] @ [k, n]` to YNNPACK, for operands with
+/// these (row, column) strides; `Some(b_transposed)` if so.
+///
+/// XLA:CPU (`ynn_support.cc`, jaxlib 0.10.2) sends a dot to YNNPACK when
+/// `max(m, k, n) >= 8` and the left operand is canonical: a left operand
+/// stored transposed (`A^T @ g`, which XLA folds into the dot as a
+/// contraction over A's first axis) and matrix-vector products (one row or
+/// column, which XLA turns into vector dots) take XLA's own emitter. A right
+/// operand stored transposed (`g @ W^T`) stays with YNNPACK, which packs it.
+fn ynn_route(m: usize, k: usize, n: usize, sa: (isize, isize), sb: (isize, isize)) -> Option<bool> {
+    let lhs_transposed = sa.1 != 1 && sa.0 == 1 && k > 1;
+    if m == 1 || n == 1 || m.max(k).max(n) < 8 || lhs_transposed {
+        None
+    } else {
+        Some(sb.0 == 1 && sb.1 != 1 && k > 1)
+    }
+}
+
+/// `out = a @ b` for operands in contiguous slices with non-negative
+/// (row, column) strides, summed in XLA's order (see [`ynn_route`]);
+/// `batches`: how many matrices the left and right operands of the whole
+/// (batched) product hold, which YNNPACK weighs when deciding to pack B.
+#[allow(clippy::too_many_arguments)]
+fn dot_into(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    (m, k, n): (usize, usize, usize),
+    batches: (usize, usize),
+    out: &mut [f32],
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let route = ynn_route(
+        m,
+        k,
+        n,
+        (sa.0 as isize, sa.1 as isize),
+        (sb.0 as isize, sb.1 as isize),
+    );
+    let plan = match route {
+        None if m * n * k <= SMALL => {
+            out.fill(0.0);
+            small_matmul_strided(x, sa, y, sb, m, k, n, out);
+            return;
+        }
+        None => DotPlan::chain(k, n),
+        Some(b_transposed) => ynn_dot::plan(m, k, n, b_transposed, batches.0, batches.1),
+    };
+    if sb == (n, 1) {
+        planned_matmul(x, sa, y, m, k, n, &plan, out);
+    } else {
+        // B row-major for the kernels (rows of B are read contiguously).
+        let mut packed = Vec::with_capacity(k * n);
+        for p in 0..k {
+            packed.extend((0..n).map(|j| y[p * sb.0 + j * sb.1]));
+        }
+        planned_matmul(x, sa, &packed, m, k, n, &plan, out);
+    }
+}
+
 /// [`matmul2d_into`] for operands given as contiguous slices with
 /// non-negative (row, column) strides; skips building views for small
 /// products (compiled steps). Same arithmetic, same bits.
@@ -175,14 +243,23 @@ pub(crate) fn matmul_slices_into(
     n: usize,
     out: &mut [f32],
 ) {
-    if m * n * k <= SMALL || k == 0 {
-        out.fill(0.0);
-        small_matmul_strided(x, sa, y, sb, m, k, n, out);
-        return;
+    dot_into(x, sa, y, sb, (m, k, n), (1, 1), out);
+}
+
+/// A 2-D view as a contiguous slice with non-negative strides, copied to a
+/// row-major array if it is not one.
+fn as_strided<'a>(
+    v: &'a ArrayView2<'_, f32>,
+    copy: &'a mut Vec<f32>,
+) -> (&'a [f32], (usize, usize)) {
+    let s = v.strides();
+    match v.as_slice_memory_order() {
+        Some(x) if s.iter().all(|&s| s >= 0) => (x, (s[0] as usize, s[1] as usize)),
+        _ => {
+            *copy = v.iter().copied().collect();
+            (copy.as_slice(), (v.ncols(), 1))
+        }
     }
-    let a = ArrayView2::from_shape((m, k).strides(sa), x).expect("strides within the slice");
-    let b = ArrayView2::from_shape((k, n).strides(sb), y).expect("strides within the slice");
-    matmul2d_into(&a, &b, out);
 }
 
 /// `out = a @ b` for 2-D `a: [m, k]`, `b: [k, n]` with any strides, into
@@ -191,48 +268,33 @@ pub(crate) fn matmul_slices_into(
 pub(crate) fn matmul2d_into(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, out: &mut [f32]) {
     let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
     assert!(b.nrows() == k && out.len() == m * n);
-    if m * n * k <= SMALL || k == 0 {
+    if m * n * k <= SMALL
+        && ynn_route(
+            m,
+            k,
+            n,
+            (a.strides()[0], a.strides()[1]),
+            (b.strides()[0], b.strides()[1]),
+        )
+        .is_none()
+    {
         out.fill(0.0);
         small_matmul(a, b, out);
         return;
     }
-    let (sa, sb) = (a.strides(), b.strides());
-    let parallelism = if m * n * k >= PARALLEL_THRESHOLD {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
-    };
-    // SAFETY: `a` and `b` are valid 2-D views of shapes `[m, k]` and
-    // `[k, n]`, so every element `(i, p)` / `(p, j)` that gemm reads through
-    // the given row and column strides, with `i < m`, `p < k`, `j < n`, lies
-    // in their storage. `out` is an exclusively borrowed slice of exactly
-    // `m * n` elements, addressed row-major (column stride 1, row stride
-    // `n`), so every write is in bounds; it cannot alias `a` or `b`, which
-    // are shared borrows. `read_dst = false`: gemm overwrites `out` without
-    // reading it (`k > 0` here).
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            out.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            a.as_ptr(),
-            sa[1],
-            sa[0],
-            b.as_ptr(),
-            sb[1],
-            sb[0],
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        );
+    let (mut ca, mut cb) = (Vec::new(), Vec::new());
+    let (x, sa) = as_strided(a, &mut ca);
+    let (y, sb) = as_strided(b, &mut cb);
+    dot_into(x, sa, y, sb, (m, k, n), (1, 1), out);
+}
+
+/// The matrix at batch `index` of a `[..., r, c]` view.
+fn batch_matrix<'a>(v: &ArrayViewD<'a, f32>, index: &[usize]) -> ArrayView2<'a, f32> {
+    let mut v = v.clone();
+    for &i in index {
+        v = v.index_axis_move(Axis(0), i);
     }
+    v.into_dimensionality::<Ix2>().expect("2-D")
 }
 
 /// `a @ b` for `a: [..., m, k]`, `b: [..., k, n]` (both at least 2-D, with
@@ -277,57 +339,25 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
         return Ok(out);
     }
     let nb = batch.len();
-    let (sa, sb, so) = (av.strides(), bv.strides(), out.strides().to_vec());
-    let parallelism = if m * n * k >= PARALLEL_THRESHOLD {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
+    // Batch axes along which each operand really varies (not broadcast).
+    let count_of = |v: &ArrayViewD<'_, f32>| -> usize {
+        (0..nb)
+            .filter(|&d| v.strides()[d] != 0)
+            .map(|d| batch[d])
+            .product()
     };
+    let batches = (count_of(&a), count_of(&b));
     let count: usize = batch.iter().product();
     let mut index = vec![0usize; nb];
+    let mut o = out.as_slice_mut().expect("row-major");
     for _ in 0..count {
-        let offset = |strides: &[isize]| -> isize {
-            index
-                .iter()
-                .zip(strides)
-                .map(|(&i, &s)| i as isize * s)
-                .sum()
-        };
-        let (oa, ob, oo) = (offset(sa), offset(sb), offset(&so));
-        // SAFETY: `av`, `bv` and `out` are valid arrays of shapes
-        // `batch + [m, k]`, `batch + [k, n]` and `batch + [m, n]`; `index` is
-        // within `batch`, so the offsets computed from each array's own
-        // strides point at the first element of one matrix of that array, and
-        // every element `(i, j)` that gemm reads or writes is reached from it
-        // through that array's row/column strides with `i`, `j` below the
-        // given dimensions, hence stays inside the array's allocation (zero
-        // strides of broadcast axes only repeat reads). `out` is freshly
-        // allocated, exclusively borrowed, row-major, so its matrices do not
-        // overlap each other or the inputs. `read_dst = false`, so the
-        // zero-initialized destination is only written.
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                out.as_mut_ptr().offset(oo),
-                so[nb + 1],
-                so[nb],
-                false,
-                av.as_ptr().offset(oa),
-                sa[nb + 1],
-                sa[nb],
-                bv.as_ptr().offset(ob),
-                sb[nb + 1],
-                sb[nb],
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                parallelism,
-            );
-        }
+        let (a2, b2) = (batch_matrix(&av, &index), batch_matrix(&bv, &index));
+        let (this, rest) = o.split_at_mut(m * n);
+        o = rest;
+        let (mut ca, mut cb) = (Vec::new(), Vec::new());
+        let (x, sa) = as_strided(&a2, &mut ca);
+        let (y, sb) = as_strided(&b2, &mut cb);
+        dot_into(x, sa, y, sb, (m, k, n), batches, this);
         // Advance the row-major batch index.
         for d in (0..nb).rev() {
             index[d] += 1;
