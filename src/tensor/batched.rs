@@ -71,6 +71,8 @@ pub(crate) enum Virtual {
     Rows { rows: usize, offset: usize },
     /// The items are folded into the columns.
     Cols { cols: usize, offset: usize },
+    /// Both operands are the item's own: a product batched over `items`.
+    Batched { items: usize },
 }
 
 /// Whether a collection is broadcast to every item.
@@ -183,7 +185,7 @@ pub(crate) fn virtual_layout(a: &Tensor, b: &Tensor, m: usize, n: usize) -> Opti
     FRAMES.with(|f| {
         let frames = f.borrow();
         let frame = frames.last()?;
-        if frame.items < 2 || frame.shared.is_empty() {
+        if frame.items < 2 {
             return None;
         }
         let is_shared = |t: &Tensor| {
@@ -202,7 +204,8 @@ pub(crate) fn virtual_layout(a: &Tensor, b: &Tensor, m: usize, n: usize) -> Opti
                 cols: frame.items * n,
                 offset: frame.item * n,
             }),
-            _ => None,
+            (false, false) => Some(Virtual::Batched { items: frame.items }),
+            (true, true) => None,
         }
     })
 }

@@ -1,7 +1,13 @@
 //! Matrix multiplication (2-D, batched with broadcasting, and the 1-D cases
-//! of `jnp.matmul`) through the `gemm` crate's AVX-512/AVX2 kernels.
+//! of `jnp.matmul`), summed in the order of XLA:CPU (jaxlib 0.10.2): the
+//! YNNPACK dot kernels for most products (see [`super::ynn_dot`]), XLA's own
+//! sequential chains for the others. Products larger than
+//! [`exact_matmul_limit`] use the `gemm` crate's faster kernels instead.
 
-use ndarray::{ArcArray, ArrayD, ArrayView2, ArrayViewD, Axis, Ix2, IxDyn, ShapeBuilder};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ndarray::{ArcArray, ArrayD, ArrayView2, ArrayViewD, Axis, Ix2, IxDyn};
+
 use smallvec::smallvec;
 
 use crate::tensor::batched::{current_layout, virtual_layout, with_layout, Virtual};
@@ -11,11 +17,10 @@ use crate::tensor::shape::{broadcast_shapes_for, sum_to};
 use crate::tensor::tape::{DotFactors, FusedOuter, OpKind};
 use crate::tensor::Tensor;
 
-/// Below this many multiply-adds a product runs on the calling thread.
-const PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
+use super::ynn_dot::{self, planned_matmul, DotPlan};
 
-/// At most this many multiply-adds go through a plain loop: gemm's setup
-/// costs more than the product.
+/// At most this many multiply-adds of a product that XLA sums with its own
+/// emitter go through the plain loops below (no packing, no blocking).
 const SMALL: usize = 16 * 16 * 16;
 
 /// The output column that XLA sums without fused multiply-adds, if any.
@@ -36,6 +41,7 @@ fn plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
         Some(Virtual::Cols { cols, offset }) => gemv_plain_column(m, k, cols)
             .and_then(|c| c.checked_sub(offset))
             .filter(|&c| c < n),
+        Some(Virtual::Batched { .. }) => gemv_plain_column(m, k, n),
     }
 }
 
@@ -175,6 +181,193 @@ fn small_matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, o: &mut [f32])
     }
 }
 
+/// Whether XLA hands `[m, k] @ [k, n]` to YNNPACK, for operands with
+/// these (row, column) strides; `Some(b_transposed)` if so.
+///
+/// XLA:CPU (`ynn_support.cc`, jaxlib 0.10.2) sends a dot to YNNPACK when
+/// `max(m, k, n) >= 8` and the left operand is canonical: a left operand
+/// stored transposed (`A^T @ g`, which XLA folds into the dot as a
+/// contraction over A's first axis) and matrix-vector products (one row or
+/// column, which XLA turns into vector dots) take XLA's own emitter. A right
+/// operand stored transposed (`g @ W^T`) stays with YNNPACK, which packs it.
+fn ynn_route(m: usize, k: usize, n: usize, sa: (isize, isize), sb: (isize, isize)) -> Option<bool> {
+    let lhs_transposed = sa.1 != 1 && sa.0 == 1 && k > 1;
+    if m == 1 || n == 1 || m.max(k).max(n) < 8 || lhs_transposed {
+        None
+    } else {
+        Some(sb.0 == 1 && sb.1 != 1 && k > 1)
+    }
+}
+
+/// `out = a @ b` for operands in contiguous slices with non-negative
+/// (row, column) strides, summed in XLA's order (see [`ynn_route`]);
+/// `batches`: how many matrices the left and right operands of the whole
+/// (batched) product hold, which YNNPACK weighs when deciding to pack B.
+#[allow(clippy::too_many_arguments)]
+fn dot_into(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    (m, k, n): (usize, usize, usize),
+    batches: (usize, usize),
+    out: &mut [f32],
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        out.fill(0.0);
+        return;
+    }
+    if m * k * n > exact_matmul_limit() {
+        fast_matmul(x, sa, y, sb, (m, k, n), out);
+        return;
+    }
+    let layout = current_layout();
+    let (pm, pn, batches) = planned_shape(m, n, batches);
+    let route = ynn_route(
+        pm,
+        k,
+        pn,
+        (sa.0 as isize, sa.1 as isize),
+        (sb.0 as isize, sb.1 as isize),
+    );
+    let plan = match route {
+        None if pm * pn * k <= SMALL => {
+            out.fill(0.0);
+            small_matmul_strided(x, sa, y, sb, m, k, n, out);
+            return;
+        }
+        None => DotPlan::chain(k, pn),
+        Some(b_transposed) => ynn_dot::plan(pm, k, pn, b_transposed, batches.0, batches.1),
+    };
+    // B row-major for the kernels (rows of B are read contiguously); with
+    // the items folded into the columns, this item's columns sit at their
+    // place among zero columns, since a column's sum depends on where it
+    // falls in the kernels' tiles.
+    let offset = match layout {
+        Some(Virtual::Cols { offset, .. }) if pn != n => Some(offset),
+        _ => None,
+    };
+    if offset.is_none() && sb == (n, 1) {
+        planned_matmul(x, sa, y, m, k, n, &plan, out);
+        return;
+    }
+    let start = offset.unwrap_or(0);
+    let mut packed = vec![0.0; k * pn];
+    for p in 0..k {
+        for j in 0..n {
+            packed[p * pn + start + j] = y[p * sb.0 + j * sb.1];
+        }
+    }
+    if offset.is_none() {
+        planned_matmul(x, sa, &packed, m, k, n, &plan, out);
+        return;
+    }
+    let mut wide = vec![0.0; m * pn];
+    planned_matmul(x, sa, &packed, m, k, pn, &plan, &mut wide);
+    for (row, o) in wide.chunks_exact(pn).zip(out.chunks_exact_mut(n)) {
+        o.copy_from_slice(&row[start..start + n]);
+    }
+}
+
+/// Products with more multiply-adds than this are computed by the `gemm`
+/// crate (on all cores) unless raised with [`set_exact_matmul_limit`].
+pub const DEFAULT_EXACT_MATMUL_LIMIT: usize = 1 << 22;
+
+static EXACT_MATMUL_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_EXACT_MATMUL_LIMIT);
+
+/// Sets the size (multiply-adds `m·k·n`) up to which matrix products are
+/// summed in XLA:CPU's order, bit-exact with JAX, for the whole process;
+/// larger ones use the `gemm` crate's kernels, several times faster for
+/// large products but not in JAX's order (results differ by a few ulp).
+/// The default, [`DEFAULT_EXACT_MATMUL_LIMIT`] (4.2 million), keeps small
+/// and medium models exact and large training steps as fast as JAX's;
+/// `usize::MAX` makes every product exact.
+///
+/// ```
+/// use flaxen::tensor::{set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
+/// set_exact_matmul_limit(usize::MAX); // every product bit-exact
+/// set_exact_matmul_limit(DEFAULT_EXACT_MATMUL_LIMIT);
+/// ```
+pub fn set_exact_matmul_limit(multiply_adds: usize) {
+    EXACT_MATMUL_LIMIT.store(multiply_adds, Ordering::Relaxed);
+}
+
+/// The current [`set_exact_matmul_limit`].
+pub fn exact_matmul_limit() -> usize {
+    EXACT_MATMUL_LIMIT.load(Ordering::Relaxed)
+}
+
+/// Below this many multiply-adds a `gemm` product runs on the calling
+/// thread.
+const GEMM_PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
+
+/// `out = a @ b` through the `gemm` crate (its own summation order), for
+/// operands in slices with non-negative (row, column) strides and a
+/// row-major `out` of `m * n` elements.
+fn fast_matmul(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    (m, k, n): (usize, usize, usize),
+    out: &mut [f32],
+) {
+    assert!(out.len() == m * n && m > 0 && n > 0 && k > 0);
+    // Every element the product reads must lie in its slice.
+    assert!((m - 1) * sa.0 + (k - 1) * sa.1 < x.len());
+    assert!((k - 1) * sb.0 + (n - 1) * sb.1 < y.len());
+    let parallelism = if m * n * k >= GEMM_PARALLEL_THRESHOLD {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: the asserts above check that every element `(i, p)` of `a`
+    // (offset `i*sa.0 + p*sa.1`, `i < m`, `p < k`) lies in `x`, and every
+    // `(p, j)` of `b` in `y`, so gemm's reads through these strides stay in
+    // bounds. `out` is an exclusively borrowed slice of exactly `m * n`
+    // elements, addressed row-major (column stride 1, row stride `n`); it
+    // cannot alias `x` or `y`, which are shared borrows. `read_dst = false`:
+    // gemm overwrites `out` without reading it.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            x.as_ptr(),
+            sa.1 as isize,
+            sa.0 as isize,
+            y.as_ptr(),
+            sb.1 as isize,
+            sb.0 as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// The rows, columns and batch counts XLA routes and plans `[m, k] @ [k,
+/// n]` for: inside a `vmap`, the product is part of JAX's batched one (see
+/// `tensor::batched`).
+fn planned_shape(m: usize, n: usize, batches: (usize, usize)) -> (usize, usize, (usize, usize)) {
+    match current_layout() {
+        Some(Virtual::Rows { rows, .. }) => (rows, n, batches),
+        Some(Virtual::Cols { cols, .. }) => (m, cols, batches),
+        Some(Virtual::Batched { items }) => (m, n, (items, items)),
+        None => (m, n, batches),
+    }
+}
+
 /// [`matmul2d_into`] for operands given as contiguous slices with
 /// non-negative (row, column) strides; skips building views for small
 /// products (compiled steps). Same arithmetic, same bits.
@@ -189,14 +382,23 @@ pub(crate) fn matmul_slices_into(
     n: usize,
     out: &mut [f32],
 ) {
-    if m * n * k <= SMALL || k == 0 {
-        out.fill(0.0);
-        small_matmul_strided(x, sa, y, sb, m, k, n, out);
-        return;
+    dot_into(x, sa, y, sb, (m, k, n), (1, 1), out);
+}
+
+/// A 2-D view as a contiguous slice with non-negative strides, copied to a
+/// row-major array if it is not one.
+fn as_strided<'a>(
+    v: &'a ArrayView2<'_, f32>,
+    copy: &'a mut Vec<f32>,
+) -> (&'a [f32], (usize, usize)) {
+    let s = v.strides();
+    match v.as_slice_memory_order() {
+        Some(x) if s.iter().all(|&s| s >= 0) => (x, (s[0] as usize, s[1] as usize)),
+        _ => {
+            *copy = v.iter().copied().collect();
+            (copy.as_slice(), (v.ncols(), 1))
+        }
     }
-    let a = ArrayView2::from_shape((m, k).strides(sa), x).expect("strides within the slice");
-    let b = ArrayView2::from_shape((k, n).strides(sb), y).expect("strides within the slice");
-    matmul2d_into(&a, &b, out);
 }
 
 /// `out = a @ b` for 2-D `a: [m, k]`, `b: [k, n]` with any strides, into
@@ -205,48 +407,34 @@ pub(crate) fn matmul_slices_into(
 pub(crate) fn matmul2d_into(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, out: &mut [f32]) {
     let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
     assert!(b.nrows() == k && out.len() == m * n);
-    if m * n * k <= SMALL || k == 0 {
+    let (pm, pn, _) = planned_shape(m, n, (1, 1));
+    if pm * pn * k <= SMALL
+        && ynn_route(
+            pm,
+            k,
+            pn,
+            (a.strides()[0], a.strides()[1]),
+            (b.strides()[0], b.strides()[1]),
+        )
+        .is_none()
+    {
         out.fill(0.0);
         small_matmul(a, b, out);
         return;
     }
-    let (sa, sb) = (a.strides(), b.strides());
-    let parallelism = if m * n * k >= PARALLEL_THRESHOLD {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
-    };
-    // SAFETY: `a` and `b` are valid 2-D views of shapes `[m, k]` and
-    // `[k, n]`, so every element `(i, p)` / `(p, j)` that gemm reads through
-    // the given row and column strides, with `i < m`, `p < k`, `j < n`, lies
-    // in their storage. `out` is an exclusively borrowed slice of exactly
-    // `m * n` elements, addressed row-major (column stride 1, row stride
-    // `n`), so every write is in bounds; it cannot alias `a` or `b`, which
-    // are shared borrows. `read_dst = false`: gemm overwrites `out` without
-    // reading it (`k > 0` here).
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            out.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            a.as_ptr(),
-            sa[1],
-            sa[0],
-            b.as_ptr(),
-            sb[1],
-            sb[0],
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        );
+    let (mut ca, mut cb) = (Vec::new(), Vec::new());
+    let (x, sa) = as_strided(a, &mut ca);
+    let (y, sb) = as_strided(b, &mut cb);
+    dot_into(x, sa, y, sb, (m, k, n), (1, 1), out);
+}
+
+/// The matrix at batch `index` of a `[..., r, c]` view.
+fn batch_matrix<'a>(v: &ArrayViewD<'a, f32>, index: &[usize]) -> ArrayView2<'a, f32> {
+    let mut v = v.clone();
+    for &i in index {
+        v = v.index_axis_move(Axis(0), i);
     }
+    v.into_dimensionality::<Ix2>().expect("2-D")
 }
 
 /// `a @ b` for `a: [..., m, k]`, `b: [..., k, n]` (both at least 2-D, with
@@ -291,57 +479,25 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
         return Ok(out);
     }
     let nb = batch.len();
-    let (sa, sb, so) = (av.strides(), bv.strides(), out.strides().to_vec());
-    let parallelism = if m * n * k >= PARALLEL_THRESHOLD {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
+    // Batch axes along which each operand really varies (not broadcast).
+    let count_of = |v: &ArrayViewD<'_, f32>| -> usize {
+        (0..nb)
+            .filter(|&d| v.strides()[d] != 0)
+            .map(|d| batch[d])
+            .product()
     };
+    let batches = (count_of(&a), count_of(&b));
     let count: usize = batch.iter().product();
     let mut index = vec![0usize; nb];
+    let mut o = out.as_slice_mut().expect("row-major");
     for _ in 0..count {
-        let offset = |strides: &[isize]| -> isize {
-            index
-                .iter()
-                .zip(strides)
-                .map(|(&i, &s)| i as isize * s)
-                .sum()
-        };
-        let (oa, ob, oo) = (offset(sa), offset(sb), offset(&so));
-        // SAFETY: `av`, `bv` and `out` are valid arrays of shapes
-        // `batch + [m, k]`, `batch + [k, n]` and `batch + [m, n]`; `index` is
-        // within `batch`, so the offsets computed from each array's own
-        // strides point at the first element of one matrix of that array, and
-        // every element `(i, j)` that gemm reads or writes is reached from it
-        // through that array's row/column strides with `i`, `j` below the
-        // given dimensions, hence stays inside the array's allocation (zero
-        // strides of broadcast axes only repeat reads). `out` is freshly
-        // allocated, exclusively borrowed, row-major, so its matrices do not
-        // overlap each other or the inputs. `read_dst = false`, so the
-        // zero-initialized destination is only written.
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                out.as_mut_ptr().offset(oo),
-                so[nb + 1],
-                so[nb],
-                false,
-                av.as_ptr().offset(oa),
-                sa[nb + 1],
-                sa[nb],
-                bv.as_ptr().offset(ob),
-                sb[nb + 1],
-                sb[nb],
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                parallelism,
-            );
-        }
+        let (a2, b2) = (batch_matrix(&av, &index), batch_matrix(&bv, &index));
+        let (this, rest) = o.split_at_mut(m * n);
+        o = rest;
+        let (mut ca, mut cb) = (Vec::new(), Vec::new());
+        let (x, sa) = as_strided(&a2, &mut ca);
+        let (y, sb) = as_strided(&b2, &mut cb);
+        dot_into(x, sa, y, sb, (m, k, n), batches, this);
         // Advance the row-major batch index.
         for d in (0..nb).rev() {
             index[d] += 1;
@@ -466,8 +622,8 @@ impl Tensor {
         let fused = Tensor::fused_outer(&ad, &bd);
         // In JAX's batched program, `g @ B^T` keeps the forward's folded
         // rows and `A^T @ g` its folded columns.
-        let rows = layout.filter(|l| matches!(l, Virtual::Rows { .. }));
-        let cols = layout.filter(|l| matches!(l, Virtual::Cols { .. }));
+        let rows = layout.filter(|l| matches!(l, Virtual::Rows { .. } | Virtual::Batched { .. }));
+        let cols = layout.filter(|l| matches!(l, Virtual::Cols { .. } | Virtual::Batched { .. }));
         let kind = if self.ndim() == 2 && other.ndim() == 2 && fused.is_none() {
             OpKind::Matmul
         } else {

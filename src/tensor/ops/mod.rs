@@ -8,3 +8,4 @@ mod reduce;
 pub(crate) mod rows;
 mod shape_ops;
 pub(crate) mod unary;
+mod ynn_dot;

@@ -1,0 +1,617 @@
+//! The summation order of XLA:CPU's f32 dots that run through YNNPACK
+//! (jaxlib 0.10.2), so that `matmul` reproduces them bit for bit.
+//!
+//! # What XLA does
+//!
+//! XLA:CPU (the `xla/backends/cpu/ynn_support.cc` of jaxlib 0.10.2) hands a
+//! 2-D f32 `dot` to YNNPACK (HLO custom fusion `__ynn_fusion`) when
+//! `max(m, k, n) >= 8`, the left operand is canonical (`[m, k]`, contracting
+//! its last axis) and row-major, and neither `m` nor `n` is 1 for a batched
+//! product. Other dots (a transposed left operand such as `A^T @ g`, one row
+//! or column, tiny products) take XLA's own dot emitter.
+//!
+//! YNNPACK (google/XNNPACK `ynnpack/`, the tree of mid-June 2026 that jaxlib
+//! 0.10.2 vendors) computes every output of a dot as follows:
+//!
+//! * A *kernel* is chosen once when the graph is built, from `n` and `k`
+//!   only (`m` is not known then and taken as 2048): the cheapest, by the
+//!   linear cost model of `kernels/dot/dot.cc` (`estimate_dot_cost`), of the
+//!   generated x86 kernels (`kernels/dot/generator/x86_fp32*.py`), scanned
+//!   in `kernels.inc` order with ties to the first. Its `tile_k` (1, 2 or 4)
+//!   is the number of partial sums per output: `tile_k = 4` keeps four
+//!   accumulators, one per `k mod 4`, each a chain of fused multiply-adds
+//!   started from `+0`, reduced as `(s0 + s1) + (s2 + s3)` at the end of
+//!   the kernel call; `tile_k = 2` reduces `s0 + s1`.
+//! * B is packed (`subgraph/dot.cc`, `should_pack_b`) unless an unpacked
+//!   kernel (`tile_k = 1`, unaligned B) is at most twice as expensive and
+//!   `ceil(m / block_m) <= 10`; a transposed B (`g @ W^T`) is always packed.
+//!   Unpacked, the dot runs with `tile_k = 1`.
+//! * `k` is cut into a multiple of `tile_k` and a tail of `k mod tile_k`
+//!   terms, run afterwards as one more kernel call on zero-padded A and B.
+//! * `schedule_dot` (`kernels/dot/schedule.cc`) splits the multiple of
+//!   `tile_k` into chunks of `block_k * floor(128 KiB / (block_n * 4 *
+//!   block_k))` terms, where `block_n` is the packed panel width, or, for an
+//!   unpacked B, the width of the column tile the output is split into for
+//!   threads (`choose_split_factors`). Each chunk is one kernel call whose
+//!   result is added to the output computed so far (`acc + c`).
+//!
+//! All YNNPACK f32 kernels picked on this machine use FMA (AVX-512 `k1`,
+//! `k2`, `k4` kernels; AVX2/FMA3 kernels only win where they tie an AVX-512
+//! one later in the list, which the scan order rules out). The order emulated
+//! here is the one of an x86-64 CPU with AVX-512F (the machine the fixtures
+//! were recorded on); on a CPU without AVX-512, YNNPACK would choose among
+//! its FMA3/AVX2 kernels (other `tile_k`, other block shapes) and JAX's
+//! results differ from these in the last bits. The arithmetic itself is
+//! exact IEEE (`mul_add` is correctly rounded whether or not the CPU has
+//! FMA), so flaxen computes the same bits everywhere.
+
+/// One generated YNNPACK dot kernel: block and tile shapes (`m`, `n`, `k`)
+/// and whether it reads B unpacked.
+#[derive(Clone, Copy, Debug)]
+struct Kernel {
+    block: (usize, usize, usize),
+    tile: (usize, usize, usize),
+    unaligned_b: bool,
+}
+
+const fn kernels<const N: usize>(
+    blocks: [(usize, usize, usize); N],
+    tile: (usize, usize, usize),
+    unaligned_b: bool,
+) -> [Kernel; N] {
+    let mut out = [Kernel {
+        block: (0, 0, 0),
+        tile,
+        unaligned_b,
+    }; N];
+    let mut i = 0;
+    while i < N {
+        out[i].block = blocks[i];
+        i += 1;
+    }
+    out
+}
+
+/// AVX-512 `tile_k = 1` kernels (FMA; read B unpacked).
+const AVX512_K1: [Kernel; 11] = kernels(
+    [
+        (1, 64, 1),
+        (2, 64, 1),
+        (3, 64, 1),
+        (4, 64, 1),
+        (5, 64, 1),
+        (1, 32, 1),
+        (2, 32, 1),
+        (3, 32, 1),
+        (4, 32, 1),
+        (5, 32, 1),
+        (5, 16, 1),
+    ],
+    (1, 16, 1),
+    true,
+);
+/// AVX-512 `tile_k = 2` kernels.
+const AVX512_K2: [Kernel; 9] = kernels(
+    [
+        (1, 32, 2),
+        (2, 32, 2),
+        (3, 32, 2),
+        (4, 32, 2),
+        (5, 32, 2),
+        (1, 16, 2),
+        (4, 16, 2),
+        (4, 8, 2),
+        (8, 8, 2),
+    ],
+    (1, 8, 2),
+    false,
+);
+/// AVX-512 `tile_k = 4` kernels.
+const AVX512_K4: [Kernel; 11] = kernels(
+    [
+        (1, 32, 4),
+        (2, 32, 4),
+        (1, 16, 4),
+        (3, 16, 4),
+        (4, 16, 4),
+        (5, 16, 4),
+        (2, 8, 4),
+        (4, 8, 4),
+        (6, 8, 4),
+        (4, 4, 4),
+        (8, 4, 4),
+    ],
+    (1, 4, 4),
+    false,
+);
+/// FMA3 `tile_k = 1` kernels (unpacked B).
+const FMA3_K1: [Kernel; 9] = kernels(
+    [
+        (1, 32, 1),
+        (2, 32, 1),
+        (1, 16, 1),
+        (2, 16, 1),
+        (3, 16, 1),
+        (4, 16, 1),
+        (5, 16, 1),
+        (6, 16, 1),
+        (8, 8, 1),
+    ],
+    (1, 8, 1),
+    true,
+);
+/// AVX2 `tile_k = 2` block shapes (the FMA3 and the plain AVX2 lists).
+const AVX2_K2_BLOCKS: [(usize, usize, usize); 11] = [
+    (1, 16, 2),
+    (2, 16, 2),
+    (1, 8, 2),
+    (3, 8, 2),
+    (4, 8, 2),
+    (5, 8, 2),
+    (6, 8, 2),
+    (4, 4, 2),
+    (5, 4, 2),
+    (6, 4, 2),
+    (8, 4, 2),
+];
+const AVX2_FMA3_K2: [Kernel; 11] = kernels(AVX2_K2_BLOCKS, (1, 4, 2), false);
+/// AVX `tile_k = 1` kernels (no FMA; unpacked B).
+const AVX_K1: [Kernel; 9] = kernels(
+    [
+        (1, 32, 1),
+        (2, 32, 1),
+        (1, 16, 1),
+        (2, 16, 1),
+        (3, 16, 1),
+        (4, 16, 1),
+        (4, 8, 1),
+        (6, 8, 1),
+        (8, 8, 1),
+    ],
+    (1, 8, 1),
+    true,
+);
+const AVX2_K2: [Kernel; 11] = kernels(AVX2_K2_BLOCKS, (1, 4, 2), false);
+/// SSE2 `tile_k = 1` kernels.
+const SSE2_K1: [Kernel; 10] = kernels(
+    [
+        (1, 16, 1),
+        (2, 16, 1),
+        (3, 16, 1),
+        (1, 8, 1),
+        (2, 8, 1),
+        (3, 8, 1),
+        (4, 8, 1),
+        (4, 4, 1),
+        (6, 4, 1),
+        (8, 4, 1),
+    ],
+    (1, 4, 1),
+    false,
+);
+
+/// Every f32 kernel an AVX-512 x86-64 CPU may run, in `kernels.inc` order
+/// (the portable reference kernel costs 100x and never wins).
+fn all_kernels() -> impl Iterator<Item = &'static Kernel> {
+    AVX512_K1
+        .iter()
+        .chain(&AVX512_K2)
+        .chain(&AVX512_K4)
+        .chain(&FMA3_K1)
+        .chain(&AVX2_FMA3_K2)
+        .chain(&AVX_K1)
+        .chain(&AVX2_K2)
+        .chain(&SSE2_K1)
+}
+
+/// YNNPACK's `estimate_dot_cost`, in the same f32 arithmetic.
+fn cost(m: usize, n: usize, k: usize, kr: &Kernel) -> f32 {
+    let (bm, bn, bk) = kr.block;
+    let (tm, tn, tk) = kr.tile;
+    let blocks_m = m.div_ceil(bm) as f32;
+    let blocks_n = n.div_ceil(bn) as f32;
+    let blocks_k = k.div_ceil(bk) as f32;
+    let loads_a = bm * bk / (tm * tk);
+    let loads_b = bn * bk / (tn * tk);
+    let tile_cost = tm * tn * tk;
+    let block_cost = (loads_a * 5 + loads_b * 11 + 9) as f32 + tile_cost as f32 * 1e-4f32;
+    blocks_m * blocks_n * blocks_k * block_cost
+}
+
+/// The cheapest kernel for `m x n x k` among those with `tile_k ==
+/// required_tile_k` (if not 0) and, if asked, an unpacked B; first wins ties.
+fn best_kernel(
+    m: usize,
+    n: usize,
+    k: usize,
+    required_tile_k: usize,
+    unaligned_b: bool,
+) -> Option<(Kernel, f32)> {
+    let mut best: Option<(Kernel, f32)> = None;
+    for kr in all_kernels() {
+        if (unaligned_b && !kr.unaligned_b)
+            || (required_tile_k != 0 && kr.tile.2 != required_tile_k)
+        {
+            continue;
+        }
+        let c = cost(m, n, k, kr);
+        if best.is_none_or(|(_, b)| c < b) {
+            best = Some((*kr, c));
+        }
+    }
+    best
+}
+
+/// YNNPACK's L2 budget for blocking `k` (`cache_size_l2` of
+/// `subgraph/dot.cc`), in bytes.
+const CACHE_L2: usize = 128 * 1024;
+
+/// How YNNPACK sums the outputs of one `[m, k] @ [k, n]` dot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DotPlan {
+    /// Partial sums per output (`tile_k`): 1, 2 or 4.
+    pub(crate) tile_k: usize,
+    /// Column tiles `[j0, j1)` and, for each, the length of the chunks the
+    /// multiple-of-`tile_k` part of `k` is cut into (a multiple of
+    /// `tile_k`; `k` itself when not cut).
+    pub(crate) tiles: Vec<(usize, usize, usize)>,
+    /// XLA's own emitter instead: one sequential chain per output whose
+    /// first term is the plain product `x0 * y0` (not `fma(x0, y0, +0)`).
+    pub(crate) chain: bool,
+}
+
+impl DotPlan {
+    /// One chain `x0*y0`, then `fma(x_t, y_t, acc)`, per output, as XLA's
+    /// own dot emitter sums (`k` terms, `n` columns).
+    pub(crate) fn chain(k: usize, n: usize) -> Self {
+        DotPlan {
+            tile_k: 1,
+            tiles: vec![(0, n, k.max(1))],
+            chain: true,
+        }
+    }
+}
+
+/// YNNPACK's `choose_split_factors`: the width of the column tiles (threads'
+/// tasks) of an `m x n` output with `k` terms and panel width `block_n`.
+fn split_n(m: usize, n: usize, k: usize, block_n: usize) -> usize {
+    let k = k.min(1024);
+    let min_area = m.min(64) * n.min(64);
+    let (max_area, max_cost, aspect) = (256 * 256, 1024 * 64, 4);
+    let mut sn = n.min(block_n);
+    let mut sm = m.min(16);
+    loop {
+        if sn * sm >= min_area && ((sm + sn) * k >= max_cost || sm * sn >= max_area) {
+            break;
+        }
+        if (aspect * sn <= sm || sm >= m) && sn < n {
+            sn *= 2;
+        } else if (sm <= aspect * sn || sn >= n) && sm < m {
+            sm *= 2;
+        } else {
+            break;
+        }
+    }
+    sn.min(65536)
+}
+
+/// The plan of a dot `[m, k] @ [k, n]` run by YNNPACK (`m, n, k >= 1`).
+/// `b_transposed`: B reaches the dot transposed (`g @ W^T`), which YNNPACK
+/// always packs. `a_batch`, `b_batch`: how many matrices each operand holds.
+pub(crate) fn plan(
+    m: usize,
+    k: usize,
+    n: usize,
+    b_transposed: bool,
+    a_batch: usize,
+    b_batch: usize,
+) -> DotPlan {
+    // Chosen when the graph is built: m unknown, assumed 2048.
+    let (kernel, kernel_cost) = best_kernel(2048, n, k, 0, false).expect("f32 kernels exist");
+    let unpacked = if b_transposed {
+        None
+    } else if kernel.tile.2 == 1 {
+        Some((kernel, kernel_cost))
+    } else {
+        best_kernel(2048, n, k, 1, true)
+    };
+    let pack = match unpacked {
+        None => true,
+        Some((u, _)) if !u.unaligned_b => true,
+        Some((_, uc)) if uc > kernel_cost * 2.0 => true,
+        Some((u, _)) => m.div_ceil(u.block.0) * a_batch > b_batch * 10,
+    };
+    let tile_k = if pack { kernel.tile.2 } else { 1 };
+    let kmain = k / tile_k * tile_k;
+    let chunk = |block_n: usize, block_k: usize| {
+        let blocks = CACHE_L2 / (block_n * 4 * block_k);
+        if blocks > 0 && kmain > block_k * blocks {
+            block_k * blocks
+        } else {
+            kmain.max(1)
+        }
+    };
+    if pack {
+        let (kbn, ktn, ktk) = (kernel.block.1, kernel.tile.1, kernel.tile.2);
+        let cache_blocks = (CACHE_L2 / 4) / (kbn * k);
+        let block_n = (kbn * cache_blocks.max(1))
+            .min(n.div_ceil(ktn) * ktn)
+            .max(ktn);
+        // Every x86 f32 kernel has block_k == tile_k.
+        let kc = chunk(block_n, ktk);
+        DotPlan {
+            tile_k,
+            tiles: vec![(0, n, kc)],
+            chain: false,
+        }
+    } else {
+        let (u, _) = unpacked.expect("unpacked kernel");
+        let block_n = 16.max(u.block.1);
+        let sn = if n <= block_n {
+            n
+        } else {
+            split_n(m, n, k, block_n)
+        };
+        let tiles = (0..n)
+            .step_by(sn)
+            .map(|j0| {
+                let j1 = (j0 + sn).min(n);
+                (j0, j1, chunk(j1 - j0, 1))
+            })
+            .collect();
+        DotPlan {
+            tile_k,
+            tiles,
+            chain: false,
+        }
+    }
+}
+
+/// Rows of the output computed together (they share each loaded row of B).
+const ROWS: usize = 4;
+/// Columns of the output computed together.
+const COLS: usize = 64;
+
+/// The sum of the partial sums of one kernel call, as YNNPACK reduces them.
+#[inline(always)]
+fn reduce<const T: usize>(l: &[[f32; COLS]; T], j: usize) -> f32 {
+    match T {
+        1 => l[0][j],
+        2 => l[0][j] + l[1][j],
+        _ => (l[0][j] + l[1][j]) + (l[2][j] + l[3][j]),
+    }
+}
+
+/// One kernel call over terms `s..e` (`e - s` a multiple of `T`, or the
+/// tail, zero-padded) for rows `i0..i0 + rows`, columns `c0..c0 + w`,
+/// accumulated into `tot` (`first`: `tot` is overwritten).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn kernel_call<const T: usize, const CHAIN: bool>(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    n: usize,
+    (i0, rows): (usize, usize),
+    (c0, w): (usize, usize),
+    (s, e): (usize, usize),
+    first: bool,
+    tot: &mut [[f32; COLS]; ROWS],
+) {
+    let mut lanes = [[[0.0f32; COLS]; T]; ROWS];
+    for p in s..e {
+        let q = (p - s) % T;
+        let brow = &y[p * n + c0..p * n + c0 + w];
+        for (r, lr) in lanes.iter_mut().enumerate().take(rows) {
+            let xv = x[(i0 + r) * sa.0 + p * sa.1];
+            if CHAIN && p == s && first {
+                for (acc, &bv) in lr[q][..w].iter_mut().zip(brow) {
+                    *acc = xv * bv;
+                }
+            } else {
+                for (acc, &bv) in lr[q][..w].iter_mut().zip(brow) {
+                    *acc = xv.mul_add(bv, *acc);
+                }
+            }
+        }
+    }
+    for (t, l) in tot.iter_mut().zip(&lanes).take(rows) {
+        for (j, tj) in t[..w].iter_mut().enumerate() {
+            let v = reduce::<T>(l, j);
+            *tj = if first { v } else { v + *tj };
+        }
+    }
+}
+
+/// Rows `i0..i0 + rows` of `out` (given as `o`, those rows only) under
+/// `plan`, for A in `x` with strides `sa` and B row-major `[k, n]` in `y`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn rows_body<const T: usize, const CHAIN: bool>(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    k: usize,
+    n: usize,
+    plan: &DotPlan,
+    (i0, rows): (usize, usize),
+    o: &mut [f32],
+) {
+    let kmain = k / T * T;
+    for &(j0, j1, kc) in &plan.tiles {
+        for c0 in (j0..j1).step_by(COLS) {
+            let w = COLS.min(j1 - c0);
+            let mut tot = [[0.0f32; COLS]; ROWS];
+            let mut first = true;
+            let mut s = 0;
+            while s < kmain {
+                let e = (s + kc).min(kmain);
+                kernel_call::<T, CHAIN>(x, sa, y, n, (i0, rows), (c0, w), (s, e), first, &mut tot);
+                first = false;
+                s = e;
+            }
+            if kmain < k {
+                kernel_call::<T, CHAIN>(
+                    x,
+                    sa,
+                    y,
+                    n,
+                    (i0, rows),
+                    (c0, w),
+                    (kmain, k),
+                    first,
+                    &mut tot,
+                );
+            }
+            for (r, t) in tot.iter().enumerate().take(rows) {
+                o[r * n + c0..r * n + c0 + w].copy_from_slice(&t[..w]);
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn rows_dispatch(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    k: usize,
+    n: usize,
+    plan: &DotPlan,
+    r: (usize, usize),
+    o: &mut [f32],
+) {
+    match (plan.tile_k, plan.chain) {
+        (_, true) => rows_body::<1, true>(x, sa, y, k, n, plan, r, o),
+        (1, false) => rows_body::<1, false>(x, sa, y, k, n, plan, r, o),
+        (2, false) => rows_body::<2, false>(x, sa, y, k, n, plan, r, o),
+        _ => rows_body::<4, false>(x, sa, y, k, n, plan, r, o),
+    }
+}
+
+/// [`rows_dispatch`] compiled for AVX-512 with FMA.
+///
+/// # Safety
+///
+/// The CPU must support AVX-512F and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows_avx512(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    k: usize,
+    n: usize,
+    plan: &DotPlan,
+    r: (usize, usize),
+    o: &mut [f32],
+) {
+    rows_dispatch(x, sa, y, k, n, plan, r, o)
+}
+
+/// [`rows_dispatch`] compiled for AVX2 with FMA.
+///
+/// # Safety
+///
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows_avx2(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    k: usize,
+    n: usize,
+    plan: &DotPlan,
+    r: (usize, usize),
+    o: &mut [f32],
+) {
+    rows_dispatch(x, sa, y, k, n, plan, r, o)
+}
+
+/// Rows `r.0 .. r.0 + r.1` of the product, with the fastest code this CPU
+/// runs (all variants compute the same bits: `mul_add` is exactly rounded).
+#[allow(clippy::too_many_arguments)]
+fn rows(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    k: usize,
+    n: usize,
+    plan: &DotPlan,
+    r: (usize, usize),
+    o: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX-512F and FMA, checked just above;
+            // that is the only requirement of `rows_avx512`, whose body is
+            // safe code.
+            unsafe { rows_avx512(x, sa, y, k, n, plan, r, o) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above; that
+            // is the only requirement of `rows_avx2`, whose body is safe code.
+            unsafe { rows_avx2(x, sa, y, k, n, plan, r, o) };
+            return;
+        }
+    }
+    rows_dispatch(x, sa, y, k, n, plan, r, o)
+}
+
+/// Below this many multiply-adds a product runs on the calling thread.
+const PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
+
+/// `out = a @ b` summed as `plan` says, for `a: [m, k]` in `x` with (row,
+/// column) strides `sa`, `b` row-major `[k, n]` in `y`, and row-major `out`
+/// (`m, k, n >= 1`). Rows are computed in parallel for large products; each
+/// output's arithmetic is the same either way.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn planned_matmul(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    plan: &DotPlan,
+    out: &mut [f32],
+) {
+    debug_assert!(out.len() == m * n && y.len() >= k * n);
+    if m * n * k >= PARALLEL_THRESHOLD {
+        use rayon::prelude::*;
+        out.par_chunks_mut(ROWS * n)
+            .enumerate()
+            .for_each(|(b, o)| rows(x, sa, y, k, n, plan, (b * ROWS, o.len() / n), o));
+    } else {
+        for (b, o) in out.chunks_mut(ROWS * n).enumerate() {
+            rows(x, sa, y, k, n, plan, (b * ROWS, o.len() / n), o);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_of_measured_shapes() {
+        // Fitted against jax 0.10.2 (see tools/oracle/generate_matmul.py).
+        assert_eq!(plan(40, 3, 4, false, 1, 1).tile_k, 4);
+        assert_eq!(plan(32, 64, 32, false, 1, 1).tile_k, 1);
+        let p = plan(128, 784, 512, false, 1, 1);
+        assert_eq!((p.tile_k, p.tiles[0].2), (1, 512));
+        let p = plan(4, 100, 512, false, 1, 1);
+        assert_eq!((p.tile_k, p.tiles), (1, vec![(0, 512, 64)]));
+        let p = plan(2, 300, 512, false, 1, 1);
+        assert_eq!(p.tiles, vec![(0, 256, 128), (256, 512, 128)]);
+    }
+}
