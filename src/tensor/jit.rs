@@ -512,7 +512,7 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
             let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
             matmul_slices_into(a, (k, 1), b, (n, 1), m, k, n, out)
         }
-        OpKind::SumAll => out[0] = a.iter().sum::<f32>(),
+        OpKind::SumAll => out[0] = rows::sum_all(a, step.in_shapes[0].len()),
         OpKind::SumLast { mean, .. } => {
             let n = *step.in_shapes[0].last().expect("at least 2-D");
             rows::row_sums(a, n, out);
@@ -523,7 +523,9 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
         }
         OpKind::SoftmaxLast => rows::softmax_rows(a, last(step), out),
         OpKind::LogSoftmaxLast => rows::log_softmax_rows(a, last(step), out),
-        OpKind::MeanAll => out[0] = a.iter().sum::<f32>() * (1.0 / a.len() as f32),
+        OpKind::MeanAll => {
+            out[0] = rows::sum_all(a, step.in_shapes[0].len()) * (1.0 / a.len() as f32)
+        }
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }

@@ -9,8 +9,29 @@ use crate::tensor::shape::{normalize_axes, normalize_axis};
 use crate::tensor::tape::OpKind;
 use crate::tensor::Tensor;
 
+/// Sums `x` over one axis that is not the last, dropping it: each lane in
+/// XLA's order ([`rows::xla_row_sum`]; checked against `jnp.sum(x, axis=0)`
+/// of 2-D arrays up to 1000 rows).
+fn sum_one_axis(x: ArrayViewD<'_, f32>, axis: usize) -> ArrayD<f32> {
+    let mut lane = Vec::with_capacity(x.shape()[axis]);
+    let mut out = x.index_axis(Axis(axis), 0).to_owned();
+    Zip::from(&mut out)
+        .and(x.lanes(Axis(axis)))
+        .for_each(|o, l| {
+            lane.clear();
+            lane.extend(l.iter().copied());
+            *o = rows::xla_row_sum(&lane);
+        });
+    out
+}
+
 /// Sums `x` over the (sorted) `axes`, dropping them.
 fn sum_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
+    if let [axis] = axes {
+        if x.shape()[*axis] > 0 {
+            return sum_one_axis(x, *axis);
+        }
+    }
     let mut out: Option<ArrayD<f32>> = None;
     for &a in axes.iter().rev() {
         out = Some(match out {
@@ -96,8 +117,8 @@ impl Tensor {
             // Everything: one sequential pass in row-major order, whatever
             // the memory order (compiled steps sum the same way).
             let total = match self.data.as_slice() {
-                Some(s) => s.iter().sum::<f32>(),
-                None => self.data.iter().sum::<f32>(),
+                Some(s) => rows::sum_all(s, self.ndim()),
+                None => rows::sum_all(&self.data.iter().copied().collect::<Vec<_>>(), self.ndim()),
             };
             ArrayD::from_elem(IxDyn(&[]), total)
         } else if ax.len() == 1 && ax[0] + 1 == self.ndim() {

@@ -14,14 +14,28 @@ pub(crate) fn nan_max(acc: f32, x: f32) -> f32 {
     }
 }
 
-/// `out[r] = sum(x[r, :])` for rows of length `n`.
+/// `out[r] = sum(x[r, :])` for rows of length `n`, each in XLA's order
+/// ([`xla_row_sum`]; checked against `jnp.sum(x, axis=-1)` for rows of up
+/// to 100 elements).
 pub(crate) fn row_sums(x: &[f32], n: usize, out: &mut [f32]) {
     if n == 0 {
         out.fill(0.0);
         return;
     }
     for (o, row) in out.iter_mut().zip(x.chunks_exact(n)) {
-        *o = row.iter().sum::<f32>();
+        *o = xla_row_sum(row);
+    }
+}
+
+/// The sum of all elements of an array of `ndim` axes in row-major order:
+/// in XLA's order for a vector ([`xla_row_sum`]; checked against
+/// `jnp.sum` up to about 1000 elements); left to right for more axes, which
+/// XLA sums in another, vectorized order (exact up to 31 elements only).
+pub(crate) fn sum_all(x: &[f32], ndim: usize) -> f32 {
+    if ndim <= 1 {
+        xla_row_sum(x)
+    } else {
+        x.iter().sum::<f32>()
     }
 }
 
