@@ -18,7 +18,9 @@ use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
 use super::grad::{pull, stop_gradient, trace_on};
-use super::ops::binary::{is_trailing, Partial, DIV, DIV_DA, DIV_DB, MUL, MUL_DA, MUL_DB};
+use super::ops::binary::{
+    is_trailing, Rule, DIV, DIV_DA, DIV_DB, DIV_TRACED_DA, DIV_TRACED_DB, MUL, MUL_DA, MUL_DB,
+};
 use super::ops::matmul::matmul_slices_into;
 use super::ops::rows;
 use super::shape::broadcast_shapes_for;
@@ -262,7 +264,7 @@ impl Plan {
             let shape = match node.kind {
                 OpKind::Other => return Err(unsupported("an operation cannot be replayed".into())),
                 OpKind::Neg | OpKind::Unary(..) => in_shapes[0].clone(),
-                OpKind::Add | OpKind::Sub | OpKind::Mul | OpKind::Div => {
+                OpKind::Add | OpKind::Sub | OpKind::Mul | OpKind::Div | OpKind::DivTraced => {
                     let (a, b) = (&in_shapes[0], &in_shapes[1]);
                     let s = broadcast_shapes_for("jit_value_and_grad", a, b)?;
                     let ok = a == b
@@ -507,7 +509,7 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
         OpKind::Add => zip_into(step, a, b, out, |x, y| x + y),
         OpKind::Sub => zip_into(step, a, b, out, |x, y| x - y),
         OpKind::Mul => zip_into(step, a, b, out, MUL),
-        OpKind::Div => zip_into(step, a, b, out, DIV),
+        OpKind::Div | OpKind::DivTraced => zip_into(step, a, b, out, DIV),
         OpKind::Matmul => {
             let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
             matmul_slices_into(a, (k, 1), b, (n, 1), m, k, n, out)
@@ -544,11 +546,11 @@ fn sum_rows_into(g: &[f32], dst: &mut [f32]) {
     }
 }
 
-/// `g * partial(a, b, out)` over the broadcast, then summed to the input's
+/// `rule(g, a, b, out)` over the broadcast, then summed to the input's
 /// length (`dst`), as eager `scale_grad` does.
-fn scaled_into(g: &[f32], a: &[f32], b: &[f32], o: &[f32], p: Partial, dst: &mut [f32]) {
+fn scaled_into(g: &[f32], a: &[f32], b: &[f32], o: &[f32], rule: Rule, dst: &mut [f32]) {
     let (la, lb) = (a.len(), b.len());
-    let scaled = (0..g.len()).map(|j| g[j] * p(a[j % la], b[j % lb], o[j]));
+    let scaled = (0..g.len()).map(|j| rule(g[j], a[j % la], b[j % lb], o[j]));
     if dst.len() == g.len() {
         dst.iter_mut().zip(scaled).for_each(|(d, v)| *d = v);
     } else {
@@ -575,6 +577,14 @@ fn backward(step: &Step, input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32],
         }
         OpKind::Mul => scaled_into(g, a, b, out, if input == 0 { MUL_DA } else { MUL_DB }, dst),
         OpKind::Div => scaled_into(g, a, b, out, if input == 0 { DIV_DA } else { DIV_DB }, dst),
+        OpKind::DivTraced => {
+            let rule = if input == 0 {
+                DIV_TRACED_DA
+            } else {
+                DIV_TRACED_DB
+            };
+            scaled_into(g, a, b, out, rule, dst)
+        }
         OpKind::Matmul => {
             // dA = g @ B^T ([m, n] @ [n, k]), dB = A^T @ g ([k, m] @ [m, n]).
             let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);

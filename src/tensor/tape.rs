@@ -37,7 +37,10 @@ pub(crate) enum OpKind {
     Add,
     Sub,
     Mul,
+    /// Division by a constant scalar (see `binary::DIV_DA`).
     Div,
+    /// Division by anything else.
+    DivTraced,
     /// An elementwise function; `true` when recorded in a
     /// [compiled region](super::compiled), where its backward rule is fused.
     Unary(UnaryFn, bool),

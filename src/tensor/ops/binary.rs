@@ -10,16 +10,25 @@ use crate::tensor::tape::{InputGrads, OpKind};
 use crate::tensor::Tensor;
 
 /// A partial derivative as a function of (lhs, rhs, output).
-pub(crate) type Partial = fn(f32, f32, f32) -> f32;
+/// A backward rule: an input's cotangent element from the output's
+/// cotangent `g`, the operands `x`, `y` and the output, in JAX's order.
+pub(crate) type Rule = fn(f32, f32, f32, f32) -> f32;
 
 // The functions and partial derivatives of `mul` and `div`, shared with
 // compiled steps.
 pub(crate) const MUL: fn(f32, f32) -> f32 = |x, y| x * y;
-pub(crate) const MUL_DA: Partial = |_, y, _| y;
-pub(crate) const MUL_DB: Partial = |x, _, _| x;
+pub(crate) const MUL_DA: Rule = |g, _, y, _| g * y;
+pub(crate) const MUL_DB: Rule = |g, x, _, _| g * x;
 pub(crate) const DIV: fn(f32, f32) -> f32 = |x, y| x / y;
-pub(crate) const DIV_DA: Partial = |_, y, _| 1.0 / y;
-pub(crate) const DIV_DB: Partial = |x, y, _| -x / (y * y);
+// A constant scalar divisor (a literal in JAX's program): XLA multiplies
+// the cotangent by its reciprocal.
+pub(crate) const DIV_DA: Rule = |g, _, y, _| g * (1.0 / y);
+pub(crate) const DIV_DB: Rule = |g, x, y, _| g * (-x / (y * y));
+// Any other divisor: JAX's rules as its program computes them,
+// `div(g, y)` and `neg(mul(mul(g, integer_pow(y, -2)), x))`, where
+// `integer_pow(y, -2)` is `1 / (y * y)`.
+pub(crate) const DIV_TRACED_DA: Rule = |g, _, y, _| g / y;
+pub(crate) const DIV_TRACED_DB: Rule = |g, x, y, _| -((g * (1.0 / (y * y))) * x);
 
 /// `f` applied elementwise over the broadcast of `a` and `b`.
 fn zip_map(
@@ -75,7 +84,7 @@ fn scale_grad(
     a: &ArcArray<f32, IxDyn>,
     b: &ArcArray<f32, IxDyn>,
     out: &ArcArray<f32, IxDyn>,
-    partial: Partial,
+    rule: Rule,
     shape: &[usize],
 ) -> ArrayD<f32> {
     if a.shape() == b.shape() && g.shape() == a.shape() {
@@ -83,7 +92,7 @@ fn scale_grad(
             (g.as_slice_mut(), a.as_slice(), b.as_slice(), out.as_slice())
         {
             for (((g, &x), &y), &o) in gs.iter_mut().zip(x).zip(y).zip(o) {
-                *g *= partial(x, y, o);
+                *g = rule(*g, x, y, o);
             }
             return sum_to(g, shape);
         }
@@ -93,7 +102,7 @@ fn scale_grad(
         .and_broadcast(a.broadcast(dim.clone()).unwrap())
         .and_broadcast(b.broadcast(dim).unwrap())
         .and(out)
-        .for_each(|g, &x, &y, &o| *g *= partial(x, y, o));
+        .for_each(|g, &x, &y, &o| *g = rule(*g, x, y, o));
     sum_to(g, shape)
 }
 
@@ -148,8 +157,8 @@ fn binary(
     a: &Tensor,
     b: &Tensor,
     f: fn(f32, f32) -> f32,
-    da: Partial,
-    db: Partial,
+    da: Rule,
+    db: Rule,
 ) -> Result<Tensor> {
     let out = zip_map(op, &a.data, &b.data, f)?.into_shared();
     let (ad, bd, od) = (a.data.clone(), b.data.clone(), out.clone());
@@ -236,7 +245,22 @@ impl Tensor {
     /// `self / other` elementwise, broadcasting. Division by zero gives
     /// ±inf or NaN, as IEEE 754 says.
     pub fn div(&self, other: &Tensor) -> Result<Tensor> {
-        binary("div", OpKind::Div, self, other, DIV, DIV_DA, DIV_DB)
+        // JAX folds a Python scalar divisor into its program as a literal,
+        // and XLA then multiplies by the reciprocal; an array divisor is an
+        // argument, divided by truly.
+        if other.is_traced() || other.data.len() != 1 {
+            binary(
+                "div",
+                OpKind::DivTraced,
+                self,
+                other,
+                DIV,
+                DIV_TRACED_DA,
+                DIV_TRACED_DB,
+            )
+        } else {
+            binary("div", OpKind::Div, self, other, DIV, DIV_DA, DIV_DB)
+        }
     }
 
     /// The elementwise maximum (`jnp.maximum`): NaN if either is NaN; on a
@@ -248,8 +272,8 @@ impl Tensor {
             self,
             other,
             nan_max,
-            balanced,
-            |x, y, o| balanced(y, x, o),
+            |g, x, y, o| g * balanced(x, y, o),
+            |g, x, y, o| g * balanced(y, x, o),
         )
     }
 
@@ -262,8 +286,8 @@ impl Tensor {
             self,
             other,
             nan_min,
-            balanced,
-            |x, y, o| balanced(y, x, o),
+            |g, x, y, o| g * balanced(x, y, o),
+            |g, x, y, o| g * balanced(y, x, o),
         )
     }
 
@@ -277,8 +301,8 @@ impl Tensor {
             self,
             exponent,
             f32::powf,
-            |x, y, _| if y == 0.0 { 0.0 } else { y * x.powf(y - 1.0) },
-            |x, _, o| if x == 0.0 { 0.0 } else { x.ln() * o },
+            |g, x, y, _| g * if y == 0.0 { 0.0 } else { y * x.powf(y - 1.0) },
+            |g, x, _, o| g * if x == 0.0 { 0.0 } else { x.ln() * o },
         )
     }
 
