@@ -29,7 +29,7 @@ fn mlp(params: &Tree, x: &Tensor) -> Result<Tensor> {
         .add(params.tensor("Dense_1/bias")?)
 }
 
-fn main() -> Result<()> {
+fn main() -> flaxen::Result<()> {
     // 32 inputs in [-1, 1) as a [32, 1] batch, and their targets.
     let x = Tensor::from_vec((0..32).map(|i| i as f32 / 16.0 - 1.0).collect(), &[32, 1])?;
     let y = (&x * 3.0).tanh();

@@ -28,8 +28,11 @@
 
 pub mod array_format;
 pub mod core;
+mod error;
 pub mod init;
 pub mod nn;
 pub mod optim;
 pub mod random;
 pub mod tensor;
+
+pub use error::{Error, Result};

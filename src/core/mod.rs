@@ -8,9 +8,7 @@
 //! * [`Filter`] — collection filters (`mutable=...`, `DenyList`).
 //! * [`rng_hash`] — the hash behind `make_rng`.
 
-mod error;
 mod filter;
-mod grad;
 pub mod lift;
 pub mod rng_hash;
 mod rngs;
@@ -18,9 +16,11 @@ mod run;
 mod scope;
 mod variables;
 
-pub use error::{Error, Result};
+pub use crate::error::{Error, Result};
+/// `jax.grad` and friends: the same functions as [`crate::tensor`]'s (their
+/// closures may fail with any [`Error`]).
+pub use crate::tensor::{grad, value_and_grad, value_and_grad_with_aux, vjp};
 pub use filter::Filter;
-pub use grad::{grad, value_and_grad};
 pub use rngs::{flax_fix_rng_separator, set_flax_fix_rng_separator, Rngs};
 pub use run::{apply, init};
 pub use scope::{ParamInit, Scope, Variable};

@@ -4,11 +4,11 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::error::Result;
 use super::filter::Filter;
 use super::rngs::Rngs;
 use super::scope::{Scope, State};
 use super::variables::Variables;
+use crate::error::Result;
 
 /// Runs `f` on a fresh root scope with every collection mutable, returning
 /// its output and all the variables it created (`flax.core.init(fn)`).

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use ndarray::ArrayD;
 
-use super::error::{Error, Result};
 use super::filter::Filter;
 use super::rng_hash::{path_hash, PathElement};
 use super::rngs::Rngs;
 use super::variables::Variables;
+use crate::error::{Error, Result};
 use crate::init::Initializer;
 use crate::random::{self, Key, RandomError};
 use crate::tensor::{Tensor, Tree};

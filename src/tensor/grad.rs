@@ -6,6 +6,8 @@ use ndarray::{ArrayD, IxDyn};
 use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
+/// Transforms take functions that may fail with any error of the crate.
+type FnResult<T> = crate::Result<T>;
 use super::tape::{backward, Node, OpKind, Tape, Tracer};
 use super::tree::{tree_map, Tree};
 use super::Tensor;
@@ -87,9 +89,9 @@ pub(crate) fn pull(
 /// assert_eq!(loss.item().unwrap(), 11.0);
 /// assert_eq!(grads.tensor("w").unwrap().to_vec(), [3.0, 4.0]);
 /// ```
-pub fn value_and_grad<F>(f: F, params: &Tree) -> Result<(Tensor, Tree)>
+pub fn value_and_grad<F>(f: F, params: &Tree) -> FnResult<(Tensor, Tree)>
 where
-    F: FnOnce(&Tree) -> Result<Tensor>,
+    F: FnOnce(&Tree) -> FnResult<Tensor>,
 {
     let ((value, ()), grads) = value_and_grad_with_aux(|p| Ok((f(p)?, ())), params)?;
     Ok((value, grads))
@@ -98,9 +100,9 @@ where
 /// `jax.grad`: the gradient of the scalar `f(params)` with respect to
 /// every tensor of `params`, in the same tree structure. See
 /// [`value_and_grad`].
-pub fn grad<F>(f: F, params: &Tree) -> Result<Tree>
+pub fn grad<F>(f: F, params: &Tree) -> FnResult<Tree>
 where
-    F: FnOnce(&Tree) -> Result<Tensor>,
+    F: FnOnce(&Tree) -> FnResult<Tensor>,
 {
     value_and_grad(f, params).map(|(_, g)| g)
 }
@@ -109,9 +111,9 @@ where
 /// differentiate and auxiliary data, passed back unchanged. Recording stops
 /// when `f` returns, so tensors in the auxiliary data act as constants
 /// afterwards.
-pub fn value_and_grad_with_aux<F, A>(f: F, params: &Tree) -> Result<((Tensor, A), Tree)>
+pub fn value_and_grad_with_aux<F, A>(f: F, params: &Tree) -> FnResult<((Tensor, A), Tree)>
 where
-    F: FnOnce(&Tree) -> Result<(Tensor, A)>,
+    F: FnOnce(&Tree) -> FnResult<(Tensor, A)>,
 {
     let (tape, traced, ids) = trace(params);
     let result = f(&traced);
@@ -120,7 +122,8 @@ where
     if out.ndim() != 0 {
         return Err(TensorError::NotScalar {
             shape: out.shape().to_vec(),
-        });
+        }
+        .into());
     }
     let seed = ArrayD::ones(IxDyn(&[]));
     let grads = pull(&tape, &out, seed, params, &ids);
@@ -139,9 +142,9 @@ where
 /// let ct = pullback.call(&Tensor::ones(&[2])).unwrap();
 /// assert_eq!(ct.as_tensor().unwrap().to_vec(), [2.0, 4.0]);
 /// ```
-pub fn vjp<F>(f: F, params: &Tree) -> Result<(Tensor, Pullback)>
+pub fn vjp<F>(f: F, params: &Tree) -> FnResult<(Tensor, Pullback)>
 where
-    F: FnOnce(&Tree) -> Result<Tensor>,
+    F: FnOnce(&Tree) -> FnResult<Tensor>,
 {
     let (tape, traced, ids) = trace(params);
     let result = f(&traced);

@@ -59,9 +59,11 @@ use super::Tensor;
 /// assert!(step.is_compiled());
 /// assert!(last.item().unwrap() < first.item().unwrap());
 /// ```
-pub fn jit_value_and_grad<F>(f: F) -> JitValueAndGrad<impl Fn(&Tree, &Tree) -> Result<Tensor>>
+pub fn jit_value_and_grad<F>(
+    f: F,
+) -> JitValueAndGrad<impl Fn(&Tree, &Tree) -> crate::Result<Tensor>>
 where
-    F: Fn(&Tree) -> Result<Tensor>,
+    F: Fn(&Tree) -> crate::Result<Tensor>,
 {
     jit_value_and_grad_with(move |params: &Tree, _: &Tree| f(params))
 }
@@ -91,7 +93,7 @@ where
 /// ```
 pub fn jit_value_and_grad_with<F>(f: F) -> JitValueAndGrad<F>
 where
-    F: Fn(&Tree, &Tree) -> Result<Tensor>,
+    F: Fn(&Tree, &Tree) -> crate::Result<Tensor>,
 {
     JitValueAndGrad {
         f,
@@ -112,13 +114,13 @@ pub struct JitValueAndGrad<F> {
 
 impl<F> JitValueAndGrad<F>
 where
-    F: Fn(&Tree, &Tree) -> Result<Tensor>,
+    F: Fn(&Tree, &Tree) -> crate::Result<Tensor>,
 {
     /// The value of `f(params)` and its gradient with respect to every
     /// tensor of `params`, in the same structure (with no inputs).
     ///
     /// Fails as [`value_and_grad`](super::value_and_grad) does.
-    pub fn call(&mut self, params: &Tree) -> Result<(Tensor, Tree)> {
+    pub fn call(&mut self, params: &Tree) -> crate::Result<(Tensor, Tree)> {
         let inputs = std::mem::take(&mut self.no_inputs);
         let result = self.call_with(params, &inputs);
         self.no_inputs = inputs;
@@ -130,7 +132,7 @@ where
     /// `params`.
     ///
     /// Fails as [`value_and_grad`](super::value_and_grad) does.
-    pub fn call_with(&mut self, params: &Tree, inputs: &Tree) -> Result<(Tensor, Tree)> {
+    pub fn call_with(&mut self, params: &Tree, inputs: &Tree) -> crate::Result<(Tensor, Tree)> {
         if let Some(Ok(plan)) = &mut self.plan {
             if plan.accepts(params, inputs) {
                 return Ok(plan.run(params, inputs));
@@ -146,7 +148,8 @@ where
         if out.ndim() != 0 {
             return Err(TensorError::NotScalar {
                 shape: out.shape().to_vec(),
-            });
+            }
+            .into());
         }
         let seed = ndarray::ArrayD::ones(IxDyn(&[]));
         let grads = pull(&tape, &out, seed, params, &ids);

@@ -1,7 +1,7 @@
 //! How inputs are mapped over and outputs stacked by `vmap`
 //! (`in_axes` / `out_axes`).
 
-use crate::core::error::Result;
+use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// An input `vmap` can map over: a tensor (with an axis, or `None` to give

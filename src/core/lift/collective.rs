@@ -14,8 +14,8 @@
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::core::error::{Error, Result};
 use crate::core::scope::Scope;
+use crate::error::{Error, Result};
 use crate::tensor::batched::ItemGroup;
 use crate::tensor::Tensor;
 

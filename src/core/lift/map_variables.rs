@@ -6,9 +6,9 @@
 use std::cell::RefCell;
 
 use super::pack::{Packed, VarMode};
-use crate::core::error::Result;
 use crate::core::filter::Filter;
 use crate::core::scope::Scope;
+use crate::error::Result;
 use crate::tensor::Tree;
 
 /// A transform of one collection's subtree.

@@ -15,11 +15,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::core::error::{Error, Result};
 use crate::core::filter::Filter;
 use crate::core::rngs::Rngs;
 use crate::core::scope::{put_at, Scope, State};
 use crate::core::variables::Variables;
+use crate::error::{Error, Result};
 use crate::random::{self, Key};
 use crate::tensor::batched::{IsBroadcast, ItemGroup};
 use crate::tensor::{Tensor, Tree};

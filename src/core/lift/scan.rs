@@ -6,9 +6,9 @@
 use std::cell::RefCell;
 
 use super::pack::{Packed, VarMode};
-use crate::core::error::Result;
 use crate::core::filter::Filter;
 use crate::core::scope::Scope;
+use crate::error::Result;
 use crate::tensor::compiled::CompiledRegion;
 use crate::tensor::Tree;
 

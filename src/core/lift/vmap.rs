@@ -8,10 +8,10 @@ use std::sync::Arc;
 use super::collective::Collectives;
 use super::pack::{Packed, VarMode};
 use super::AxisContext;
-use crate::core::error::Result;
 use crate::core::filter::Filter;
 use crate::core::rngs::Rngs;
 use crate::core::scope::{Scope, State};
+use crate::error::Result;
 use crate::tensor::batched::{InputGroups, ItemScope};
 use crate::tensor::compiled::{in_compiled_region, CompiledRegion};
 

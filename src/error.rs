@@ -1,12 +1,35 @@
-//! The error type of scopes, variables and modules: every message names the
-//! module path and the values involved.
+//! The crate's error type: every error of the user's surface converts into
+//! it, so `?` works on tensor, random and module results alike (inside
+//! `Module::call`, inside `grad` closures, inside compiled steps). Every
+//! message names the module path and the values involved.
 
 use std::fmt;
 
+use crate::random::tf::TfRandomError;
 use crate::random::RandomError;
 use crate::tensor::TensorError;
 
-/// Everything a model can get wrong at `init`/`apply` time.
+/// Everything a model, a transform or a computation can get wrong: the
+/// module API's own errors, and those of [`crate::tensor`],
+/// [`crate::random`] and [`crate::random::tf`] wrapped with the module path
+/// where they happened.
+///
+/// ```
+/// use flaxen::tensor::{grad, Tensor, Tree};
+/// use flaxen::{random, Error};
+///
+/// // `?` takes tensor and random errors inside a `grad` closure.
+/// let params = Tree::from(Tensor::ones(&[2]));
+/// let err = grad(
+///     |p| {
+///         let noise = random::normal(random::key(0), &[3])?;
+///         Ok(p.as_tensor().unwrap().add(&Tensor::from_array(noise))?.sum_all())
+///     },
+///     &params,
+/// )
+/// .unwrap_err();
+/// assert!(matches!(err, Error::Tensor { .. }));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Error {
@@ -89,6 +112,13 @@ pub enum Error {
         /// The random error.
         source: RandomError,
     },
+    /// A TensorFlow-compatible random function failed.
+    TfRandom {
+        /// Module path (empty outside modules).
+        path: String,
+        /// The TensorFlow random error.
+        source: TfRandomError,
+    },
 }
 
 impl Error {
@@ -100,6 +130,10 @@ impl Error {
                 source,
             },
             Error::Random { path, source } if path.is_empty() => Error::Random {
+                path: module_path.to_string(),
+                source,
+            },
+            Error::TfRandom { path, source } if path.is_empty() => Error::TfRandom {
                 path: module_path.to_string(),
                 source,
             },
@@ -165,6 +199,8 @@ impl fmt::Display for Error {
             Error::Tensor { path, source } => write!(f, "module {path}: {source}"),
             Error::Random { path, source } if path.is_empty() => write!(f, "{source}"),
             Error::Random { path, source } => write!(f, "module {path}: {source}"),
+            Error::TfRandom { path, source } if path.is_empty() => write!(f, "{source}"),
+            Error::TfRandom { path, source } => write!(f, "module {path}: {source}"),
         }
     }
 }
@@ -174,6 +210,7 @@ impl std::error::Error for Error {
         match self {
             Error::Tensor { source, .. } => Some(source),
             Error::Random { source, .. } => Some(source),
+            Error::TfRandom { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -191,6 +228,15 @@ impl From<TensorError> for Error {
 impl From<RandomError> for Error {
     fn from(source: RandomError) -> Error {
         Error::Random {
+            path: String::new(),
+            source,
+        }
+    }
+}
+
+impl From<TfRandomError> for Error {
+    fn from(source: TfRandomError) -> Error {
+        Error::TfRandom {
             path: String::new(),
             source,
         }
