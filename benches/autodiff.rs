@@ -57,12 +57,7 @@ fn layer_paths(layers: usize) -> Vec<(String, String)> {
 }
 
 /// Mean squared error of the MLP on `(x, y)`.
-fn mse(
-    p: &Tree,
-    x: &Tensor,
-    y: &Tensor,
-    paths: &[(String, String)],
-) -> flaxen::tensor::Result<Tensor> {
+fn mse(p: &Tree, x: &Tensor, y: &Tensor, paths: &[(String, String)]) -> flaxen::Result<Tensor> {
     let mut h = x.clone();
     let layers = paths.len();
     for (i, (kernel, bias)) in paths.iter().enumerate() {
