@@ -73,13 +73,25 @@ pub enum Error {
         /// Variable name.
         name: String,
     },
-    /// Two submodules of one parent given the same name.
-    DuplicateName {
-        /// The parent's path.
+    /// A name taken twice in one call of a module (Flax's `NameInUseError`):
+    /// two submodules, a submodule and a variable, or two variables of one
+    /// collection share a name. Variables of different collections may
+    /// share one.
+    NameInUse {
+        /// The module's path.
         path: String,
+        /// What was being created: `"param"`, `"variable"` or `"submodule"`.
+        kind: &'static str,
         /// The repeated name.
         name: String,
+        /// The module's type name (`Dense`), or its path where the type is
+        /// not known (inside `core::init`/`core::apply` functions).
+        module: String,
     },
+    /// Variables with an extra `params` level (`{'params': {'params':
+    /// ...}}`) given to `apply` (Flax's
+    /// `ApplyScopeInvalidVariablesStructureError`).
+    ExtraParamsLayer,
     /// An invalid module setting (e.g. a dropout rate outside `[0, 1]`).
     Config {
         /// Module path.
@@ -183,12 +195,22 @@ impl fmt::Display for Error {
                 "module {path}: cannot write variable \"{name}\" in the immutable collection \
                  \"{collection}\" (pass it in `mutable`)"
             ),
-            Error::DuplicateName { path, name } => {
-                write!(
-                    f,
-                    "module {path}: a submodule named \"{name}\" already exists"
-                )
-            }
+            Error::NameInUse {
+                path,
+                kind,
+                name,
+                module,
+            } => write!(
+                f,
+                "module {path}: Could not create {kind} \"{name}\" in Module {module}: Name in use."
+            ),
+            Error::ExtraParamsLayer => write!(
+                f,
+                "Expect the `variables` (first argument) passed to apply() to be a dict with \
+                 the structure {{\"params\": ...}}, but got a dict with an extra params layer, \
+                 i.e.  {{\"params\": {{\"params\": ... }} }}. You should instead pass in \
+                 your dict's [\"params\"]."
+            ),
             Error::Config { path, message } => write!(f, "module {path}: {message}"),
             Error::Lift {
                 path,

@@ -198,9 +198,11 @@ fn duplicate_names_are_typed_errors() {
         .unwrap_err();
     assert_eq!(
         e,
-        Error::DuplicateName {
+        Error::NameInUse {
             path: "/".into(),
-            name: "Dense_0".into()
+            kind: "submodule",
+            name: "Dense_0".into(),
+            module: "Duplicate".into(),
         }
     );
 }

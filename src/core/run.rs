@@ -8,7 +8,7 @@ use super::filter::Filter;
 use super::rngs::Rngs;
 use super::scope::{Scope, State};
 use super::variables::Variables;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Runs `f` on a fresh root scope with every collection mutable, returning
 /// its output and all the variables it created (`flax.core.init(fn)`).
@@ -47,6 +47,14 @@ pub fn apply<T>(
     mutable: impl Into<Filter>,
     f: impl FnOnce(&Scope<'_>) -> Result<T>,
 ) -> Result<(T, Variables)> {
+    // An extra `params` level is a common slip (passing `{'params':
+    // variables}` for variables); Flax refuses it up front.
+    let extra_layer = variables
+        .collection("params")
+        .is_some_and(|params| params.subtree("params").is_some());
+    if extra_layer {
+        return Err(Error::ExtraParamsLayer);
+    }
     let mutable = mutable.into();
     let state = RefCell::new(State::new(
         variables.clone(),

@@ -77,7 +77,11 @@ impl State {
 #[derive(Debug, Default)]
 struct Frame {
     type_counts: HashMap<String, usize>,
-    names: HashSet<String>,
+    /// Each name taken, with the collections it was taken in (`None`: a
+    /// submodule), as Flax's `Scope.reservations`.
+    reservations: HashMap<String, HashSet<Option<String>>>,
+    /// The type of the module running in this scope, for messages.
+    module_type: Option<&'static str>,
 }
 
 /// A module's view of the variables and RNG streams of the running
@@ -204,6 +208,12 @@ impl<'s> Scope<'s> {
         }
     }
 
+    /// Records the type of the module that runs in this scope (named in
+    /// messages such as "Could not create param ... in Module Dense").
+    pub(crate) fn set_module_type(&self, type_name: &'static str) {
+        self.frame.borrow_mut().module_type = Some(type_name);
+    }
+
     /// The module path: the names from the root (empty for the root).
     pub fn path(&self) -> &[String] {
         &self.path
@@ -322,6 +332,7 @@ impl<'s> Scope<'s> {
     /// consumes a count even for constant initializers, as in Flax); during
     /// `apply` the stored value is returned after checking its shape.
     pub fn param(&self, name: &str, init: impl ParamInit, shape: &[usize]) -> Result<Tensor> {
+        self.reserve_as("param", name, Some("params"))?;
         if let Some(value) = self.get_variable("params", name) {
             if value.shape() != shape {
                 return Err(Error::ShapeMismatch {
@@ -370,6 +381,7 @@ impl<'s> Scope<'s> {
     /// # Ok::<(), flaxen::core::Error>(())
     /// ```
     pub fn param_tree(&self, name: &str, init: impl FnOnce(Key) -> Result<Tree>) -> Result<Tree> {
+        self.reserve_as("param", name, Some("params"))?;
         let stored = {
             let st = self.state.borrow();
             st.variables
@@ -395,6 +407,7 @@ impl<'s> Scope<'s> {
         name: &str,
         init: impl FnOnce() -> Result<Tensor>,
     ) -> Result<Variable<'a, 's>> {
+        self.reserve_as("variable", name, Some(collection))?;
         if !self.has_variable(collection, name) {
             self.check_creatable(collection, name)?;
             let value = init().map_err(|e| e.at(&self.path_text()))?;
@@ -426,14 +439,28 @@ impl<'s> Scope<'s> {
 
     /// Reserves a submodule name in this call, or says it is taken.
     pub(crate) fn reserve(&self, name: &str) -> Result<()> {
-        if self.frame.borrow_mut().names.insert(name.to_string()) {
-            Ok(())
-        } else {
-            Err(Error::DuplicateName {
+        self.reserve_as("submodule", name, None)
+    }
+
+    /// Reserves `name` for a `kind` (`param`, `variable`, `submodule`) in
+    /// `collection` (`None` for a submodule) as Flax's `Scope.reserve`: a
+    /// name is taken when a submodule holds it, or when a submodule asks
+    /// for it, or when the same collection holds it.
+    fn reserve_as(&self, kind: &'static str, name: &str, collection: Option<&str>) -> Result<()> {
+        let mut frame = self.frame.borrow_mut();
+        let module_type = frame.module_type;
+        let taken = frame.reservations.entry(name.to_string()).or_default();
+        let collection = collection.map(str::to_string);
+        let in_use = taken.contains(&None) || collection.is_none() && !taken.is_empty();
+        if in_use || !taken.insert(collection) {
+            return Err(Error::NameInUse {
                 path: self.path_text(),
+                kind,
                 name: name.to_string(),
-            })
+                module: module_type.map_or_else(|| self.path_text(), str::to_string),
+            });
         }
+        Ok(())
     }
 
     /// The next auto-name for a submodule of type `type_name`:

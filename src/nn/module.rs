@@ -65,7 +65,10 @@ pub trait Module {
     where
         Self: Sized,
     {
-        crate::core::init(rngs, |scope| self.call(scope, input))
+        crate::core::init(rngs, |scope| {
+            scope.set_module_type(self.type_name());
+            self.call(scope, input)
+        })
     }
 
     /// Runs the module on existing variables (Flax's `apply` with
@@ -96,7 +99,10 @@ pub trait Module {
     where
         Self: Sized,
     {
-        crate::core::apply(variables, rngs, mutable, |scope| self.call(scope, input))
+        crate::core::apply(variables, rngs, mutable, |scope| {
+            scope.set_module_type(self.type_name());
+            self.call(scope, input)
+        })
     }
 }
 
@@ -123,6 +129,7 @@ impl<M: Module> Child<'_, '_, M> {
     /// Runs the submodule in its own scope.
     pub fn call(&self, input: M::Input) -> Result<M::Output> {
         let scope = self.parent.push(&self.name);
+        scope.set_module_type(self.module.type_name());
         self.module
             .call(&scope, input)
             .map_err(|e| e.at(&scope.path_text()))
