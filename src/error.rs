@@ -88,6 +88,29 @@ pub enum Error {
         /// not known (inside `core::init`/`core::apply` functions).
         module: String,
     },
+    /// A variable read or written as another kind than it holds (an array
+    /// where a tensor is stored, or the reverse).
+    VariableType {
+        /// Module path.
+        path: String,
+        /// Collection.
+        collection: String,
+        /// Variable name.
+        name: String,
+        /// The kind asked for (`float32 tensor`, `array`).
+        expected: &'static str,
+        /// The kind stored (`float32 tensor`, a dtype such as `int32`, or
+        /// `tree`).
+        found: &'static str,
+    },
+    /// A path that the variables do not hold; `nearest` lists the closest
+    /// existing paths.
+    NoSuchPath {
+        /// The path asked for (`params/Dense_0/kernel`).
+        path: String,
+        /// The nearest existing paths, closest first.
+        nearest: Vec<String>,
+    },
     /// Variables with an extra `params` level (`{'params': {'params':
     /// ...}}`) given to `apply` (Flax's
     /// `ApplyScopeInvalidVariablesStructureError`).
@@ -203,6 +226,25 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "module {path}: Could not create {kind} \"{name}\" in Module {module}: Name in use."
+            ),
+            Error::VariableType {
+                path,
+                collection,
+                name,
+                expected,
+                found,
+            } => write!(
+                f,
+                "module {path}: variable \"{collection}/{name}\" is a {found} \
+                 (asked for: {expected})"
+            ),
+            Error::NoSuchPath { path, nearest } if nearest.is_empty() => {
+                write!(f, "no variable at \"{path}\" (the variables are empty)")
+            }
+            Error::NoSuchPath { path, nearest } => write!(
+                f,
+                "no variable at \"{path}\"; nearest existing paths: {}",
+                nearest.join(", ")
             ),
             Error::ExtraParamsLayer => write!(
                 f,

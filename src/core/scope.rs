@@ -14,7 +14,7 @@ use super::variables::Variables;
 use crate::error::{Error, Result};
 use crate::init::Initializer;
 use crate::random::{self, Key, RandomError};
-use crate::tensor::{Tensor, Tree};
+use crate::tensor::{Leaf, Tensor, Tree};
 
 /// The state one `init`/`apply` call shares between all its scopes.
 #[derive(Debug)]
@@ -123,10 +123,11 @@ pub struct Scope<'s> {
 
 /// A handle on one variable (`self.variable(...)` in Flax): read it with
 /// [`Variable::value`], write it with [`Variable::set`].
-pub struct Variable<'a, 's> {
+pub struct Variable<'a, 's, T = Tensor> {
     scope: &'a Scope<'s>,
     collection: String,
     name: String,
+    kind: std::marker::PhantomData<T>,
 }
 
 /// Anything that can initialize a parameter: an [`Initializer`], or a
@@ -281,7 +282,36 @@ impl<'s> Scope<'s> {
 
     /// Whether variable `name` exists in `collection` for this module.
     pub fn has_variable(&self, collection: &str, name: &str) -> bool {
-        self.get_variable(collection, name).is_some()
+        self.get_tree(collection, name).is_some()
+    }
+
+    /// The stored value (a tensor, an array or a tree) of variable `name`.
+    fn get_tree(&self, collection: &str, name: &str) -> Option<Tree> {
+        let st = self.state.borrow();
+        st.variables
+            .collection(collection)?
+            .subtree(&self.var_path(name))
+    }
+
+    /// The value of variable `name` in `collection` as a `T` (a [`Tensor`]
+    /// or an [`Array`](crate::tensor::Array)), if it exists and is one.
+    ///
+    /// ```
+    /// use flaxen::core;
+    /// use flaxen::random;
+    /// use flaxen::tensor::Array;
+    /// use ndarray::arr0;
+    ///
+    /// let (_, v) = core::init(random::key(0), |s| {
+    ///     s.variable("counter", "count", || Ok(Array::from(arr0(0i32).into_dyn())))?;
+    ///     let count: Option<Array> = s.get_value("counter", "count");
+    ///     assert_eq!(count.unwrap().to_string(), "0");
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), flaxen::Error>(())
+    /// ```
+    pub fn get_value<T: Leaf>(&self, collection: &str, name: &str) -> Option<T> {
+        T::from_tree(&self.get_tree(collection, name)?)
     }
 
     /// The value of variable `name` in `collection`, if it exists.
@@ -296,8 +326,42 @@ impl<'s> Scope<'s> {
 
     /// Sets variable `name` of `collection` (Flax's `put_variable`); the
     /// collection must be mutable.
-    pub fn put_variable(&self, collection: &str, name: &str, value: Tensor) -> Result<()> {
-        self.put_tree(collection, name, Tree::leaf(value))
+    ///
+    /// `value` is a [`Tensor`] or an [`Array`](crate::tensor::Array); an
+    /// existing variable keeps its kind (writing an array over a tensor is
+    /// [`Error::VariableType`]).
+    pub fn put_variable(&self, collection: &str, name: &str, value: impl Leaf) -> Result<()> {
+        if let Some(old) = self.get_tree(collection, name) {
+            let new = value.clone().into();
+            if old.is_leaf() && (old.as_tensor().is_some() != new.as_tensor().is_some()) {
+                return Err(self.type_error(collection, name, &old, value.kind()));
+            }
+            return self.put_tree(collection, name, new);
+        }
+        self.put_tree(collection, name, value.into())
+    }
+
+    /// The error for variable `name` holding `found` where a `wanted` is
+    /// asked for.
+    fn type_error(
+        &self,
+        collection: &str,
+        name: &str,
+        found: &Tree,
+        wanted: &'static str,
+    ) -> Error {
+        let found = match (found.as_tensor(), found.as_array()) {
+            (Some(_), _) => Tensor::KIND,
+            (_, Some(a)) => a.dtype(),
+            _ => "tree",
+        };
+        Error::VariableType {
+            path: self.path_text(),
+            collection: collection.to_string(),
+            name: name.to_string(),
+            expected: wanted,
+            found,
+        }
     }
 
     /// Sets variable `name` of `collection` to a tree (see
@@ -401,22 +465,48 @@ impl<'s> Scope<'s> {
     /// A variable in any collection (Flax's `self.variable(collection,
     /// name, init_fn)`): `init` runs only when the variable does not exist
     /// yet and the collection is mutable.
-    pub fn variable<'a>(
+    ///
+    /// The value is a [`Tensor`] or any [`Array`](crate::tensor::Array)
+    /// (a step counter, a key): its type follows `init`'s.
+    ///
+    /// ```
+    /// use flaxen::core::{self, Variable};
+    /// use flaxen::tensor::Array;
+    /// use flaxen::random;
+    /// use ndarray::arr0;
+    ///
+    /// let (_, v) = core::init(random::key(0), |s| {
+    ///     let count: Variable<'_, '_, Array> =
+    ///         s.variable("counter", "count", || Ok(Array::from(arr0(0i32).into_dyn())))?;
+    ///     let next = count.value().as_i32().unwrap().map(|c| c + 1);
+    ///     count.set(Array::from(next))
+    /// })?;
+    /// assert_eq!(v.array("counter/count").unwrap().repr(), "Array(1, dtype=int32)");
+    /// # Ok::<(), flaxen::Error>(())
+    /// ```
+    pub fn variable<'a, T: Leaf>(
         &'a self,
         collection: &str,
         name: &str,
-        init: impl FnOnce() -> Result<Tensor>,
-    ) -> Result<Variable<'a, 's>> {
+        init: impl FnOnce() -> Result<T>,
+    ) -> Result<Variable<'a, 's, T>> {
         self.reserve_as("variable", name, Some(collection))?;
-        if !self.has_variable(collection, name) {
-            self.check_creatable(collection, name)?;
-            let value = init().map_err(|e| e.at(&self.path_text()))?;
-            self.put_variable(collection, name, value)?;
+        match self.get_tree(collection, name) {
+            Some(stored) if T::from_tree(&stored).is_none() => {
+                return Err(self.type_error(collection, name, &stored, T::KIND));
+            }
+            Some(_) => {}
+            None => {
+                self.check_creatable(collection, name)?;
+                let value = init().map_err(|e| e.at(&self.path_text()))?;
+                self.put_variable(collection, name, value)?;
+            }
         }
         Ok(Variable {
             scope: self,
             collection: collection.to_string(),
             name: name.to_string(),
+            kind: std::marker::PhantomData,
         })
     }
 
@@ -503,17 +593,19 @@ pub(crate) fn put_at(tree: &mut Tree, path: &[&str], value: Tree) -> std::result
     }
 }
 
-impl Variable<'_, '_> {
+impl<T: Leaf> Variable<'_, '_, T> {
     /// The current value (`.value` in Flax).
-    pub fn value(&self) -> Tensor {
+    pub fn value(&self) -> T {
+        // The handle was made for a stored `T`, and `put_variable` keeps a
+        // variable's kind, so the value is there and is a `T`.
         self.scope
-            .get_variable(&self.collection, &self.name)
-            .expect("a variable handle exists only for an existing variable")
+            .get_value(&self.collection, &self.name)
+            .expect("a variable handle exists only for an existing variable of its kind")
     }
 
     /// Writes a new value (`.value = ...` in Flax); the collection must be
     /// mutable.
-    pub fn set(&self, value: Tensor) -> Result<()> {
+    pub fn set(&self, value: T) -> Result<()> {
         self.scope.put_variable(&self.collection, &self.name, value)
     }
 

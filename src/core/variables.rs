@@ -6,7 +6,8 @@ use std::fmt;
 use indexmap::IndexMap;
 
 use crate::array_format::format_array_repr;
-use crate::tensor::{Tensor, Tree};
+use crate::error::{Error, Result};
+use crate::tensor::{Array, Tensor, Tree};
 
 /// Variables grouped by collection (`params`, `batch_stats`, any name), each
 /// collection a [`Tree`] keyed by module path. Insertion-ordered, as Flax's
@@ -26,7 +27,7 @@ use crate::tensor::{Tensor, Tree};
 ///     "{'params': {'Dense_0': {'bias': Array([0., 0.], dtype=float32)}}}"
 /// );
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Variables {
     collections: IndexMap<String, Tree>,
 }
@@ -86,6 +87,89 @@ impl Variables {
         self.collections.get(collection)?.tensor(rest).ok()
     }
 
+    /// The array (integers, booleans, keys) at a `/`-separated path that
+    /// starts with the collection: `"counter/count"`.
+    pub fn array(&self, path: &str) -> Option<&Array> {
+        let (collection, rest) = split_collection(path);
+        self.collections.get(collection)?.array(rest).ok()
+    }
+
+    /// The subtree at `path`, or [`Error::NoSuchPath`] listing the
+    /// nearest existing paths (by edit distance), so a typo names its fix.
+    ///
+    /// ```
+    /// use flaxen::core::Variables;
+    /// use flaxen::tensor::{Tensor, Tree};
+    ///
+    /// let v = Variables::from_flat([("params/Dense_0/kernel", Tensor::zeros(&[2, 2]))])?;
+    /// let err = v.lookup("params/Dense_0/kernal").unwrap_err();
+    /// assert!(err.to_string().contains("params/Dense_0/kernel"));
+    /// # Ok::<(), flaxen::Error>(())
+    /// ```
+    pub fn lookup(&self, path: &str) -> Result<Tree> {
+        self.get(path).ok_or_else(|| Error::NoSuchPath {
+            path: path.to_string(),
+            nearest: self.nearest_paths(path, 3),
+        })
+    }
+
+    /// The `n` existing leaf paths closest to `path` (edit distance).
+    fn nearest_paths(&self, path: &str, n: usize) -> Vec<String> {
+        let want = path.trim_start_matches('/');
+        let mut all: Vec<(usize, String)> = self
+            .collections
+            .iter()
+            .flat_map(|(c, t)| {
+                t.leaf_paths()
+                    .into_iter()
+                    .map(move |(p, _)| format!("{c}/{p}"))
+            })
+            .map(|p| (edit_distance(want, &p), p))
+            .collect();
+        all.sort();
+        all.into_iter().take(n).map(|(_, p)| p).collect()
+    }
+
+    /// Variables from flat `("collection/path", value)` entries, in order;
+    /// values are tensors, arrays or trees.
+    ///
+    /// ```
+    /// use flaxen::core::Variables;
+    /// use flaxen::tensor::{Array, Tensor, Tree};
+    /// use ndarray::arr0;
+    ///
+    /// let v = Variables::from_flat([
+    ///     ("params/Dense_0/bias", Tree::from(Tensor::zeros(&[2]))),
+    ///     ("counter/count", Tree::from(Array::from(arr0(0i32).into_dyn()))),
+    /// ])?;
+    /// assert_eq!(v["params/Dense_0/bias"].shape(), &[2]);
+    /// assert_eq!(v.array("counter/count").unwrap().dtype(), "int32");
+    /// # Ok::<(), flaxen::Error>(())
+    /// ```
+    ///
+    /// Fails with [`Error::Config`] for an empty path element or a path
+    /// that passes through a leaf.
+    pub fn from_flat<P: AsRef<str>, V: Into<Tree>>(
+        entries: impl IntoIterator<Item = (P, V)>,
+    ) -> Result<Variables> {
+        let mut v = Variables::new();
+        for (path, value) in entries {
+            let path = path.as_ref();
+            let parts: Vec<&str> = path.split('/').collect();
+            let bad = |message: &str| Error::Config {
+                path: "/".into(),
+                message: format!("variables path \"{path}\": {message}"),
+            };
+            if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+                return Err(bad("needs a collection and a name, with no empty element"));
+            }
+            let tree = v.collection_mut(parts[0]);
+            crate::core::scope::put_at(tree, &parts[1..], value.into())
+                .map_err(|_| bad("a value stands where the path continues"))?;
+        }
+        Ok(v)
+    }
+
     /// Every tensor with its full path (`params/Dense_0/kernel`), in order.
     pub fn flatten(&self) -> Vec<(String, &Tensor)> {
         self.collections
@@ -106,6 +190,44 @@ impl Variables {
     /// Mutable access to one collection's tree, created empty if absent.
     pub(crate) fn collection_mut(&mut self, name: &str) -> &mut Tree {
         self.collections.entry(name.to_string()).or_default()
+    }
+}
+
+/// Levenshtein distance between two strings (by characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// `variables["params/Dense_0/kernel"]`: the tensor at a path.
+///
+/// # Panics
+///
+/// When there is no tensor at `path`, with [`Error::NoSuchPath`]'s message
+/// (the nearest paths); [`Variables::tensor`] and [`Variables::lookup`] do
+/// not panic.
+impl std::ops::Index<&str> for Variables {
+    type Output = Tensor;
+    fn index(&self, path: &str) -> &Tensor {
+        self.tensor(path).unwrap_or_else(|| {
+            let err = Error::NoSuchPath {
+                path: path.to_string(),
+                nearest: self.nearest_paths(path, 3),
+            };
+            panic!("{err}")
+        })
     }
 }
 
@@ -133,6 +255,9 @@ pub fn array_repr(t: &Tensor) -> String {
 }
 
 fn write_tree(f: &mut fmt::Formatter<'_>, t: &Tree) -> fmt::Result {
+    if let Some(a) = t.as_array() {
+        return write!(f, "{}", a.repr());
+    }
     match (t.as_tensor(), t.entries()) {
         (Some(x), _) => write!(f, "{}", array_repr(x)),
         (None, entries) => {
@@ -155,10 +280,15 @@ const PRETTY_WIDTH: usize = 79;
 /// IPython's pretty form of a nested dict (what a notebook shows for
 /// `model.init(...)`), at nesting depth `depth` and starting column `col`.
 fn pretty_tree(t: &Tree, depth: usize, col: usize) -> String {
-    if let Some(x) = t.as_tensor() {
+    let leaf = match (t.as_tensor(), t.as_array()) {
+        (Some(x), _) => Some(array_repr(x)),
+        (_, Some(a)) => Some(a.repr()),
+        _ => None,
+    };
+    if let Some(repr) = leaf {
         // A multi-line repr continues at the current indentation.
         let indent = " ".repeat(depth);
-        return array_repr(x).replace('\n', &format!("\n{indent}"));
+        return repr.replace('\n', &format!("\n{indent}"));
     }
     let entries = t.entries().unwrap_or_default();
     let mut items = Vec::with_capacity(entries.len());

@@ -141,6 +141,11 @@ impl KeyArray {
         })
     }
 
+    /// The keys' Threefry mode.
+    pub fn mode(&self) -> ThreefryMode {
+        self.mode
+    }
+
     /// The raw words, shape `(len, 2)` (`jax.random.key_data`).
     pub fn data(&self) -> &[[u32; 2]] {
         &self.data

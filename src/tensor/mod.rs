@@ -45,6 +45,7 @@
 //! when the differentiated function returns. Only first-order derivatives
 //! are supported: the backward pass is not itself recorded.
 
+mod array;
 mod base;
 pub(crate) mod batched;
 pub(crate) mod compiled;
@@ -56,10 +57,11 @@ mod shape;
 mod tape;
 mod tree;
 
+pub use array::Array;
 pub use base::Tensor;
 pub use error::{Result, TensorError};
 pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};
 pub use jit::{jit_value_and_grad, jit_value_and_grad_with, JitValueAndGrad};
 pub use ops::matmul::{exact_matmul_limit, set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
 pub use shape::broadcast_shapes;
-pub use tree::{tree_map, tree_map2, Tree};
+pub use tree::{tree_map, tree_map2, Leaf, LeafRef, Tree};

@@ -11,31 +11,56 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
+use super::array::Array;
 use super::error::{Result, TensorError};
 use super::Tensor;
 
-/// The nesting of a tree: a leaf, or named children with the offset of
-/// their first tensor in the flat list.
+/// The nesting of a tree: a tensor, an array, or named children.
 #[derive(Clone, Debug, PartialEq)]
 enum Def {
     Leaf,
+    Array,
     Map {
-        children: IndexMap<String, (usize, Arc<Def>)>,
+        children: IndexMap<String, Child>,
         leaves: usize,
+        arrays: usize,
     },
+}
+
+/// A child of a map: its structure, and the offsets of its first tensor and
+/// first array in the flat lists.
+#[derive(Clone, Debug, PartialEq)]
+struct Child {
+    leaf: usize,
+    array: usize,
+    def: Arc<Def>,
 }
 
 impl Def {
     fn num_leaves(&self) -> usize {
         match self {
             Def::Leaf => 1,
+            Def::Array => 0,
             Def::Map { leaves, .. } => *leaves,
+        }
+    }
+
+    fn num_arrays(&self) -> usize {
+        match self {
+            Def::Leaf => 0,
+            Def::Array => 1,
+            Def::Map { arrays, .. } => *arrays,
         }
     }
 }
 
-/// A tensor, or an ordered map from names to subtrees (a JAX pytree of
-/// nested dicts, like Flax's `{'params': {'Dense_0': {'kernel': ...}}}`).
+/// A tensor, an [`Array`] (integers, booleans, keys), or an ordered map
+/// from names to subtrees (a JAX pytree of nested dicts, like Flax's
+/// `{'params': {'Dense_0': {'kernel': ...}}}`).
+///
+/// Transforms and tree functions work on the tensors ([`Tree::leaves`]);
+/// arrays ride along unchanged, as JAX leaves non-float leaves out of
+/// differentiation.
 ///
 /// Maps keep insertion order. Paths are `/`-separated keys. Clones are
 /// cheap: the tensors share storage and the structure is shared.
@@ -58,6 +83,7 @@ impl Def {
 pub struct Tree {
     def: Arc<Def>,
     leaves: Vec<Tensor>,
+    arrays: Vec<Array>,
 }
 
 impl Default for Tree {
@@ -73,8 +99,10 @@ impl Tree {
             def: Arc::new(Def::Map {
                 children: IndexMap::new(),
                 leaves: 0,
+                arrays: 0,
             }),
             leaves: Vec::new(),
+            arrays: Vec::new(),
         }
     }
 
@@ -83,6 +111,16 @@ impl Tree {
         Tree {
             def: Arc::new(Def::Leaf),
             leaves: vec![tensor],
+            arrays: Vec::new(),
+        }
+    }
+
+    /// A tree that is just `array` (an integer, boolean or key array).
+    pub fn array_leaf(array: Array) -> Tree {
+        Tree {
+            def: Arc::new(Def::Array),
+            leaves: Vec::new(),
+            arrays: vec![array],
         }
     }
 
@@ -109,11 +147,23 @@ impl Tree {
         let value = value.into();
         // Appending a new key: O(1) amortized (the structure is copied only
         // if another tree shares it).
-        if let Def::Map { children, leaves } = Arc::make_mut(&mut self.def) {
+        if let Def::Map {
+            children,
+            leaves,
+            arrays,
+        } = Arc::make_mut(&mut self.def)
+        {
             if !children.contains_key(&key) {
-                children.insert(key, (self.leaves.len(), value.def));
+                let child = Child {
+                    leaf: self.leaves.len(),
+                    array: self.arrays.len(),
+                    def: value.def,
+                };
+                children.insert(key, child);
                 *leaves += value.leaves.len();
+                *arrays += value.arrays.len();
                 self.leaves.extend(value.leaves);
+                self.arrays.extend(value.arrays);
                 return Ok(None);
             }
         }
@@ -140,36 +190,36 @@ impl Tree {
         }
         let mut defs = IndexMap::with_capacity(children.len());
         let mut leaves = Vec::new();
+        let mut arrays = Vec::new();
         for (k, v) in children {
-            defs.insert(k, (leaves.len(), v.def));
+            let child = Child {
+                leaf: leaves.len(),
+                array: arrays.len(),
+                def: v.def,
+            };
+            defs.insert(k, child);
             leaves.extend(v.leaves);
+            arrays.extend(v.arrays);
         }
         Tree {
             def: Arc::new(Def::Map {
                 children: defs,
                 leaves: leaves.len(),
+                arrays: arrays.len(),
             }),
             leaves,
+            arrays,
         }
     }
 
     /// The `(key, subtree)` pairs of a map, in order; `None` for a leaf.
     pub fn entries(&self) -> Option<Vec<(String, Tree)>> {
         match &*self.def {
-            Def::Leaf => None,
+            Def::Leaf | Def::Array => None,
             Def::Map { children, .. } => Some(
                 children
                     .iter()
-                    .map(|(k, (offset, def))| {
-                        let leaves = self.leaves[*offset..offset + def.num_leaves()].to_vec();
-                        (
-                            k.clone(),
-                            Tree {
-                                def: def.clone(),
-                                leaves,
-                            },
-                        )
-                    })
+                    .map(|(k, c)| (k.clone(), self.part(c.leaf, c.array, &c.def)))
                     .collect(),
             ),
         }
@@ -178,36 +228,44 @@ impl Tree {
     /// The keys of a map, in order (empty for a leaf).
     pub fn keys(&self) -> Vec<&str> {
         match &*self.def {
-            Def::Leaf => Vec::new(),
+            Def::Leaf | Def::Array => Vec::new(),
             Def::Map { children, .. } => children.keys().map(String::as_str).collect(),
         }
     }
 
-    /// Finds the structure and leaf offset at `path`.
-    fn locate(&self, path: &str) -> Option<(usize, &Arc<Def>)> {
+    /// The subtree of structure `def` whose tensors and arrays start at
+    /// `leaf` and `array`.
+    fn part(&self, leaf: usize, array: usize, def: &Arc<Def>) -> Tree {
+        Tree {
+            def: def.clone(),
+            leaves: self.leaves[leaf..leaf + def.num_leaves()].to_vec(),
+            arrays: self.arrays[array..array + def.num_arrays()].to_vec(),
+        }
+    }
+
+    /// Finds the structure and the tensor and array offsets at `path`.
+    fn locate(&self, path: &str) -> Option<(usize, usize, &Arc<Def>)> {
         let mut def = &self.def;
-        let mut offset = 0;
+        let (mut leaf, mut array) = (0, 0);
         for key in path.split('/').filter(|k| !k.is_empty()) {
             match &**def {
-                Def::Leaf => return None,
+                Def::Leaf | Def::Array => return None,
                 Def::Map { children, .. } => {
-                    let (o, d) = children.get(key)?;
-                    offset += o;
-                    def = d;
+                    let c = children.get(key)?;
+                    leaf += c.leaf;
+                    array += c.array;
+                    def = &c.def;
                 }
             }
         }
-        Some((offset, def))
+        Some((leaf, array, def))
     }
 
     /// The subtree at a `/`-separated path (`"params/Dense_0"`); the empty
     /// path is the whole tree. The copy shares storage with `self`.
     pub fn subtree(&self, path: &str) -> Option<Tree> {
-        let (offset, def) = self.locate(path)?;
-        Some(Tree {
-            def: def.clone(),
-            leaves: self.leaves[offset..offset + def.num_leaves()].to_vec(),
-        })
+        let (leaf, array, def) = self.locate(path)?;
+        Some(self.part(leaf, array, def))
     }
 
     /// The tensor at a `/`-separated path (`"params/Dense_0/kernel"`).
@@ -216,25 +274,50 @@ impl Tree {
     /// path names a map).
     pub fn tensor(&self, path: &str) -> Result<&Tensor> {
         match self.locate(path) {
-            Some((offset, def)) if **def == Def::Leaf => Ok(&self.leaves[offset]),
+            Some((leaf, _, def)) if **def == Def::Leaf => Ok(&self.leaves[leaf]),
             _ => Err(TensorError::MissingKey { path: path.into() }),
         }
+    }
+
+    /// The array (integers, booleans, keys) at a `/`-separated path.
+    ///
+    /// Fails with [`TensorError::MissingKey`] when there is none (or the
+    /// path names a tensor or a map).
+    pub fn array(&self, path: &str) -> Result<&Array> {
+        match self.locate(path) {
+            Some((_, array, def)) if **def == Def::Array => Ok(&self.arrays[array]),
+            _ => Err(TensorError::MissingKey { path: path.into() }),
+        }
+    }
+
+    /// The array, if the tree is a single array.
+    pub fn as_array(&self) -> Option<&Array> {
+        match &*self.def {
+            Def::Array => self.arrays.first(),
+            _ => None,
+        }
+    }
+
+    /// All arrays (integers, booleans, keys), depth first.
+    pub fn arrays(&self) -> &[Array] {
+        &self.arrays
     }
 
     /// The tensor, if the tree is a single leaf.
     pub fn as_tensor(&self) -> Option<&Tensor> {
         match &*self.def {
             Def::Leaf => self.leaves.first(),
-            Def::Map { .. } => None,
+            _ => None,
         }
     }
 
-    /// Whether the tree is a single tensor.
+    /// Whether the tree is a single tensor or array (not a map).
     pub fn is_leaf(&self) -> bool {
-        *self.def == Def::Leaf
+        !matches!(*self.def, Def::Map { .. })
     }
 
-    /// All tensors, depth first in insertion order (`jax.tree.leaves`).
+    /// All tensors, depth first in insertion order (`jax.tree.leaves`
+    /// of the float leaves; arrays are in [`Tree::arrays`]).
     pub fn leaves(&self) -> &[Tensor] {
         &self.leaves
     }
@@ -261,6 +344,7 @@ impl Tree {
         Ok(Tree {
             def: self.def.clone(),
             leaves,
+            arrays: self.arrays.clone(),
         })
     }
 
@@ -305,7 +389,18 @@ impl Tree {
                 Tensor::stack(&parts, axis)
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(first.with_leaves(leaves)?.sorted())
+        let arrays = (0..first.arrays.len())
+            .map(|k| {
+                let parts: Vec<Array> = trees.iter().map(|t| t.arrays[k].clone()).collect();
+                Array::stack(&parts, axis)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let stacked = Tree {
+            def: first.def.clone(),
+            leaves,
+            arrays,
+        };
+        Ok(stacked.sorted())
     }
 
     /// The same tree with the keys of every map in sorted order, as JAX's
@@ -339,30 +434,110 @@ impl Tree {
             .iter()
             .map(|x| x.index_axis(axis, index))
             .collect::<Result<Vec<_>>>()?;
-        self.with_leaves(leaves)
+        let arrays = self
+            .arrays
+            .iter()
+            .map(|x| x.index_axis(axis, index))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Tree {
+            def: self.def.clone(),
+            leaves,
+            arrays,
+        })
     }
 
     /// All tensors with their `/`-separated paths, depth first.
     pub fn paths(&self) -> Vec<(String, &Tensor)> {
-        fn walk(def: &Def, prefix: &str, offset: usize, out: &mut Vec<(String, usize)>) {
+        self.walk()
+            .into_iter()
+            .filter_map(|(p, leaf)| match leaf {
+                LeafRef::Tensor(t) => Some((p, t)),
+                LeafRef::Array(_) => None,
+            })
+            .collect()
+    }
+
+    /// All arrays with their `/`-separated paths, depth first.
+    pub fn array_paths(&self) -> Vec<(String, &Array)> {
+        self.walk()
+            .into_iter()
+            .filter_map(|(p, leaf)| match leaf {
+                LeafRef::Array(a) => Some((p, a)),
+                LeafRef::Tensor(_) => None,
+            })
+            .collect()
+    }
+
+    /// Every leaf, tensor or array, with its path, depth first.
+    pub fn leaf_paths(&self) -> Vec<(String, LeafRef<'_>)> {
+        self.walk()
+    }
+
+    fn walk(&self) -> Vec<(String, LeafRef<'_>)> {
+        fn go<'t>(
+            t: &'t Tree,
+            def: &Def,
+            prefix: &str,
+            (leaf, array): (usize, usize),
+            out: &mut Vec<(String, LeafRef<'t>)>,
+        ) {
             match def {
-                Def::Leaf => out.push((prefix.to_string(), offset)),
+                Def::Leaf => out.push((prefix.to_string(), LeafRef::Tensor(&t.leaves[leaf]))),
+                Def::Array => out.push((prefix.to_string(), LeafRef::Array(&t.arrays[array]))),
                 Def::Map { children, .. } => {
-                    for (k, (o, d)) in children {
+                    for (k, c) in children {
                         let p = if prefix.is_empty() {
                             k.clone()
                         } else {
                             format!("{prefix}/{k}")
                         };
-                        walk(d, &p, offset + o, out);
+                        go(t, &c.def, &p, (leaf + c.leaf, array + c.array), out);
                     }
                 }
             }
         }
         let mut out = Vec::new();
-        walk(&self.def, "", 0, &mut out);
-        out.into_iter().map(|(p, i)| (p, &self.leaves[i])).collect()
+        go(self, &self.def, "", (0, 0), &mut out);
+        out
     }
+}
+
+/// What a single-leaf tree can be taken out as: a [`Tensor`] or an
+/// [`Array`] (used by variables, whose values are either).
+pub trait Leaf: Into<Tree> + Clone {
+    /// What the kind is called in messages.
+    const KIND: &'static str;
+
+    /// The leaf, if `tree` is a single leaf of this kind.
+    fn from_tree(tree: &Tree) -> Option<Self>;
+
+    /// What this value's kind is called in messages.
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+}
+
+impl Leaf for Tensor {
+    const KIND: &'static str = "float32 tensor";
+    fn from_tree(tree: &Tree) -> Option<Tensor> {
+        tree.as_tensor().cloned()
+    }
+}
+
+impl Leaf for Array {
+    const KIND: &'static str = "array";
+    fn from_tree(tree: &Tree) -> Option<Array> {
+        tree.as_array().cloned()
+    }
+}
+
+/// A leaf of a tree, borrowed: a tensor or an array.
+#[derive(Clone, Copy, Debug)]
+pub enum LeafRef<'t> {
+    /// An `f32` tensor.
+    Tensor(&'t Tensor),
+    /// An integer, boolean or key array.
+    Array(&'t Array),
 }
 
 impl From<Tensor> for Tree {
@@ -371,11 +546,32 @@ impl From<Tensor> for Tree {
     }
 }
 
+impl From<Array> for Tree {
+    fn from(a: Array) -> Tree {
+        Tree::array_leaf(a)
+    }
+}
+
+/// Equal structure and equal values (tensors compare as `f32` `==`, so a
+/// NaN is unequal to itself, as in NumPy's `array_equal`).
+impl PartialEq for Tree {
+    fn eq(&self, other: &Tree) -> bool {
+        self.same_structure(other)
+            && self.arrays == other.arrays
+            && self
+                .leaves
+                .iter()
+                .zip(&other.leaves)
+                .all(|(a, b)| a.shape() == b.shape() && a.view() == b.view())
+    }
+}
+
 impl fmt::Debug for Tree {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.entries() {
-            None => write!(f, "{:?}", self.leaves[0]),
-            Some(entries) => f
+        match (self.entries(), self.as_array()) {
+            (None, Some(a)) => write!(f, "{a:?}"),
+            (None, None) => write!(f, "{:?}", self.leaves[0]),
+            (Some(entries), _) => f
                 .debug_map()
                 .entries(entries.iter().map(|(k, v)| (k, v)))
                 .finish(),
@@ -396,6 +592,7 @@ pub fn tree_map(tree: &Tree, f: impl FnMut(&Tensor) -> Tensor) -> Tree {
     Tree {
         def: tree.def.clone(),
         leaves: tree.leaves.iter().map(f).collect(),
+        arrays: tree.arrays.clone(),
     }
 }
 
@@ -433,5 +630,6 @@ pub fn tree_map2(
     Ok(Tree {
         def: a.def.clone(),
         leaves,
+        arrays: a.arrays.clone(),
     })
 }
