@@ -5,6 +5,7 @@
 mod activation;
 mod dense;
 mod dropout;
+mod map_variables;
 mod module;
 mod normalization;
 mod scan;
@@ -13,6 +14,7 @@ mod vmap;
 pub use activation::{gelu, log_softmax, relu, sigmoid, softmax, tanh};
 pub use dense::Dense;
 pub use dropout::Dropout;
+pub use map_variables::MapVariables;
 pub use module::{Child, Module};
 pub use normalization::{BatchNorm, LayerNorm};
 pub use scan::Scan;

@@ -16,6 +16,6 @@ mod vmap;
 pub use axes::{MapIn, StackOut};
 pub(crate) use collective::AxisContext;
 pub use collective::BatchedFn;
-pub use map_variables::TreeFn;
+pub use map_variables::{MapOptions, TreeFn};
 pub use scan::ScanConfig;
 pub use vmap::VmapConfig;

@@ -22,7 +22,7 @@ use crate::core::variables::Variables;
 use crate::error::{Error, Result};
 use crate::random::{self, Key};
 use crate::tensor::batched::{IsBroadcast, ItemGroup};
-use crate::tensor::{Tensor, Tree};
+use crate::tensor::{LeafRef, Tensor, Tree};
 
 /// How a lifted collection reaches the items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,20 +201,26 @@ impl Packed {
                     _ => sub.clone(),
                 },
                 (VarMode::Axis(a), Some(sub)) => {
-                    let mut leaves = Vec::with_capacity(sub.leaves().len());
-                    for (k, x) in sub.leaves().iter().enumerate() {
-                        if *a >= x.ndim() || x.shape()[*a] != n {
-                            // Names are built only for the error (items are hot).
-                            let name = &sub.paths()[k].0;
-                            return Err(self.error(format!(
-                                "variable \"{c}/{name}\" of shape {:?} cannot be mapped over \
-                                 axis {a} with {n} items",
-                                x.shape()
-                            )));
-                        }
-                        leaves.push(x.index_axis(*a as isize, i)?);
+                    let unmappable = |shape: &[usize]| *a >= shape.len() || shape[*a] != n;
+                    let bad = sub.leaves().iter().any(|x| unmappable(x.shape()))
+                        || sub.arrays().iter().any(|x| unmappable(x.shape()));
+                    if bad {
+                        // Names are built only for the error (items are hot).
+                        let (name, shape) = sub
+                            .leaf_paths()
+                            .into_iter()
+                            .map(|(p, leaf)| match leaf {
+                                LeafRef::Tensor(t) => (p, t.shape().to_vec()),
+                                LeafRef::Array(x) => (p, x.shape().to_vec()),
+                            })
+                            .find(|(_, shape)| unmappable(shape))
+                            .unwrap_or_default();
+                        return Err(self.error(format!(
+                            "variable \"{c}/{name}\" of shape {shape:?} cannot be mapped over \
+                             axis {a} with {n} items"
+                        )));
                     }
-                    sub.with_leaves(leaves)?
+                    sub.index_axis(*a as isize, i)?
                 }
             };
             variables.insert(c.clone(), self.place(c, item)?);

@@ -1,0 +1,136 @@
+"""Conformance fixtures for the API-completeness work: `nn.map_variables`
+with `init=True` (Flax's test_map_variables_bit_weights and variants with
+RNG streams and mutable collections).
+
+Pinned: jax==0.10.2, jaxlib==0.10.2, flax==0.12.8 (CPU). From the
+repository root:
+
+    .venv-oracle/bin/python tools/oracle/generate_api.py
+
+Writes tests/fixtures/api.json. Floats are f32 written as the decimal of
+their exact value; shapes are listed separately, data is row-major.
+"""
+
+import json
+import os
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+import flax
+import flax.linen as nn
+
+EXPECTED = {"jax": "0.10.2", "flax": "0.12.8"}
+assert jax.__version__ == EXPECTED["jax"], jax.__version__
+assert flax.__version__ == EXPECTED["flax"], flax.__version__
+OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "api.json")
+
+
+def enc(x):
+    x = np.asarray(x, dtype=np.float32)
+    return {"shape": list(x.shape), "data": [float(v) for v in x.reshape(-1)]}
+
+
+def flat(tree, prefix=""):
+    out = {}
+    for k, v in tree.items():
+        p = f"{prefix}/{k}" if prefix else k
+        if isinstance(v, dict):
+            out.update(flat(v, p))
+        else:
+            out[p] = enc(v)
+    return out
+
+
+def sign(t):
+    return jax.tree_util.tree_map(jnp.sign, t)
+
+
+class BitWeights(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        BitDense = nn.map_variables(nn.Dense, "params", sign, init=True)
+        return BitDense(4)(x)
+
+
+class DenseDropout(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Dense(3)(x)
+        return nn.Dropout(0.5, deterministic=False)(x)
+
+
+class Doubled(nn.Module):
+    """init=True with a stream besides params: the dropout mask of the
+    second run, which init returns."""
+
+    @nn.compact
+    def __call__(self, x):
+        double = lambda t: jax.tree_util.tree_map(lambda a: a * 2.0, t)
+        M = nn.map_variables(DenseDropout, "params", double, init=True)
+        return M()(x)
+
+
+class Count(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        c = self.variable("stats", "count", lambda: jnp.zeros((2,), jnp.float32))
+        c.value = c.value + 1.0
+        return x * c.value
+
+
+class Shifted(nn.Module):
+    """mutable=True: the view is count + 10, stored back minus 10."""
+
+    @nn.compact
+    def __call__(self, x):
+        M = nn.map_variables(
+            Count,
+            "stats",
+            lambda t: jax.tree_util.tree_map(lambda a: a + 10.0, t),
+            lambda t: jax.tree_util.tree_map(lambda a: a - 10.0, t),
+            mutable=True,
+        )
+        return M()(x)
+
+
+def main():
+    cases = {}
+    x = jnp.ones((2, 4))
+    y, v = BitWeights().init_with_output(jax.random.key(0), x)
+    cases["bit_weights"] = {
+        "x": enc(x),
+        "init_y": enc(y),
+        "variables": flat(v),
+        "apply_y": enc(BitWeights().apply(v, x)),
+    }
+
+    x = jnp.arange(8, dtype=jnp.float32).reshape(2, 4) / 8.0
+    rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
+    y, v = Doubled().init_with_output(rngs, x)
+    cases["doubled_dropout"] = {
+        "x": enc(x),
+        "init_y": enc(y),
+        "variables": flat(v),
+        "apply_y": enc(Doubled().apply(v, x, rngs={"dropout": jax.random.key(2)})),
+    }
+
+    x = jnp.ones((2,))
+    y, v = Shifted().init_with_output(jax.random.key(0), x)
+    y2, upd = Shifted().apply(v, x, mutable=["stats"])
+    cases["shifted_counter"] = {
+        "x": enc(x),
+        "init_y": enc(y),
+        "variables": flat(v),
+        "apply_y": enc(y2),
+        "updated": flat(upd),
+    }
+
+    with open(OUT, "w") as f:
+        json.dump({"versions": EXPECTED, "cases": cases}, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
