@@ -97,10 +97,34 @@ fn collections_and_streams_not_lifted() {
         .init(random::key(0), x.clone())
         .unwrap_err();
     assert!(lift_message(e).contains("collection \"params\" is not lifted"));
-    // The 'params' stream not in split_rngs: no key inside.
+    // The 'params' stream not in split_rngs: no key inside, and the error
+    // names the transform and the split_rngs entry to add.
     let e = Vmap::new(Dense::new(2))
         .variable_axes("params", Some(0))
         .init(random::key(0), x.clone())
+        .unwrap_err();
+    let message = lift_message(e);
+    assert!(
+        message.contains("the vmap at / does not pass RNG stream \"params\" in")
+            && message.contains("add it to its split_rngs"),
+        "{message}"
+    );
+    // A dropout stream given to apply but not listed (Flax:
+    // InvalidRngError "Dropout_0 needs PRNG for \"dropout\"").
+    let v = Vmap::new(flaxen::nn::Dropout::new(0.5))
+        .split_rngs("params", true)
+        .apply(
+            &flaxen::core::Variables::new(),
+            x.clone(),
+            flaxen::core::Rngs::from([("dropout", random::key(1))]),
+        )
+        .unwrap_err();
+    let message = lift_message(v);
+    assert!(message.contains("stream \"dropout\""), "{message}");
+    // With no such stream anywhere, it is the plain missing-stream error.
+    let e = Vmap::new(flaxen::nn::Dropout::new(0.5))
+        .split_rngs("params", true)
+        .apply(&flaxen::core::Variables::new(), x.clone(), ())
         .unwrap_err();
     assert!(matches!(e, Error::MissingRng { .. }), "{e:?}");
     // The same for a tree-valued parameter.

@@ -36,8 +36,19 @@ struct Case {
 }
 
 #[derive(Deserialize)]
+struct ExplicitRngCase {
+    x: Array,
+    explicit: Array,
+    stream: Array,
+    eval_explicit: Array,
+    eval_stream: Array,
+    default_key: [u32; 2],
+}
+
+#[derive(Deserialize)]
 struct Fixture {
     cases: BTreeMap<String, Case>,
+    explicit_rng: ExplicitRngCase,
 }
 
 fn bits(t: &Tensor) -> Vec<u32> {
@@ -202,4 +213,42 @@ fn without_init_or_mutable_the_mapped_collection_is_read_only() {
         matches!(err, flaxen::Error::MissingVariable { ref name, .. } if name == "kernel"),
         "{err}"
     );
+}
+
+/// Flax: `nn.Dropout(0.5)(x, deterministic=not train, rng=key(5))`, then a
+/// Dropout on the stream, then `make_rng()`.
+struct ExplicitRng {
+    train: bool,
+}
+
+impl Module for ExplicitRng {
+    type Input = Tensor;
+    type Output = (Tensor, Tensor, [u32; 2]);
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<(Tensor, Tensor, [u32; 2])> {
+        let explicit = Dropout::new(0.5)
+            .deterministic(!self.train)
+            .rng(random::key(5));
+        let a = s.call(explicit, x.clone())?;
+        let b = s.call(Dropout::new(0.5).deterministic(!self.train), x)?;
+        let k = random::key_data(&s.make_rng_default()?);
+        Ok((a, b, k))
+    }
+}
+
+#[test]
+fn dropout_with_an_explicit_rng_and_make_rng_default() {
+    let f: Fixture = common::load_fixture("api.json");
+    let c = f.explicit_rng;
+    let rngs = || Rngs::from([("params", random::key(0)), ("dropout", random::key(1))]);
+    let ((a, b, k), _) = ExplicitRng { train: true }
+        .init_with_output(rngs(), c.x.tensor())
+        .unwrap();
+    assert_same(&a, &c.explicit, "explicit rng");
+    assert_same(&b, &c.stream, "dropout stream");
+    assert_eq!(k, c.default_key);
+    let ((a, b, _), _) = ExplicitRng { train: false }
+        .init_with_output(rngs(), c.x.tensor())
+        .unwrap();
+    assert_same(&a, &c.eval_explicit, "deterministic");
+    assert_same(&b, &c.eval_stream, "deterministic");
 }

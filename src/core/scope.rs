@@ -32,6 +32,9 @@ pub(crate) struct State {
     pub(crate) lifted: Arc<Vec<Vec<Filter>>>,
     /// Named mapped axes of enclosing `vmap`s, innermost last.
     pub(crate) axes: Vec<super::lift::AxisContext>,
+    /// RNG streams an enclosing transform did not take (not in its
+    /// `split_rngs`): stream, transform, the transform's module path.
+    pub(crate) hidden_streams: Arc<Vec<(String, &'static str, String)>>,
 }
 
 impl State {
@@ -49,6 +52,7 @@ impl State {
             initializing,
             lifted: Arc::default(),
             axes: Vec::new(),
+            hidden_streams: Arc::default(),
         }
     }
 
@@ -250,6 +254,18 @@ impl<'s> Scope<'s> {
             stream
         } else if st.rngs.contains("params") {
             "params"
+        } else if let Some((_, transform, at)) =
+            st.hidden_streams.iter().find(|(name, ..)| name == stream)
+        {
+            return Err(Error::Lift {
+                path: self.path_text(),
+                transform,
+                message: format!(
+                    "make_rng(\"{stream}\"): the {transform} at {at} does not pass RNG stream \
+                     \"{stream}\" in; add it to its split_rngs (true to split it per item, \
+                     false to share it)"
+                ),
+            });
         } else {
             return Err(Error::MissingRng {
                 path: self.path_text(),
@@ -268,6 +284,11 @@ impl<'s> Scope<'s> {
         let mut data: Vec<PathElement<'_>> = self.path.iter().map(|s| s.as_str().into()).collect();
         data.push(count.into());
         Ok(random::fold_in(seed, path_hash(&data, separator)))
+    }
+
+    /// `make_rng()` with Flax's default stream, `params`.
+    pub fn make_rng_default(&self) -> Result<Key> {
+        self.make_rng("params")
     }
 
     /// The full path of a variable inside its collection's tree.

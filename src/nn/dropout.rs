@@ -1,7 +1,7 @@
 //! `Dropout` (`flax.linen.Dropout`).
 
 use crate::core::{Result, Scope};
-use crate::random;
+use crate::random::{self, Key};
 use crate::tensor::Tensor;
 
 use super::module::{config_error, Module};
@@ -37,6 +37,9 @@ pub struct Dropout {
     pub broadcast_dims: Vec<usize>,
     /// The RNG stream of the mask (default `dropout`).
     pub rng_collection: String,
+    /// A key to draw the mask from instead of `make_rng` (Flax's `rng=`
+    /// argument of `__call__`).
+    pub rng: Option<Key>,
 }
 
 impl Dropout {
@@ -47,6 +50,7 @@ impl Dropout {
             deterministic: false,
             broadcast_dims: Vec::new(),
             rng_collection: "dropout".to_string(),
+            rng: None,
         }
     }
 
@@ -65,6 +69,18 @@ impl Dropout {
     /// Sets the RNG stream of the mask.
     pub fn rng_collection(mut self, name: &str) -> Dropout {
         self.rng_collection = name.to_string();
+        self
+    }
+
+    /// Draws the mask from `key` instead of the `dropout` stream (Flax's
+    /// `Dropout(rate)(x, rng=key)`); no `make_rng` count is used.
+    ///
+    /// Like `deterministic`, this is set where the module is called: in
+    /// compact style the module is made at its call, so
+    /// `s.call(Dropout::new(0.5).deterministic(!train).rng(key), x)` is
+    /// Flax's `nn.Dropout(0.5)(x, deterministic=not train, rng=key)`.
+    pub fn rng(mut self, key: Key) -> Dropout {
+        self.rng = Some(key);
         self
     }
 }
@@ -97,7 +113,12 @@ impl Module for Dropout {
         }
         // As Flax: `1.0 - rate` in double precision, used as an f32.
         let keep_prob = (1.0 - self.rate) as f32;
-        let rng = s.make_rng(&self.rng_collection)?;
+        // An explicit key is used as it is, consuming no count (Flax's
+        // `rng=` argument).
+        let rng = match &self.rng {
+            Some(key) => key.clone(),
+            None => s.make_rng(&self.rng_collection)?,
+        };
         let mut mask_shape = x.shape().to_vec();
         for &d in &self.broadcast_dims {
             mask_shape[d] = 1;

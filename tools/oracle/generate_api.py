@@ -95,6 +95,18 @@ class Shifted(nn.Module):
         return M()(x)
 
 
+class ExplicitRng(nn.Module):
+    """Dropout with an explicit rng and a call-time deterministic, and
+    make_rng() with the default stream."""
+
+    @nn.compact
+    def __call__(self, x, train):
+        a = nn.Dropout(0.5)(x, deterministic=not train, rng=jax.random.key(5))
+        b = nn.Dropout(0.5)(x, deterministic=not train)
+        k = jax.random.key_data(self.make_rng())
+        return a, b, k
+
+
 def main():
     cases = {}
     x = jnp.ones((2, 4))
@@ -127,8 +139,21 @@ def main():
         "updated": flat(upd),
     }
 
+    x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4) / 12.0
+    rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
+    (a, b, k), _ = ExplicitRng().init_with_output(rngs, x, True)
+    (a2, b2, _), _ = ExplicitRng().init_with_output(rngs, x, False)
+    explicit = {
+        "x": enc(x),
+        "explicit": enc(a),
+        "stream": enc(b),
+        "eval_explicit": enc(a2),
+        "eval_stream": enc(b2),
+        "default_key": [int(v) for v in np.asarray(k)],
+    }
+
     with open(OUT, "w") as f:
-        json.dump({"versions": EXPECTED, "cases": cases}, f, indent=1)
+        json.dump({"versions": EXPECTED, "cases": cases, "explicit_rng": explicit}, f, indent=1)
         f.write("\n")
 
 

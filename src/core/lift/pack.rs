@@ -51,6 +51,9 @@ pub(crate) struct Packed {
     axes: Vec<super::AxisContext>,
     /// `make_rng` counters when the transform started.
     pub(crate) counters: HashMap<(Vec<String>, String), u64>,
+    /// RNG streams of the outer scopes that this and enclosing transforms
+    /// do not pass in (for the error of a `make_rng` that wants one).
+    pub(crate) hidden_streams: Arc<Vec<(String, &'static str, String)>>,
     modes: Vec<(Filter, VarMode)>,
     /// Per collection, per leaf: the items' views of a broadcast variable
     /// (set by [`Packed::share_broadcast`]; `vmap` only).
@@ -117,6 +120,14 @@ impl Packed {
                     .map(|&(_, split)| (name.clone(), split, random::clone(key)))
             })
             .collect();
+        let mut hidden = (*outer.hidden_streams).clone();
+        hidden.extend(
+            outer
+                .rngs
+                .names()
+                .filter(|name| !split_rngs.iter().any(|(f, _)| f.matches(name)))
+                .map(|name| (name.to_string(), transform, scope.path_text())),
+        );
         let mut lifted = (*outer.lifted).clone();
         lifted.push(modes.iter().map(|(f, _)| f.clone()).collect());
         let lifted = Arc::new(lifted);
@@ -132,6 +143,7 @@ impl Packed {
             lifted,
             axes: outer.axes.clone(),
             counters: outer.counters.clone(),
+            hidden_streams: Arc::new(hidden),
             modes,
             groups: Vec::new(),
         }
@@ -236,6 +248,7 @@ impl Packed {
         );
         state.counters = counters;
         state.lifted = Arc::clone(&self.lifted);
+        state.hidden_streams = Arc::clone(&self.hidden_streams);
         state.axes = self.axes.clone();
         Ok(state)
     }
