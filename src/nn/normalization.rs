@@ -5,22 +5,78 @@ use std::sync::Arc;
 use crate::core::lift::BatchedFn;
 use crate::core::{Result, Scope};
 use crate::init::{self, Initializer};
+use ndarray::ArrayD;
+
 use crate::tensor::Tensor;
 
 use super::module::{config_error, Module};
 
-/// Mean and (fast) variance over `axes`, as Flax's `_compute_stats` with
-/// `use_fast_variance`: `var = max(0, mean(x²) - mean(x)²)`. As in Flax,
-/// `x²` is computed before either mean, so that under `grad` the cotangents
-/// of `x` add up in JAX's order. (With an axis name, see
-/// `BatchNorm::call_batched`.)
-fn compute_stats(x: &Tensor, axes: &[usize]) -> Result<(Tensor, Tensor)> {
+/// Mean and variance over `axes`, as Flax's `_compute_stats`. With
+/// `use_fast_variance`, `var = max(0, mean(x²) - mean(x)²)`, `x²` computed
+/// before either mean (so that under `grad` the cotangents of `x` add up in
+/// JAX's order); otherwise `var = mean((x - mean(x))²)`. A `mask` (1 where
+/// an element counts, 0 where not, already broadcast to `x`'s shape) makes
+/// every mean `jnp.mean(..., where=mask)`: the masked sum times the f32
+/// reciprocal of the count. (With an axis
+/// name, see `BatchNorm::call_batched`.)
+fn compute_stats(
+    x: &Tensor,
+    axes: &[usize],
+    use_fast_variance: bool,
+    mask: Option<&Tensor>,
+) -> Result<(Tensor, Tensor)> {
     let axes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
-    let x2 = x.square();
-    let mu = x.mean(&axes, false)?;
-    let mu2 = x2.mean(&axes, false)?;
-    let var = mu2.sub(&mu.square())?.maximum(&Tensor::scalar(0.0))?;
-    Ok((mu, var))
+    let mean_of = |t: &Tensor| -> Result<Tensor> {
+        match mask {
+            None => Ok(t.mean(&axes, false)?),
+            Some(m) => {
+                let sum = Tensor::select(m, t, &Tensor::zeros(&[]))?.sum(&axes, false)?;
+                // XLA divides by the count as a multiply by its f32
+                // reciprocal (measured: eager and jitted JAX agree on it).
+                let count = m.sum(&axes, false)?;
+                Ok(sum.mul(&Tensor::ones(&[]).div(&count)?)?)
+            }
+        }
+    };
+    if use_fast_variance {
+        let x2 = x.square();
+        let mu = mean_of(x)?;
+        let mu2 = mean_of(&x2)?;
+        let var = mu2.sub(&mu.square())?.maximum(&Tensor::scalar(0.0))?;
+        Ok((mu, var))
+    } else {
+        let mu = mean_of(x)?;
+        let mut kept = x.shape().to_vec();
+        for &a in &axes {
+            kept[a as usize] = 1;
+        }
+        let kept: Vec<isize> = kept.iter().map(|&d| d as isize).collect();
+        let var = mean_of(&x.sub(&mu.reshape(&kept)?)?.square())?;
+        Ok((mu, var))
+    }
+}
+
+/// A boolean `mask` as 1/0 of `x`'s shape, or a typed error when it does
+/// not broadcast.
+fn mask_tensor(s: &Scope<'_>, mask: Option<&ArrayD<bool>>, x: &Tensor) -> Result<Option<Tensor>> {
+    let Some(mask) = mask else { return Ok(None) };
+    let Some(view) = mask.broadcast(x.shape()) else {
+        return Err(config_error(
+            s,
+            format!(
+                "mask of shape {:?} does not broadcast to the input's shape {:?}",
+                mask.shape(),
+                x.shape()
+            ),
+        ));
+    };
+    Ok(Some(Tensor::from_array(view.mapv(|m| {
+        if m {
+            1.0f32
+        } else {
+            0.0
+        }
+    }))))
 }
 
 /// Flax's `_normalize`: `(x - mean) * rsqrt(var + eps) * scale + bias`, with
@@ -105,6 +161,12 @@ pub struct BatchNorm {
     pub bias_init: Initializer,
     /// Name of a mapped axis to average the statistics over (inside `vmap`).
     pub axis_name: Option<String>,
+    /// `var = mean(x²) - mean(x)²` (default true) rather than
+    /// `mean((x - mean(x))²)`.
+    pub use_fast_variance: bool,
+    /// Where the statistics are computed (Flax's `mask=` argument of
+    /// `__call__`): broadcastable to the input; `None` for everywhere.
+    pub mask: Option<ArrayD<bool>>,
 }
 
 impl Default for BatchNorm {
@@ -119,6 +181,8 @@ impl Default for BatchNorm {
             scale_init: init::ones(),
             bias_init: init::zeros(),
             axis_name: None,
+            use_fast_variance: true,
+            mask: None,
         }
     }
 }
@@ -153,6 +217,19 @@ impl BatchNorm {
         self.axis_name = Some(name.to_string());
         self
     }
+
+    /// Sets `use_fast_variance`.
+    pub fn use_fast_variance(mut self, on: bool) -> BatchNorm {
+        self.use_fast_variance = on;
+        self
+    }
+
+    /// Computes the statistics only where `mask` is true (Flax's
+    /// `BatchNorm(...)(x, mask=mask)`; set where the module is called).
+    pub fn mask(mut self, mask: ArrayD<bool>) -> BatchNorm {
+        self.mask = Some(mask);
+        self
+    }
 }
 
 impl Module for BatchNorm {
@@ -167,14 +244,23 @@ impl Module for BatchNorm {
         let ra_var = s.variable("batch_stats", "var", || Ok(Tensor::ones(&feature_shape)))?;
         let axis_name = self.axis_name.as_deref().filter(|_| !s.is_initializing());
         if let (false, Some(name)) = (self.use_running_average, axis_name) {
+            if self.mask.is_some() || !self.use_fast_variance {
+                return Err(config_error(
+                    s,
+                    "BatchNorm with an axis name supports neither mask nor \
+                     use_fast_variance=false yet"
+                        .to_string(),
+                ));
+            }
             return self.call_batched(s, name, &x, feature, &reduction, ra_mean, ra_var);
         }
+        let mask = mask_tensor(s, self.mask.as_ref(), &x)?;
         let (mean, var) = if self.use_running_average {
             (ra_mean.value(), ra_var.value())
         } else {
             // Without an axis name, or while initializing (as Flax, which
             // ignores the axis name then).
-            let (mean, var) = compute_stats(&x, &reduction)?;
+            let (mean, var) = compute_stats(&x, &reduction, self.use_fast_variance, mask.as_ref())?;
             if !s.is_initializing() {
                 let m = Tensor::scalar(self.momentum as f32);
                 let one_minus = Tensor::scalar((1.0 - self.momentum) as f32);
@@ -281,11 +367,22 @@ impl BatchNorm {
 }
 
 /// Layer normalization (Flax's `nn.LayerNorm`): normalizes each example
-/// over its last axis, with a learned `scale` and `bias`.
+/// over its `reduction_axes` (default: the last), with a learned `scale`
+/// and `bias` over the `feature_axes` (default: the last).
 #[derive(Clone, Debug)]
 pub struct LayerNorm {
     /// Added to the variance (default 1e-6).
     pub epsilon: f32,
+    /// The axes the statistics are computed over (default `[-1]`).
+    pub reduction_axes: Vec<isize>,
+    /// The axes of the learned scale and bias (default `[-1]`).
+    pub feature_axes: Vec<isize>,
+    /// `var = mean(x²) - mean(x)²` (default true) rather than
+    /// `mean((x - mean(x))²)`.
+    pub use_fast_variance: bool,
+    /// Where the statistics are computed (Flax's `mask=` argument of
+    /// `__call__`): broadcastable to the input; `None` for everywhere.
+    pub mask: Option<ArrayD<bool>>,
     /// Learn a scale (default true).
     pub use_scale: bool,
     /// Learn a bias (default true).
@@ -300,6 +397,10 @@ impl Default for LayerNorm {
     fn default() -> Self {
         LayerNorm {
             epsilon: 1e-6,
+            reduction_axes: vec![-1],
+            feature_axes: vec![-1],
+            use_fast_variance: true,
+            mask: None,
             use_scale: true,
             use_bias: true,
             scale_init: init::ones(),
@@ -313,6 +414,37 @@ impl LayerNorm {
     pub fn new() -> LayerNorm {
         LayerNorm::default()
     }
+
+    /// Sets the axes the statistics are computed over.
+    pub fn reduction_axes(mut self, axes: &[isize]) -> LayerNorm {
+        self.reduction_axes = axes.to_vec();
+        self
+    }
+
+    /// Sets the axes of the learned scale and bias.
+    pub fn feature_axes(mut self, axes: &[isize]) -> LayerNorm {
+        self.feature_axes = axes.to_vec();
+        self
+    }
+
+    /// Sets epsilon.
+    pub fn epsilon(mut self, epsilon: f32) -> LayerNorm {
+        self.epsilon = epsilon;
+        self
+    }
+
+    /// Sets `use_fast_variance`.
+    pub fn use_fast_variance(mut self, on: bool) -> LayerNorm {
+        self.use_fast_variance = on;
+        self
+    }
+
+    /// Computes the statistics only where `mask` is true (Flax's
+    /// `LayerNorm()(x, mask=mask)`; set where the module is called).
+    pub fn mask(mut self, mask: ArrayD<bool>) -> LayerNorm {
+        self.mask = Some(mask);
+        self
+    }
 }
 
 impl Module for LayerNorm {
@@ -320,15 +452,26 @@ impl Module for LayerNorm {
     type Output = Tensor;
 
     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
-        let last = canonical_axis(s, -1, x.ndim(), "LayerNorm")?;
-        let (mean, var) = compute_stats(&x, &[last])?;
+        let canonical = |axes: &[isize], what: &str| -> Result<Vec<usize>> {
+            let mut out: Vec<usize> = axes
+                .iter()
+                .map(|&a| canonical_axis(s, a, x.ndim(), what))
+                .collect::<Result<_>>()?;
+            out.sort_unstable();
+            out.dedup();
+            Ok(out)
+        };
+        let reduction = canonical(&self.reduction_axes, "LayerNorm reduction")?;
+        let features = canonical(&self.feature_axes, "LayerNorm feature")?;
+        let mask = mask_tensor(s, self.mask.as_ref(), &x)?;
+        let (mean, var) = compute_stats(&x, &reduction, self.use_fast_variance, mask.as_ref())?;
         normalize(
             s,
             &x,
             &mean,
             &var,
-            &[last],
-            &[last],
+            &reduction,
+            &features,
             self.epsilon,
             self.use_scale,
             self.use_bias,

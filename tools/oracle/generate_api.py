@@ -107,6 +107,38 @@ class ExplicitRng(nn.Module):
         return a, b, k
 
 
+def norm_case(module, x, mask=None, mutable=False):
+    """Init, output, updated statistics and the gradient of sum(y * c)
+    with respect to the parameters and the input."""
+    kw = {} if mask is None else {"mask": mask}
+    v = module.init(jax.random.key(0), x, **kw)
+    c = jnp.cos(jnp.arange(x.size, dtype=jnp.float32)).reshape(x.shape)
+
+    def f(params, x):
+        vs = dict(v, params=params)
+        if mutable:
+            y, upd = module.apply(vs, x, mutable=["batch_stats"], **kw)
+        else:
+            y, upd = module.apply(vs, x, **kw), {}
+        return (y * c).sum(), (y, upd)
+
+    (loss, (y, upd)), (gp, gx) = jax.jit(jax.value_and_grad(f, argnums=(0, 1), has_aux=True))(
+        v["params"], x
+    )
+    out = {
+        "x": enc(x),
+        "c": enc(c),
+        "variables": flat(v),
+        "y": enc(y),
+        "updated": flat(upd),
+        "grad_params": flat(gp),
+        "grad_x": enc(gx),
+    }
+    if mask is not None:
+        out["mask"] = {"shape": list(mask.shape), "data": [bool(b) for b in np.asarray(mask).reshape(-1)]}
+    return out
+
+
 def main():
     cases = {}
     x = jnp.ones((2, 4))
@@ -152,8 +184,34 @@ def main():
         "default_key": [int(v) for v in np.asarray(k)],
     }
 
+    x3 = jax.random.normal(jax.random.key(3), (2, 3, 4))
+    x2 = jax.random.normal(jax.random.key(4), (5, 3))
+    norms = {
+        "layernorm_axes": norm_case(nn.LayerNorm(reduction_axes=(1, 2), feature_axes=-1), x3),
+        "layernorm_features_2d": norm_case(
+            nn.LayerNorm(reduction_axes=(1, 2), feature_axes=(1, 2)), x3
+        ),
+        "layernorm_slow_variance": norm_case(nn.LayerNorm(use_fast_variance=False), x3),
+        "layernorm_mask": norm_case(
+            nn.LayerNorm(), x3, mask=jnp.arange(4) % 3 != 1
+        ),
+        "batchnorm_mask": norm_case(
+            nn.BatchNorm(use_running_average=False),
+            x2,
+            mask=(jnp.arange(5) != 2)[:, None],
+            mutable=True,
+        ),
+        "batchnorm_slow_variance": norm_case(
+            nn.BatchNorm(use_running_average=False, use_fast_variance=False), x2, mutable=True
+        ),
+    }
+
     with open(OUT, "w") as f:
-        json.dump({"versions": EXPECTED, "cases": cases, "explicit_rng": explicit}, f, indent=1)
+        json.dump(
+            {"versions": EXPECTED, "cases": cases, "explicit_rng": explicit, "norms": norms},
+            f,
+            indent=1,
+        )
         f.write("\n")
 
 
