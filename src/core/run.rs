@@ -33,7 +33,9 @@ pub fn init<T>(
         Arc::new(Filter::All),
         true,
     ));
+    let _stale = crate::tensor::check_nans();
     let out = f(&Scope::root(&state)).map_err(|e| e.at("/"))?;
+    crate::tensor::check_nans()?;
     Ok((out, state.into_inner().variables))
 }
 
@@ -62,7 +64,9 @@ pub fn apply<T>(
         Arc::new(mutable.clone()),
         false,
     ));
+    let _stale = crate::tensor::check_nans();
     let out = f(&Scope::root(&state)).map_err(|e| e.at("/"))?;
+    crate::tensor::check_nans()?;
     let updated = state
         .into_inner()
         .variables

@@ -170,6 +170,7 @@ impl Tensor {
     /// inputs (the innermost one when they come from nested calls; inputs of
     /// other or closed tapes count as constants). Without traced inputs nothing is
     /// recorded and `backward` is dropped.
+    #[track_caller]
     pub(crate) fn record<B>(value: ArcArray<f32, IxDyn>, inputs: &[&Tensor], backward: B) -> Tensor
     where
         B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
@@ -179,6 +180,7 @@ impl Tensor {
 
     /// [`record`](Tensor::record) for an operation a compiled step can
     /// replay; keeps the values of its constant inputs.
+    #[track_caller]
     pub(crate) fn record_kind<B>(
         value: ArcArray<f32, IxDyn>,
         inputs: &[&Tensor],
@@ -194,6 +196,7 @@ impl Tensor {
     /// [`record_kind`](Tensor::record_kind) with an input cotangent that is
     /// fused into its accumulation (see [`FusedOuter`]) and the factors of
     /// a matrix product's cotangents (see [`DotFactors`]).
+    #[track_caller]
     pub(crate) fn record_fused<B>(
         value: ArcArray<f32, IxDyn>,
         inputs: &[&Tensor],
@@ -210,6 +213,7 @@ impl Tensor {
 
     /// An item's view of a shared tensor (see [`Tensor::item_view`]): the
     /// same values, its own node.
+    #[track_caller]
     pub(crate) fn record_view(shared: &Tensor, view: ItemView, kind: OpKind) -> Tensor {
         Tensor::record_node(
             shared.data.clone(),
@@ -222,6 +226,7 @@ impl Tensor {
         )
     }
 
+    #[track_caller]
     fn record_node(
         value: ArcArray<f32, IxDyn>,
         inputs: &[&Tensor],
@@ -231,6 +236,7 @@ impl Tensor {
         dot: Option<DotFactors>,
         view: Option<ItemView>,
     ) -> Tensor {
+        super::debug_nans::note(&value, inputs, &kind, std::panic::Location::caller());
         let Some(tape) = inputs
             .iter()
             .filter_map(|t| t.tracer.as_ref())

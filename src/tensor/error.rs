@@ -74,6 +74,14 @@ pub enum TensorError {
         /// The path asked for.
         path: String,
     },
+    /// Under [`set_debug_nans`](super::set_debug_nans): the first operation
+    /// whose output held a NaN.
+    NanProduced {
+        /// The operation (`log`, `div`, ...).
+        op: String,
+        /// The shapes of its inputs.
+        input_shapes: Vec<Vec<usize>>,
+    },
 }
 
 impl fmt::Display for TensorError {
@@ -98,6 +106,10 @@ impl fmt::Display for TensorError {
                 write!(f, "trees differ in structure: {message}")
             }
             TensorError::MissingKey { path } => write!(f, "no tensor at path {path:?}"),
+            TensorError::NanProduced { op, input_shapes } => write!(
+                f,
+                "debug_nans: {op} produced a NaN (input shapes {input_shapes:?})"
+            ),
         }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use ndarray::{ArrayD, IxDyn};
 use smallvec::SmallVec;
 
+use super::debug_nans::{check_gradients, check_nans};
 use super::error::{Result, TensorError};
 /// Transforms take functions that may fail with any error of the crate.
 type FnResult<T> = crate::Result<T>;
@@ -115,10 +116,13 @@ pub fn value_and_grad_with_aux<F, A>(f: F, params: &Tree) -> FnResult<((Tensor, 
 where
     F: FnOnce(&Tree) -> FnResult<(Tensor, A)>,
 {
+    let _stale = check_nans();
     let (tape, traced, ids) = trace(params);
     let result = f(&traced);
     tape.close();
+    let nan = check_nans();
     let (out, aux) = result?;
+    nan?;
     if out.ndim() != 0 {
         return Err(TensorError::NotScalar {
             shape: out.shape().to_vec(),
@@ -127,6 +131,7 @@ where
     }
     let seed = ArrayD::ones(IxDyn(&[]));
     let grads = pull(&tape, &out, seed, params, &ids);
+    check_gradients(&grads)?;
     Ok(((stop_gradient(&out), aux), grads))
 }
 
@@ -146,10 +151,13 @@ pub fn vjp<F>(f: F, params: &Tree) -> FnResult<(Tensor, Pullback)>
 where
     F: FnOnce(&Tree) -> FnResult<Tensor>,
 {
+    let _stale = check_nans();
     let (tape, traced, ids) = trace(params);
     let result = f(&traced);
     tape.close();
+    let nan = check_nans();
     let out = result?;
+    nan?;
     let value = stop_gradient(&out);
     Ok((
         value,

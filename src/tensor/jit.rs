@@ -16,6 +16,7 @@ use std::sync::Arc;
 use ndarray::{ArcArray, IxDyn};
 use smallvec::SmallVec;
 
+use super::debug_nans::{check_gradients, check_nans, debug_nans};
 use super::error::{Result, TensorError};
 use super::grad::{pull, stop_gradient, trace_on};
 use super::ops::binary::{
@@ -133,18 +134,24 @@ where
     ///
     /// Fails as [`value_and_grad`](super::value_and_grad) does.
     pub fn call_with(&mut self, params: &Tree, inputs: &Tree) -> crate::Result<(Tensor, Tree)> {
-        if let Some(Ok(plan)) = &mut self.plan {
+        // Under debug_nans every call runs eagerly, op by op, so that the
+        // operation producing a NaN can be named (as JAX re-runs a jitted
+        // function de-optimized).
+        if let (Some(Ok(plan)), false) = (&mut self.plan, debug_nans()) {
             if plan.accepts(params, inputs) {
                 return Ok(plan.run(params, inputs));
             }
         }
         // Trace: run eagerly, keeping the tape to plan the replays.
+        let _stale = check_nans();
         let tape = Tape::new();
         let (traced, ids) = trace_on(&tape, params);
         let (traced_inputs, _) = trace_on(&tape, inputs);
         let result = (self.f)(&traced, &traced_inputs);
         tape.close();
+        let nan = check_nans();
         let out = result?;
+        nan?;
         if out.ndim() != 0 {
             return Err(TensorError::NotScalar {
                 shape: out.shape().to_vec(),
@@ -153,6 +160,7 @@ where
         }
         let seed = ndarray::ArrayD::ones(IxDyn(&[]));
         let grads = pull(&tape, &out, seed, params, &ids);
+        check_gradients(&grads)?;
         self.plan = Some(Plan::new(&tape, &out, params, inputs));
         Ok((stop_gradient(&out), grads))
     }

@@ -49,6 +49,7 @@ mod array;
 mod base;
 pub(crate) mod batched;
 pub(crate) mod compiled;
+mod debug_nans;
 mod error;
 mod grad;
 mod jit;
@@ -59,6 +60,7 @@ mod tree;
 
 pub use array::Array;
 pub use base::Tensor;
+pub use debug_nans::{check_nans, debug_nans, set_debug_nans};
 pub use error::{Result, TensorError};
 pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};
 pub use jit::{jit_value_and_grad, jit_value_and_grad_with, JitValueAndGrad};
