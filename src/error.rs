@@ -147,6 +147,11 @@ pub enum Error {
         /// The random error.
         source: RandomError,
     },
+    /// Loading or batching data failed.
+    Data {
+        /// The data error.
+        source: crate::data::DataError,
+    },
     /// A TensorFlow-compatible random function failed.
     TfRandom {
         /// Module path (empty outside modules).
@@ -263,6 +268,7 @@ impl fmt::Display for Error {
             Error::Tensor { path, source } => write!(f, "module {path}: {source}"),
             Error::Random { path, source } if path.is_empty() => write!(f, "{source}"),
             Error::Random { path, source } => write!(f, "module {path}: {source}"),
+            Error::Data { source } => write!(f, "{source}"),
             Error::TfRandom { path, source } if path.is_empty() => write!(f, "{source}"),
             Error::TfRandom { path, source } => write!(f, "module {path}: {source}"),
         }
@@ -275,6 +281,7 @@ impl std::error::Error for Error {
             Error::Tensor { source, .. } => Some(source),
             Error::Random { source, .. } => Some(source),
             Error::TfRandom { source, .. } => Some(source),
+            Error::Data { source } => Some(source),
             _ => None,
         }
     }

@@ -13,7 +13,8 @@
 //!   streams, filters, the `make_rng` hash, and lifted transforms.
 //! * [`nn`] — the module API (`flax.linen`): `Module`, `Dense`, `Dropout`,
 //!   `BatchNorm`, `LayerNorm`, `Vmap`, `Scan`.
-//! * [`optim`] — optimizers over variable trees.
+//! * [`optim`] — optimizers over variable trees (optax), and losses.
+//! * [`data`] — the shipped digits data set, shuffled minibatches.
 //! * [`array_format`] — NumPy-style printing, so examples print as the
 //!   documents do.
 //!
@@ -28,6 +29,7 @@
 
 pub mod array_format;
 pub mod core;
+pub mod data;
 mod error;
 pub mod init;
 pub mod nn;

@@ -3,6 +3,7 @@
 pub(crate) mod binary;
 
 pub(crate) use binary::is_trailing;
+pub(crate) mod gather;
 pub(crate) mod matmul;
 mod reduce;
 pub(crate) mod rows;

@@ -1,0 +1,149 @@
+//! optax's `GradientTransformation`: an `init` that makes a state from the
+//! parameters and an `update` that maps gradients (and the state) to
+//! updates; `chain` composes them and `apply_updates` adds the updates.
+//!
+//! States are [`Tree`]s, so they print, compare and save like variables:
+//! counters are int32 [`Array`]s, moments are trees of tensors shaped like
+//! the parameters.
+
+use ndarray::{arr0, ArrayD};
+
+use crate::error::{Error, Result};
+use crate::tensor::{tree_map2, Array, Tensor, Tree};
+
+/// An optax gradient transformation.
+pub trait GradientTransformation {
+    /// The initial state for `params` (`tx.init(params)`).
+    fn init(&self, params: &Tree) -> Result<Tree>;
+
+    /// The updates for `updates` (gradients, or the previous
+    /// transformation's updates) and the next state (`tx.update(updates,
+    /// state, params)`).
+    fn update(&self, updates: &Tree, state: &Tree, params: Option<&Tree>) -> Result<(Tree, Tree)>;
+}
+
+impl<T: GradientTransformation + ?Sized> GradientTransformation for Box<T> {
+    fn init(&self, params: &Tree) -> Result<Tree> {
+        (**self).init(params)
+    }
+    fn update(&self, updates: &Tree, state: &Tree, params: Option<&Tree>) -> Result<(Tree, Tree)> {
+        (**self).update(updates, state, params)
+    }
+}
+
+/// `optax.chain`: the transformations one after the other; the state is a
+/// tree with one entry per transformation (`"0"`, `"1"`, ...).
+pub struct Chain(Vec<Box<dyn GradientTransformation + Send + Sync>>);
+
+/// `optax.chain(*transforms)`.
+pub fn chain(transforms: Vec<Box<dyn GradientTransformation + Send + Sync>>) -> Chain {
+    Chain(transforms)
+}
+
+impl GradientTransformation for Chain {
+    fn init(&self, params: &Tree) -> Result<Tree> {
+        let mut state = Tree::new();
+        for (i, t) in self.0.iter().enumerate() {
+            state.insert(i.to_string(), t.init(params)?)?;
+        }
+        Ok(state)
+    }
+
+    fn update(&self, updates: &Tree, state: &Tree, params: Option<&Tree>) -> Result<(Tree, Tree)> {
+        let mut updates = updates.clone();
+        let mut next = Tree::new();
+        for (i, t) in self.0.iter().enumerate() {
+            let key = i.to_string();
+            let own = state.subtree(&key).ok_or_else(|| {
+                state_error(format!(
+                    "the chain's state has no entry \"{key}\" (transformation {i})"
+                ))
+            })?;
+            let (u, s) = t.update(&updates, &own, params)?;
+            updates = u;
+            next.insert(key, s)?;
+        }
+        Ok((updates, next))
+    }
+}
+
+/// `optax.apply_updates`: `params + updates`, leaf by leaf.
+///
+/// Fails with a tree-structure error naming both trees' paths when they
+/// differ.
+pub fn apply_updates(params: &Tree, updates: &Tree) -> Result<Tree> {
+    Ok(tree_map2(params, updates, |p, u| p.add(u))?)
+}
+
+/// An int32 scalar counter leaf.
+pub(crate) fn count_leaf(count: i32) -> Tree {
+    Tree::array_leaf(Array::from(arr0(count).into_dyn()))
+}
+
+/// The int32 counter at `path` of `state`.
+pub(crate) fn read_count(state: &Tree, path: &str) -> Result<i32> {
+    state
+        .array(path)
+        .ok()
+        .and_then(Array::as_i32)
+        .filter(|a| a.ndim() == 0)
+        .map(|a| a[[]])
+        .ok_or_else(|| {
+            state_error(format!(
+                "no int32 counter at \"{path}\" in the optimizer state"
+            ))
+        })
+}
+
+/// optax's `safe_increment`: `count + 1`, staying at `i32::MAX`.
+pub(crate) fn safe_increment(count: i32) -> i32 {
+    count.saturating_add(1)
+}
+
+/// The subtree at `path` of `state`, checked to have `params`' structure.
+pub(crate) fn moments(state: &Tree, path: &str, like: &Tree) -> Result<Tree> {
+    let m = state
+        .subtree(path)
+        .ok_or_else(|| state_error(format!("no \"{path}\" in the optimizer state")))?;
+    if !m.same_structure(like) {
+        let names = |t: &Tree| t.paths().into_iter().map(|(p, _)| p).collect::<Vec<_>>();
+        return Err(state_error(format!(
+            "the state's \"{path}\" holds {:?}, but the updates are {:?}",
+            names(&m),
+            names(like)
+        )));
+    }
+    Ok(m)
+}
+
+/// Zeros shaped like every tensor of `params`.
+pub(crate) fn zeros_like(params: &Tree) -> Tree {
+    crate::tensor::tree_map(params, |p| Tensor::zeros(p.shape()))
+}
+
+/// The error for an optimizer state that does not fit.
+pub(crate) fn state_error(message: String) -> Error {
+    Error::Config {
+        path: "optimizer".to_string(),
+        message,
+    }
+}
+
+/// Applies `f` to the raw values of same-shaped tensors, leaf by leaf, in
+/// one pass (the elementwise arithmetic of an update, as XLA fuses it).
+pub(crate) fn zip_leaves<const N: usize>(
+    trees: [&Tree; N],
+    mut f: impl FnMut([&[f32]; N], usize) -> f32,
+) -> Result<Tree> {
+    let first = trees[0];
+    let leaves = (0..first.leaves().len())
+        .map(|k| {
+            let shape = first.leaves()[k].shape().to_vec();
+            let values: Vec<Vec<f32>> = trees.iter().map(|t| t.leaves()[k].to_vec()).collect();
+            let slices: [&[f32]; N] = std::array::from_fn(|i| values[i].as_slice());
+            let out: Vec<f32> = (0..values[0].len()).map(|j| f(slices, j)).collect();
+            Tensor::from_array(ArrayD::from_shape_vec(shape, out).expect("same shape"))
+        })
+        .collect();
+    Ok(first.with_leaves(leaves)?)
+}

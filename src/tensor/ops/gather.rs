@@ -1,0 +1,132 @@
+//! Indexing by integer arrays: `jnp.take_along_axis` (with its
+//! scatter-add backward) and `jnp.argmax`/`jnp.argmin`.
+
+use ndarray::{ArrayD, Axis, IxDyn};
+use smallvec::smallvec;
+
+use crate::tensor::error::{Result, TensorError};
+use crate::tensor::shape::normalize_axis;
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// `jnp.take_along_axis(self, indices, axis)`: `out[..., i, ...] =
+    /// self[..., indices[..., i, ...], ...]` along `axis`. `indices` has
+    /// the tensor's shape except along `axis`. As in JAX, negative indices
+    /// count from the end, and indices out of range give NaN (JAX's default
+    /// `mode="fill"`); their gradient is dropped.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// use ndarray::{arr2, ArrayD};
+    ///
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+    /// let idx: ArrayD<i32> = arr2(&[[2], [0]]).into_dyn();
+    /// assert_eq!(x.take_along_axis(&idx, -1).unwrap().to_vec(), [3.0, 4.0]);
+    /// ```
+    ///
+    /// Fails with [`TensorError::Axis`] for a bad axis and
+    /// [`TensorError::Incompatible`] when `indices` does not fit.
+    pub fn take_along_axis(&self, indices: &ArrayD<i32>, axis: isize) -> Result<Tensor> {
+        let a = normalize_axis("take_along_axis", axis, self.ndim())?;
+        let fits = indices.ndim() == self.ndim()
+            && (0..self.ndim()).all(|d| d == a || indices.shape()[d] == self.shape()[d]);
+        if !fits {
+            return Err(TensorError::Incompatible {
+                op: "take_along_axis",
+                lhs: self.shape().to_vec(),
+                rhs: indices.shape().to_vec(),
+            });
+        }
+        let len = self.shape()[a];
+        // Each output element's source position along `axis`, or None.
+        let source = move |i: i32| -> Option<usize> {
+            let i = if i < 0 {
+                i as i64 + len as i64
+            } else {
+                i as i64
+            };
+            (0..len as i64).contains(&i).then_some(i as usize)
+        };
+        let mut out = ArrayD::<f32>::zeros(IxDyn(indices.shape()));
+        for (mut o, (x, idx)) in out.lanes_mut(Axis(a)).into_iter().zip(
+            self.data
+                .lanes(Axis(a))
+                .into_iter()
+                .zip(indices.lanes(Axis(a))),
+        ) {
+            for (o, &i) in o.iter_mut().zip(idx.iter()) {
+                *o = source(i).map_or(f32::NAN, |s| x[s]);
+            }
+        }
+        let indices = indices.clone();
+        let in_shape = self.shape().to_vec();
+        Ok(Tensor::record(out.into_shared(), &[self], move |g, _| {
+            // Scatter-add the cotangent back to where each value came from.
+            let mut dx = ArrayD::<f32>::zeros(IxDyn(&in_shape));
+            for (mut d, (g, idx)) in dx
+                .lanes_mut(Axis(a))
+                .into_iter()
+                .zip(g.lanes(Axis(a)).into_iter().zip(indices.lanes(Axis(a))))
+            {
+                for (&g, &i) in g.iter().zip(idx.iter()) {
+                    if let Some(s) = source(i) {
+                        d[s] += g;
+                    }
+                }
+            }
+            smallvec![Some(dx)]
+        }))
+    }
+
+    /// `jnp.argmax(self, axis)`: the index of the largest value along
+    /// `axis` (the first one on ties; a NaN counts as the largest, as in
+    /// JAX). Not differentiable.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0, 5.0, 5.0, 0.0, -1.0, 2.0], &[2, 3]).unwrap();
+    /// assert_eq!(x.argmax(-1).unwrap().into_raw_vec_and_offset().0, [1, 2]);
+    /// ```
+    ///
+    /// Fails with [`TensorError::Axis`] for a bad axis, and
+    /// [`TensorError::Argument`] for an empty axis (JAX raises too).
+    pub fn argmax(&self, axis: isize) -> Result<ArrayD<i32>> {
+        self.arg_best("argmax", axis, |v, best| v > best)
+    }
+
+    /// `jnp.argmin(self, axis)`: as [`Tensor::argmax`] for the smallest.
+    pub fn argmin(&self, axis: isize) -> Result<ArrayD<i32>> {
+        self.arg_best("argmin", axis, |v, best| v < best)
+    }
+
+    fn arg_best(
+        &self,
+        op: &'static str,
+        axis: isize,
+        better: impl Fn(f32, f32) -> bool,
+    ) -> Result<ArrayD<i32>> {
+        let a = normalize_axis(op, axis, self.ndim())?;
+        if self.shape()[a] == 0 {
+            return Err(TensorError::Argument {
+                op,
+                message: format!(
+                    "attempt to get {op} of an empty axis (shape {:?})",
+                    self.shape()
+                ),
+            });
+        }
+        Ok(self.data.map_axis(Axis(a), |lane| {
+            let mut best = 0;
+            for (i, &v) in lane.iter().enumerate() {
+                let b = lane[best];
+                if b.is_nan() {
+                    break;
+                }
+                if v.is_nan() || better(v, b) {
+                    best = i;
+                }
+            }
+            best as i32
+        }))
+    }
+}
