@@ -130,7 +130,9 @@ impl Module for Dropout {
         // `jax.grad`, the divisor reaches the kernel as an argument and the
         // division is a true one. Reproduce both, so that values match JAX's
         // inside and outside `grad`.
-        let scaled = if x.is_traced() {
+        // Inside a jitted computation the divisor is a constant again, and
+        // XLA multiplies by its reciprocal.
+        let scaled = if x.is_traced() && !crate::tensor::in_compiled_region() {
             x.div(&Tensor::scalar(keep_prob))?
         } else {
             x.mul(&Tensor::scalar(1.0 / keep_prob))?

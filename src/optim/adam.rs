@@ -139,6 +139,19 @@ impl GradientTransformation for ScaleByLearningRate {
     }
 
     fn update(&self, updates: &Tree, state: &Tree, _params: Option<&Tree>) -> Result<(Tree, Tree)> {
+        let (step, state) = self.step(state)?;
+        let out = zip_leaves([updates], |[u], j| u[j] * step)?;
+        Ok((out, state))
+    }
+
+    fn scale_factor(&self, state: &Tree) -> Result<Option<(f32, Tree)>> {
+        self.step(state).map(Some)
+    }
+}
+
+impl ScaleByLearningRate {
+    /// `-learning_rate` at the state's count, and the next state.
+    fn step(&self, state: &Tree) -> Result<(f32, Tree)> {
         let (step, state) = match &self.learning_rate {
             LearningRate::Constant(lr) => (-(*lr as f32), state.clone()),
             LearningRate::Schedule(s) => {
@@ -150,8 +163,7 @@ impl GradientTransformation for ScaleByLearningRate {
         if !step.is_finite() {
             return Err(state_error(format!("the learning rate is {}", -step)));
         }
-        let out = zip_leaves([updates], |[u], j| u[j] * step)?;
-        Ok((out, state))
+        Ok((step, state))
     }
 }
 

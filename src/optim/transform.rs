@@ -20,6 +20,26 @@ pub trait GradientTransformation {
     /// transformation's updates) and the next state (`tx.update(updates,
     /// state, params)`).
     fn update(&self, updates: &Tree, state: &Tree, params: Option<&Tree>) -> Result<(Tree, Tree)>;
+
+    /// If this transformation multiplies the updates by one scalar (a
+    /// learning rate), that scalar for `state` and the next state.
+    fn scale_factor(&self, _state: &Tree) -> Result<Option<(f32, Tree)>> {
+        Ok(None)
+    }
+
+    /// The new parameters and state for `grads`, as a jitted training step
+    /// computes `updates, state = tx.update(grads, state, params); params =
+    /// optax.apply_updates(params, updates)`: XLA fuses the final scaling
+    /// by the learning rate into the addition to the parameters (one fused
+    /// multiply-add, `p + lr * u`), which [`update`] followed by
+    /// [`apply_updates`] cannot reproduce. Flax's
+    /// `TrainState.apply_gradients` is this.
+    ///
+    /// [`update`]: GradientTransformation::update
+    fn apply_gradients(&self, grads: &Tree, state: &Tree, params: &Tree) -> Result<(Tree, Tree)> {
+        let (updates, state) = self.update(grads, state, Some(params))?;
+        Ok((apply_updates(params, &updates)?, state))
+    }
 }
 
 impl<T: GradientTransformation + ?Sized> GradientTransformation for Box<T> {
@@ -28,6 +48,12 @@ impl<T: GradientTransformation + ?Sized> GradientTransformation for Box<T> {
     }
     fn update(&self, updates: &Tree, state: &Tree, params: Option<&Tree>) -> Result<(Tree, Tree)> {
         (**self).update(updates, state, params)
+    }
+    fn scale_factor(&self, state: &Tree) -> Result<Option<(f32, Tree)>> {
+        (**self).scale_factor(state)
+    }
+    fn apply_gradients(&self, grads: &Tree, state: &Tree, params: &Tree) -> Result<(Tree, Tree)> {
+        (**self).apply_gradients(grads, state, params)
     }
 }
 
@@ -64,6 +90,38 @@ impl GradientTransformation for Chain {
             next.insert(key, s)?;
         }
         Ok((updates, next))
+    }
+
+    fn apply_gradients(&self, grads: &Tree, state: &Tree, params: &Tree) -> Result<(Tree, Tree)> {
+        let Some((last, rest)) = self.0.split_last() else {
+            return Ok((params.clone(), state.clone()));
+        };
+        let key = rest.len().to_string();
+        let own = state
+            .subtree(&key)
+            .ok_or_else(|| state_error(format!("the chain's state has no entry \"{key}\"")))?;
+        let Some((step, last_state)) = last.scale_factor(&own)? else {
+            let (updates, state) = self.update(grads, state, Some(params))?;
+            return Ok((apply_updates(params, &updates)?, state));
+        };
+        // Every transformation but the last, then `p + step * u` fused.
+        let mut updates = grads.clone();
+        let mut next = Tree::new();
+        for (i, t) in rest.iter().enumerate() {
+            let k = i.to_string();
+            let own = state.subtree(&k).ok_or_else(|| {
+                state_error(format!(
+                    "the chain's state has no entry \"{k}\" (transformation {i})"
+                ))
+            })?;
+            let (u, s) = t.update(&updates, &own, Some(params))?;
+            updates = u;
+            next.insert(k, s)?;
+        }
+        next.insert(key, last_state)?;
+        let params = moments(&Tree::new().with("p", params.clone()), "p", &updates)?;
+        let new = zip_leaves([&updates, &params], |[u, p], j| step.mul_add(u[j], p[j]))?;
+        Ok((new, next))
     }
 }
 

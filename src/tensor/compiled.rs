@@ -30,6 +30,30 @@ impl Drop for CompiledRegion {
     }
 }
 
+/// Runs `f` with the numbers of a jitted JAX computation: operations run
+/// eagerly, one at a time, but round as XLA rounds them inside one
+/// computation (elementwise backward rules fused into fused multiply-adds,
+/// constant divisors folded into reciprocal multiplies, products in the
+/// layout of the compiled graph). Use it around a training step whose
+/// reference runs under `jax.jit` but that cannot be replayed by
+/// [`jit_value_and_grad`](super::jit_value_and_grad) (randomness drawn
+/// inside, such as dropout masks).
+///
+/// ```
+/// use flaxen::tensor::{as_jitted, value_and_grad, Tensor, Tree};
+///
+/// let params = Tree::from(Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap());
+/// let (loss, _) = as_jitted(|| {
+///     value_and_grad(|p| Ok(p.as_tensor().unwrap().square().sum_all()), &params)
+/// })?;
+/// assert_eq!(loss.item()?, 5.0);
+/// # Ok::<(), flaxen::Error>(())
+/// ```
+pub fn as_jitted<T>(f: impl FnOnce() -> T) -> T {
+    let _region = CompiledRegion::enter();
+    f()
+}
+
 /// Whether this thread is inside a compiled region.
 pub(crate) fn in_compiled_region() -> bool {
     DEPTH.with(|d| d.get() > 0)

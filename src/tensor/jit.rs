@@ -544,17 +544,9 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
 }
 
 /// Sums `g` (of the step's output shape) down to `target`'s length, as
-/// eager `sum_to` does: the first row, then each further row in order.
+/// eager `sum_to` does.
 fn sum_rows_into(g: &[f32], dst: &mut [f32]) {
-    if g.len() == dst.len() {
-        dst.copy_from_slice(g);
-        return;
-    }
-    let n = dst.len();
-    dst.copy_from_slice(&g[..n]);
-    for row in g[n..].chunks_exact(n) {
-        dst.iter_mut().zip(row).for_each(|(d, &x)| *d += x);
-    }
+    super::shape::sum_columns_into(g, dst);
 }
 
 /// `rule(g, a, b, out)` over the broadcast, then summed to the input's

@@ -49,6 +49,7 @@ mod array;
 mod base;
 pub(crate) mod batched;
 pub(crate) mod compiled;
+pub(crate) use compiled::in_compiled_region;
 mod debug_nans;
 mod error;
 mod grad;
@@ -60,6 +61,7 @@ mod tree;
 
 pub use array::Array;
 pub use base::Tensor;
+pub use compiled::as_jitted;
 pub use debug_nans::{check_nans, debug_nans, set_debug_nans};
 pub use error::{Result, TensorError};
 pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};

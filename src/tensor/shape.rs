@@ -92,6 +92,38 @@ pub(crate) fn sum_to(grad: ArrayD<f32>, shape: &[usize]) -> ArrayD<f32> {
     sum_to_view(grad.view(), shape)
 }
 
+/// Sums the rows of `g` (rows of `dst.len()` values) into `dst`, each
+/// column in XLA's order (windows of 32 rows, [`xla_row_sum`]), as JAX
+/// reduces the cotangent of a broadcast bias.
+///
+/// XLA:CPU sums narrow columns (10 wide, measured) in this order, but
+/// reduces wide ones (128) with its vectorized column emitter, whose order
+/// is not emulated (see `tests/train_digits.rs`).
+///
+/// [`xla_row_sum`]: crate::tensor::ops::rows::xla_row_sum
+pub(crate) fn sum_columns_into(g: &[f32], dst: &mut [f32]) {
+    let n = dst.len();
+    if g.len() == n {
+        dst.copy_from_slice(g);
+        return;
+    }
+    if g.len() <= 32 * n {
+        // Up to 32 rows XLA adds them in order: row by row is the same and
+        // faster.
+        dst.copy_from_slice(&g[..n]);
+        for row in g[n..].chunks_exact(n) {
+            dst.iter_mut().zip(row).for_each(|(d, &x)| *d += x);
+        }
+        return;
+    }
+    let mut column = Vec::with_capacity(g.len() / n.max(1));
+    for (j, d) in dst.iter_mut().enumerate() {
+        column.clear();
+        column.extend(g[j..].iter().step_by(n).copied());
+        *d = crate::tensor::ops::rows::xla_row_sum(&column);
+    }
+}
+
 /// [`sum_to`] of a borrowed gradient, for a shape that differs from it.
 pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<f32> {
     // Fast path: row-major gradient, target repeated along leading axes
@@ -99,10 +131,8 @@ pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<
     let n: usize = shape.iter().product();
     if let Some(gs) = grad.as_slice() {
         if n > 0 && !gs.is_empty() && crate::tensor::ops::is_trailing(shape, grad.shape()) {
-            let mut acc = gs[..n].to_vec();
-            for row in gs[n..].chunks_exact(n) {
-                acc.iter_mut().zip(row).for_each(|(a, &g)| *a += g);
-            }
+            let mut acc = vec![0.0; n];
+            sum_columns_into(gs, &mut acc);
             return ArrayD::from_shape_vec(ndarray::IxDyn(shape), acc)
                 .expect("length of the shape");
         }
