@@ -78,11 +78,6 @@ pub fn accuracy(params: &Tree, x: &Array2<f32>, y: &Array1<i32>) -> flaxen::Resu
 /// trailing zeros dropped).
 pub fn format_g9(v: f32) -> String {
     let v = f64::from(v);
-    let exponent = if v == 0.0 {
-        0
-    } else {
-        v.abs().log10().floor() as i32
-    };
     let digits = format!("{:.*e}", 8, v);
     let (mantissa, exp) = digits.split_once('e').expect("scientific form");
     let exp: i32 = exp.parse().expect("exponent");
