@@ -63,6 +63,12 @@ fn tree(leaves: &[(String, Leaf)]) -> Tree {
 }
 
 fn check(got: &Tree, want: &[(String, Leaf)], what: &str) {
+    check_known(got, want, what, &[]);
+}
+
+/// [`check`], but the leaves whose path ends with one of `known` may be up
+/// to `KNOWN_ULP` apart (a documented difference).
+fn check_known(got: &Tree, want: &[(String, Leaf)], what: &str, known: &[&str]) {
     let got: BTreeMap<String, LeafRef<'_>> = got.leaf_paths().into_iter().collect();
     assert_eq!(
         got.len(),
@@ -73,6 +79,12 @@ fn check(got: &Tree, want: &[(String, Leaf)], what: &str) {
     for (k, l) in want {
         let p = path(k);
         match got.get(&p) {
+            Some(LeafRef::Tensor(t)) if known.iter().any(|k| p.ends_with(k)) => {
+                for (&a, &b) in t.to_vec().iter().zip(&l.data) {
+                    let d = common::ulp_distance(a, b);
+                    assert!(d <= KNOWN_ULP, "{what} {p}: {d} ulp");
+                }
+            }
             Some(LeafRef::Tensor(t)) => {
                 let bits: Vec<u32> = t.to_vec().iter().map(|v| v.to_bits()).collect();
                 let want: Vec<u32> = l.data.iter().map(|v| v.to_bits()).collect();
@@ -87,7 +99,14 @@ fn check(got: &Tree, want: &[(String, Leaf)], what: &str) {
     }
 }
 
+/// The measured worst distance of the documented differences.
+const KNOWN_ULP: u64 = 4;
+
 fn run(name: &str, tx: &dyn GradientTransformation) {
+    run_known(name, tx, &[]);
+}
+
+fn run_known(name: &str, tx: &dyn GradientTransformation, known: &[&str]) {
     let f: Fixture = common::load_fixture("optim.json");
     let r = &f.optimizers[name];
     let mut params = tree(&r.params);
@@ -95,10 +114,20 @@ fn run(name: &str, tx: &dyn GradientTransformation) {
     for (i, s) in r.steps.iter().enumerate() {
         let g = tree(&s.grads);
         let (updates, next) = tx.update(&g, &state, Some(&params)).unwrap();
-        check(&updates, &s.updates, &format!("{name} step {i} updates"));
+        check_known(
+            &updates,
+            &s.updates,
+            &format!("{name} step {i} updates"),
+            known,
+        );
         params = apply_updates(&params, &updates).unwrap();
-        check(&params, &s.params, &format!("{name} step {i} params"));
-        check(&next, &s.state, &format!("{name} step {i} state"));
+        check_known(
+            &params,
+            &s.params,
+            &format!("{name} step {i} params"),
+            known,
+        );
+        check_known(&next, &s.state, &format!("{name} step {i} state"), known);
         state = next;
     }
 }
@@ -134,4 +163,35 @@ fn warmup_cosine_decay_under_jit() {
         .collect();
     let s = warmup_cosine_decay_schedule(0.0, 3e-3, 50, 450, 1e-5);
     assert_eq!(values(&s, want.len()), want);
+}
+
+#[test]
+fn sgd_steps() {
+    run("sgd", &flaxen::optim::sgd(0.1, None, false));
+    run("sgd_momentum", &flaxen::optim::sgd(0.1, Some(0.9), false));
+    run("sgd_nesterov", &flaxen::optim::sgd(0.1, Some(0.9), true));
+}
+
+#[test]
+fn rmsprop_adagrad_lion_steps() {
+    run("rmsprop", &flaxen::optim::rmsprop(1e-2, 0.9, 1e-8));
+    run("adagrad", &flaxen::optim::adagrad(1e-1, 0.1, 1e-7));
+    run("lion", &flaxen::optim::lion(1e-3, 0.9, 0.99, 1e-3));
+}
+
+#[test]
+fn clip_by_global_norm_then_adam() {
+    let tx = flaxen::optim::chain(vec![
+        Box::new(flaxen::optim::clip_by_global_norm(0.5)),
+        Box::new(adam(1e-2)),
+    ]);
+    // Known: after clipping, the gradient reaches Adam's first moment as a
+    // `select` (clipped or not), and LLVM moves the `(1 - b1) *` product
+    // into the select's arms, so the moment's fused multiply-add takes
+    // `b1 * mu` instead: `fma(mu, b1, round(g * (1 - b1)))` (measured on
+    // the HLO and checked on the values). flaxen's Adam does not know what
+    // produced its input and fuses the gradient's product, so updates,
+    // moments and parameters are within a few ulp here; every other chain
+    // is bit-exact.
+    run_known("clip_adam", &tx, &[""]);
 }

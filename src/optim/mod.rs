@@ -1,5 +1,7 @@
-//! Optimizers as optax: gradient transformations with state ([`adam`],
-//! [`adamw`], their building blocks, [`chain`], [`apply_updates`]),
+//! Optimizers as optax: gradient transformations with state ([`sgd`],
+//! [`adam`], [`adamw`], [`rmsprop`], [`adagrad`], [`lion`],
+//! [`clip_by_global_norm`], their building blocks, [`chain`],
+//! [`apply_updates`]),
 //! schedules ([`warmup_cosine_decay_schedule`], ...), the losses
 //! ([`losses`]), and plain [`Sgd`].
 //!
@@ -21,12 +23,20 @@
 //! ```
 
 mod adam;
+mod clip;
+mod lion;
 pub mod losses;
+mod momentum;
+mod rms;
 mod schedule;
 mod sgd;
 mod transform;
 
 pub use adam::{adam, adamw, AddDecayedWeights, ScaleByAdam, ScaleByLearningRate};
+pub use clip::{clip_by_global_norm, global_norm, ClipByGlobalNorm};
+pub use lion::{lion, ScaleByLion};
+pub use momentum::{sgd, Trace};
+pub use rms::{adagrad, rmsprop, ScaleByRms, ScaleByRss};
 pub use schedule::{
     constant_schedule, cosine_decay_schedule, join_schedules, linear_schedule,
     warmup_cosine_decay_schedule, LearningRate, Schedule,

@@ -76,6 +76,13 @@ def main():
             "adam": run(optax.adam(1e-2)),
             "adamw": run(optax.adamw(1e-2, weight_decay=1e-2)),
             "adamw_schedule": run(optax.adamw(optax.warmup_cosine_decay_schedule(0.0, 3e-3, 2, 10, 1e-5), weight_decay=1e-4)),
+            "sgd": run(optax.sgd(0.1)),
+            "sgd_momentum": run(optax.sgd(0.1, momentum=0.9)),
+            "sgd_nesterov": run(optax.sgd(0.1, momentum=0.9, nesterov=True)),
+            "rmsprop": run(optax.rmsprop(1e-2)),
+            "adagrad": run(optax.adagrad(1e-1)),
+            "lion": run(optax.lion(1e-3)),
+            "clip_adam": run(optax.chain(optax.clip_by_global_norm(0.5), optax.adam(1e-2))),
         },
         "schedules": {
             "warmup_cosine_decay(0,3e-3,50,450,1e-5)": schedule_values(sched, 452),
