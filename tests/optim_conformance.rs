@@ -62,12 +62,8 @@ fn tree(leaves: &[(String, Leaf)]) -> Tree {
     t
 }
 
-fn check(got: &Tree, want: &[(String, Leaf)], what: &str) {
-    check_known(got, want, what, &[]);
-}
-
-/// [`check`], but the leaves whose path ends with one of `known` may be up
-/// to `KNOWN_ULP` apart (a documented difference).
+/// Compares every leaf bit for bit, but the leaves whose path ends with one
+/// of `known` may be up to `KNOWN_ULP` apart (a documented difference).
 fn check_known(got: &Tree, want: &[(String, Leaf)], what: &str, known: &[&str]) {
     let got: BTreeMap<String, LeafRef<'_>> = got.leaf_paths().into_iter().collect();
     assert_eq!(
