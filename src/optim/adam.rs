@@ -160,8 +160,13 @@ impl ScaleByLearningRate {
                 (-s.value(count), next)
             }
         };
-        if !step.is_finite() {
-            return Err(state_error(format!("the learning rate is {}", -step)));
+        // A negative rate would climb the loss; NaN or infinity ruins the
+        // parameters: both are refused, naming the value.
+        if !step.is_finite() || step > 0.0 {
+            return Err(state_error(format!(
+                "the learning rate must be finite and non-negative, got {}",
+                -step
+            )));
         }
         Ok((step, state))
     }

@@ -30,6 +30,7 @@ mod momentum;
 mod rms;
 mod schedule;
 mod sgd;
+mod train_state;
 mod transform;
 
 pub use adam::{adam, adamw, AddDecayedWeights, ScaleByAdam, ScaleByLearningRate};
@@ -42,4 +43,5 @@ pub use schedule::{
     warmup_cosine_decay_schedule, LearningRate, Schedule,
 };
 pub use sgd::Sgd;
+pub use train_state::TrainState;
 pub use transform::{apply_updates, chain, Chain, GradientTransformation};

@@ -1,0 +1,119 @@
+//! `TrainState` and the optimizers' bad input: a training step with
+//! BatchNorm and Dropout written as in Flax, and typed errors for states
+//! that do not fit, bad learning rates and bad labels.
+
+use flaxen::core::{Result, Rngs, Scope};
+use flaxen::nn::{BatchNorm, Dense, Dropout, Module};
+use flaxen::optim::{adamw, losses, sgd, GradientTransformation, TrainState};
+use flaxen::random;
+use flaxen::tensor::{value_and_grad, Tensor, Tree};
+use flaxen::Error;
+use ndarray::arr1;
+
+struct Net {
+    train: bool,
+}
+
+impl Module for Net {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let x = s.call(Dense::new(8), x)?;
+        let x = s
+            .call(BatchNorm::new().use_running_average(!self.train), x)?
+            .relu();
+        let x = s.call(Dropout::new(0.1).deterministic(!self.train), x)?;
+        s.call(Dense::new(3), x)
+    }
+}
+
+#[test]
+fn a_training_step_with_batchnorm_and_dropout() {
+    let x = Tensor::from_array(ndarray::Array2::from_shape_fn((6, 4), |(i, j)| {
+        (i * 4 + j) as f32 / 24.0
+    }));
+    let y = arr1(&[0, 1, 2, 0, 1, 2]).into_dyn();
+    let variables = Net { train: false }
+        .init(random::key(0), x.clone())
+        .unwrap();
+    let mut state = TrainState::create(&variables, adamw(1e-2, 1e-4)).unwrap();
+    assert!(state.collections.collection("batch_stats").is_some());
+    let mut losses_seen = Vec::new();
+    for step in 0..5u32 {
+        let rngs = Rngs::from([("dropout", random::fold_in(random::key(1), step))]);
+        let mut updated = flaxen::core::Variables::new();
+        let (loss, grads) = value_and_grad(
+            |p| {
+                let (logits, upd) = Net { train: true }.apply_mut(
+                    &state.variables_with(p),
+                    x.clone(),
+                    rngs.clone(),
+                    "batch_stats",
+                )?;
+                updated = upd;
+                Ok(losses::softmax_cross_entropy_with_integer_labels(&logits, &y)?.mean_all())
+            },
+            &state.params,
+        )
+        .unwrap();
+        state = state
+            .apply_gradients(&grads)
+            .unwrap()
+            .with_collections(&updated);
+        losses_seen.push(loss.item().unwrap());
+    }
+    assert_eq!(state.step, 5);
+    assert!(losses_seen[4] < losses_seen[0], "{losses_seen:?}");
+    // The running statistics moved away from their initial zeros.
+    let mean = state
+        .collections
+        .tensor("batch_stats/BatchNorm_0/mean")
+        .unwrap();
+    assert!(mean.to_vec().iter().any(|&m| m != 0.0));
+    // Evaluation uses the running averages.
+    let out = Net { train: false }
+        .apply(&state.variables(), x, ())
+        .unwrap();
+    assert_eq!(out.shape(), &[6, 3]);
+}
+
+#[test]
+fn optimizer_states_that_do_not_fit_are_typed_errors() {
+    let params = Tree::new().with("w", Tensor::ones(&[2]));
+    let other = Tree::new().with("v", Tensor::ones(&[2]));
+    let tx = adamw(1e-2, 1e-4);
+    let state = tx.init(&other).unwrap();
+    let err = tx.update(&params, &state, Some(&params)).unwrap_err();
+    assert!(err.to_string().contains("\"mu\""), "{err}");
+    let err = tx.update(&params, &Tree::new(), Some(&params)).unwrap_err();
+    assert!(err.to_string().contains("no entry \"0\""), "{err}");
+}
+
+#[test]
+fn bad_learning_rates_are_typed_errors() {
+    let params = Tree::new().with("w", Tensor::ones(&[2]));
+    for lr in [-0.1, f64::NAN, f64::INFINITY] {
+        let tx = sgd(lr, None, false);
+        let state = tx.init(&params).unwrap();
+        let err = tx.apply_gradients(&params, &state, &params).unwrap_err();
+        assert!(matches!(err, Error::Config { .. }), "{err}");
+        assert!(err.to_string().contains("learning rate"), "{err}");
+    }
+}
+
+#[test]
+fn bad_labels_are_typed_errors() {
+    let logits = Tensor::zeros(&[2, 3]);
+    for labels in [arr1(&[0, 3]), arr1(&[-1, 0])] {
+        let err = losses::softmax_cross_entropy_with_integer_labels(&logits, &labels.into_dyn())
+            .unwrap_err();
+        assert!(err.to_string().contains("outside [0, 3)"), "{err}");
+    }
+    let err = losses::softmax_cross_entropy_with_integer_labels(&logits, &arr1(&[0]).into_dyn())
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("incompatible shapes [2, 3] and [1]"),
+        "{err}"
+    );
+}
