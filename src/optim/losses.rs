@@ -68,3 +68,100 @@ fn logsumexp_last(x: &Tensor) -> Result<Tensor> {
     let sum = x.sub(&amax)?.exp().sum(&[-1], false)?;
     Ok(sum.abs().log().add(&amax.squeeze(-1)?)?)
 }
+
+/// The errors `predictions - targets` (or the predictions themselves).
+fn errors(predictions: &Tensor, targets: Option<&Tensor>) -> Result<Tensor> {
+    match targets {
+        Some(t) => Ok(predictions.sub(t)?),
+        None => Ok(predictions.clone()),
+    }
+}
+
+/// `optax.squared_error(predictions, targets)`: `(predictions -
+/// targets)²` elementwise (`targets` `None`: the predictions squared).
+pub fn squared_error(predictions: &Tensor, targets: Option<&Tensor>) -> Result<Tensor> {
+    let e = errors(predictions, targets)?;
+    Ok(e.mul(&e)?)
+}
+
+/// `optax.l2_loss(predictions, targets)`: half the squared error.
+pub fn l2_loss(predictions: &Tensor, targets: Option<&Tensor>) -> Result<Tensor> {
+    Ok(squared_error(predictions, targets)?.mul(&Tensor::scalar(0.5))?)
+}
+
+/// `optax.huber_loss(predictions, targets, delta)`: `0.5 * e²` where
+/// `|e| <= delta`, `delta * (|e| - 0.5 * delta)` beyond, computed as optax
+/// does (`0.5 * min(|e|, delta)² + delta * (|e| - min(|e|, delta))`).
+pub fn huber_loss(predictions: &Tensor, targets: Option<&Tensor>, delta: f32) -> Result<Tensor> {
+    let abs = errors(predictions, targets)?.abs();
+    let quadratic = abs.minimum(&Tensor::scalar(delta))?;
+    let linear = abs.sub(&quadratic)?;
+    let q2 = quadratic.mul(&quadratic)?;
+    Ok(q2
+        .mul(&Tensor::scalar(0.5))?
+        .add(&linear.mul(&Tensor::scalar(delta))?)?)
+}
+
+/// `optax.softmax_cross_entropy(logits, labels)`: `-sum(labels *
+/// log_softmax(logits))` over the last axis, for labels that are
+/// probabilities (one-hot or soft).
+pub fn softmax_cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    if logits.shape() != labels.shape() {
+        return Err(TensorError::Incompatible {
+            op: "softmax_cross_entropy",
+            lhs: logits.shape().to_vec(),
+            rhs: labels.shape().to_vec(),
+        }
+        .into());
+    }
+    let log_probs = logits.log_softmax(-1)?;
+    Ok(row_dot(labels, &log_probs)?.neg())
+}
+
+/// `(a * b).sum(-1)`: inside a jitted computation XLA fuses the products
+/// into the reduction, one fused multiply-add per element (rows of up to 32
+/// elements, summed in order); eagerly the products are rounded first.
+fn row_dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let n = a.shape().last().copied().unwrap_or(0);
+    if !crate::tensor::in_compiled_region() || n > 32 {
+        return Ok(a.mul(b)?.sum(&[-1], false)?);
+    }
+    let (av, bv) = (a.to_vec(), b.to_vec());
+    let out: Vec<f32> = av
+        .chunks(n.max(1))
+        .zip(bv.chunks(n.max(1)))
+        .map(|(x, y)| {
+            x.iter()
+                .zip(y)
+                .fold(0.0f32, |acc, (&p, &q)| p.mul_add(q, acc))
+        })
+        .collect();
+    let shape = &a.shape()[..a.ndim() - 1];
+    let value = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), out)
+        .expect("one value per row")
+        .into_shared();
+    let (a_data, b_data) = (a.to_array(), b.to_array());
+    // JAX's backward: the row cotangent broadcast, times the other factor.
+    Ok(Tensor::record(value, &[a, b], move |g, _| {
+        let axis = ndarray::Axis(g.ndim());
+        let g = g.insert_axis(axis);
+        smallvec::smallvec![Some(&g * &b_data), Some(&g * &a_data)]
+    }))
+}
+
+/// `optax.kl_divergence(log_predictions, targets)`: `sum(targets *
+/// (log(targets) - log_predictions))` over the last axis, with `0 * log 0`
+/// taken as 0.
+pub fn kl_divergence(log_predictions: &Tensor, targets: &Tensor) -> Result<Tensor> {
+    if log_predictions.shape() != targets.shape() {
+        return Err(TensorError::Incompatible {
+            op: "kl_divergence",
+            lhs: log_predictions.shape().to_vec(),
+            rhs: targets.shape().to_vec(),
+        }
+        .into());
+    }
+    let is_zero = Tensor::from_array(targets.to_array().mapv(|t| f32::from(t == 0.0)));
+    let log_t = Tensor::select(&is_zero, &Tensor::zeros(&[]), &targets.log())?;
+    row_dot(targets, &log_t.sub(log_predictions)?)
+}
