@@ -68,6 +68,27 @@ pub fn format_array<T: NumpyElement>(array: &ArrayViewD<'_, T>) -> String {
     format_with(array, " ", "")
 }
 
+/// What NumPy's `repr` adds after the values of an empty array:
+/// `, shape=(0, 1)` (nothing for other arrays).
+///
+/// ```
+/// use flaxen::array_format::empty_shape_suffix;
+/// assert_eq!(empty_shape_suffix(&[0, 1]), ", shape=(0, 1)");
+/// assert_eq!(empty_shape_suffix(&[0]), ", shape=(0,)");
+/// assert_eq!(empty_shape_suffix(&[2]), "");
+/// ```
+pub fn empty_shape_suffix(shape: &[usize]) -> String {
+    if shape.is_empty() || shape.iter().product::<usize>() > 0 {
+        return String::new();
+    }
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    if let [one] = dims.as_slice() {
+        format!(", shape=({one},)")
+    } else {
+        format!(", shape=({})", dims.join(", "))
+    }
+}
+
 /// The bracketed part of NumPy's `repr(array)`, with `, ` between elements
 /// and continuation lines indented by `prefix_len` spaces (the length of
 /// whatever text precedes the opening bracket, e.g. 6 for `Array(`).
@@ -80,6 +101,10 @@ fn format_with<T: NumpyElement>(
     separator: &str,
     prefix: &str,
 ) -> String {
+    if array.is_empty() && array.ndim() > 0 {
+        // NumPy prints any empty array as `[]` (its repr adds the shape).
+        return "[]".to_string();
+    }
     let summarize = array.len() > THRESHOLD;
     // NumPy fixes the common width from the elements that are shown.
     let shown = shown_elements(array, summarize);

@@ -111,6 +111,16 @@ pub enum Error {
         /// The nearest existing paths, closest first.
         nearest: Vec<String>,
     },
+    /// A parameter, variable or submodule name that cannot be a path
+    /// element: empty, or holding `/`.
+    InvalidName {
+        /// Module path.
+        path: String,
+        /// `"param"`, `"variable"` or `"submodule"`.
+        kind: &'static str,
+        /// The name given.
+        name: String,
+    },
     /// Variables with an extra `params` level (`{'params': {'params':
     /// ...}}`) given to `apply` (Flax's
     /// `ApplyScopeInvalidVariablesStructureError`).
@@ -250,6 +260,11 @@ impl fmt::Display for Error {
                 f,
                 "no variable at \"{path}\"; nearest existing paths: {}",
                 nearest.join(", ")
+            ),
+            Error::InvalidName { path, kind, name } => write!(
+                f,
+                "module {path}: {kind} name {name:?} is not a valid path element \
+                 (names must be non-empty and may not contain '/')"
             ),
             Error::ExtraParamsLayer => write!(
                 f,

@@ -352,6 +352,7 @@ impl<'s> Scope<'s> {
     /// existing variable keeps its kind (writing an array over a tensor is
     /// [`Error::VariableType`]).
     pub fn put_variable(&self, collection: &str, name: &str, value: impl Leaf) -> Result<()> {
+        self.check_name("variable", name)?;
         if let Some(old) = self.get_tree(collection, name) {
             let new = value.clone().into();
             if old.is_leaf() && (old.as_tensor().is_some() != new.as_tensor().is_some()) {
@@ -548,6 +549,19 @@ impl<'s> Scope<'s> {
         Ok(())
     }
 
+    /// Names are path elements: an empty one, or one holding the path
+    /// separator, would alias another variable or not be found again.
+    fn check_name(&self, kind: &'static str, name: &str) -> Result<()> {
+        if name.is_empty() || name.contains('/') {
+            return Err(Error::InvalidName {
+                path: self.path_text(),
+                kind,
+                name: name.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// Reserves a submodule name in this call, or says it is taken.
     pub(crate) fn reserve(&self, name: &str) -> Result<()> {
         self.reserve_as("submodule", name, None)
@@ -558,6 +572,7 @@ impl<'s> Scope<'s> {
     /// name is taken when a submodule holds it, or when a submodule asks
     /// for it, or when the same collection holds it.
     fn reserve_as(&self, kind: &'static str, name: &str, collection: Option<&str>) -> Result<()> {
+        self.check_name(kind, name)?;
         let mut frame = self.frame.borrow_mut();
         let module_type = frame.module_type;
         let taken = frame.reservations.entry(name.to_string()).or_default();

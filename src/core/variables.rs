@@ -249,8 +249,9 @@ impl FromIterator<(String, Tree)> for Variables {
 pub fn array_repr(t: &Tensor) -> String {
     const PREFIX: &str = "Array(";
     format!(
-        "{PREFIX}{}, dtype=float32)",
-        format_array_repr(&t.view(), PREFIX.len())
+        "{PREFIX}{}{}, dtype=float32)",
+        format_array_repr(&t.view(), PREFIX.len()),
+        crate::array_format::empty_shape_suffix(t.shape())
     )
 }
 

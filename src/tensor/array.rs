@@ -213,10 +213,11 @@ impl Array {
         fn body<T: NumpyElement>(a: &ArcArray<T, IxDyn>) -> String {
             format_array_repr(&a.view(), PREFIX.len())
         }
+        let shape = crate::array_format::empty_shape_suffix(self.shape());
         match self {
-            Array::I32(a) => format!("{PREFIX}{}, dtype=int32)", body(a)),
-            Array::U32(a) => format!("{PREFIX}{}, dtype=uint32)", body(a)),
-            Array::Bool(a) => format!("{PREFIX}{}, dtype=bool)", body(a)),
+            Array::I32(a) => format!("{PREFIX}{}{shape}, dtype=int32)", body(a)),
+            Array::U32(a) => format!("{PREFIX}{}{shape}, dtype=uint32)", body(a)),
+            Array::Bool(a) => format!("{PREFIX}{}{shape}, dtype=bool)", body(a)),
             Array::Key { data, .. } => format!(
                 "{PREFIX}{:?}, dtype=key<fry>) overlaying:\n{}",
                 PyShape(self.shape()),

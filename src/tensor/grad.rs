@@ -13,6 +13,41 @@ use super::tape::{backward, Node, OpKind, Tape, Tracer};
 use super::tree::{tree_map, Tree};
 use super::Tensor;
 
+thread_local! {
+    /// How many differentiations are running on this thread.
+    static DIFFERENTIATING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks a differentiation as running on this thread while alive; refuses
+/// to start one inside another (a `grad` inside a `grad` would silently
+/// give zeros: the backward pass is not recorded).
+pub(crate) struct Differentiating(());
+
+impl Differentiating {
+    /// Starts one, or fails with [`TensorError::Argument`] if one is
+    /// already running.
+    pub(crate) fn start(op: &'static str) -> Result<Differentiating> {
+        DIFFERENTIATING.with(|d| {
+            if d.get() > 0 {
+                return Err(TensorError::Argument {
+                    op,
+                    message: "differentiation inside a grad/value_and_grad/vjp/jit step is not \
+                              supported yet (higher-order derivatives would be silently zero)"
+                        .to_string(),
+                });
+            }
+            d.set(d.get() + 1);
+            Ok(Differentiating(()))
+        })
+    }
+}
+
+impl Drop for Differentiating {
+    fn drop(&mut self) {
+        DIFFERENTIATING.with(|d| d.set(d.get() - 1));
+    }
+}
+
 /// Puts every tensor of `params` on a fresh tape as a leaf.
 pub(crate) fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
     let tape = Tape::new();
@@ -116,10 +151,12 @@ pub fn value_and_grad_with_aux<F, A>(f: F, params: &Tree) -> FnResult<((Tensor, 
 where
     F: FnOnce(&Tree) -> FnResult<(Tensor, A)>,
 {
+    let running = Differentiating::start("grad")?;
     let _stale = check_nans();
     let (tape, traced, ids) = trace(params);
     let result = f(&traced);
     tape.close();
+    drop(running);
     let nan = check_nans();
     let (out, aux) = result?;
     nan?;
@@ -151,10 +188,12 @@ pub fn vjp<F>(f: F, params: &Tree) -> FnResult<(Tensor, Pullback)>
 where
     F: FnOnce(&Tree) -> FnResult<Tensor>,
 {
+    let running = Differentiating::start("vjp")?;
     let _stale = check_nans();
     let (tape, traced, ids) = trace(params);
     let result = f(&traced);
     tape.close();
+    drop(running);
     let nan = check_nans();
     let out = result?;
     nan?;

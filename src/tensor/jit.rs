@@ -134,6 +134,8 @@ where
     ///
     /// Fails as [`value_and_grad`](super::value_and_grad) does.
     pub fn call_with(&mut self, params: &Tree, inputs: &Tree) -> crate::Result<(Tensor, Tree)> {
+        // Inside another differentiation a replay would hand back constants.
+        let running = super::grad::Differentiating::start("jit_value_and_grad")?;
         // Under debug_nans every call runs eagerly, op by op, so that the
         // operation producing a NaN can be named (as JAX re-runs a jitted
         // function de-optimized).
@@ -149,6 +151,7 @@ where
         let (traced_inputs, _) = trace_on(&tape, inputs);
         let result = (self.f)(&traced, &traced_inputs);
         tape.close();
+        drop(running);
         let nan = check_nans();
         let out = result?;
         nan?;

@@ -72,8 +72,9 @@ impl UnaryFn {
             UnaryFn::Abs => x.abs(),
             UnaryFn::Powf(p) => x.powf(p),
             UnaryFn::Clip(lo, hi) => {
-                if x.is_nan() {
-                    x
+                if x.is_nan() || lo.is_nan() || hi.is_nan() {
+                    // jnp.clip: a NaN bound makes every value NaN.
+                    f32::NAN
                 } else {
                     x.max(lo).min(hi)
                 }

@@ -1,0 +1,137 @@
+//! Bad input never panics or lies (the classes of the robustness issue
+//! handled so far): empty arrays print as NumPy prints them, a NaN clip
+//! bound gives NaN as `jnp.clip`, a `grad` inside a `grad` is a typed error
+//! instead of silent zeros, and names that are not path elements are
+//! refused instead of aliasing variables.
+
+use flaxen::core::{self, Variables};
+use flaxen::nn::{Dense, Module};
+use flaxen::tensor::{grad, jit_value_and_grad, Tensor, Tree};
+use flaxen::{init, random, Error};
+
+#[test]
+fn empty_arrays_print_as_numpy() {
+    // jax 0.10.2: str() is `[]`; repr adds the shape.
+    for shape in [&[0usize, 1][..], &[1, 0, 2], &[0]] {
+        assert_eq!(Tensor::zeros(shape).to_string(), "[]");
+    }
+    let v = Variables::from_flat([("params/e", Tensor::zeros(&[0, 1]))]).unwrap();
+    assert_eq!(
+        v.to_string(),
+        "{'params': {'e': Array([], shape=(0, 1), dtype=float32)}}"
+    );
+    let v = Variables::from_flat([("params/e", Tensor::zeros(&[0]))]).unwrap();
+    assert_eq!(
+        v.to_string(),
+        "{'params': {'e': Array([], shape=(0,), dtype=float32)}}"
+    );
+}
+
+#[test]
+fn clip_with_a_nan_bound_is_nan() {
+    // jnp.clip(jnp.array([1., 2.]), jnp.nan, 1.) is [nan nan] in jax 0.10.2.
+    let x = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap();
+    assert!(x
+        .clip(f32::NAN, 1.0)
+        .unwrap()
+        .to_vec()
+        .iter()
+        .all(|v| v.is_nan()));
+    assert!(x
+        .clip(0.0, f32::NAN)
+        .unwrap()
+        .to_vec()
+        .iter()
+        .all(|v| v.is_nan()));
+}
+
+#[test]
+fn grad_inside_grad_is_a_typed_error() {
+    let p = Tree::from(Tensor::scalar(3.0));
+    let err = grad(
+        |p| {
+            let x = p.as_tensor().unwrap().clone();
+            let inner = grad(
+                |q| Ok(q.as_tensor().unwrap().mul(&x)?.sum_all()),
+                &Tree::from(x.clone()),
+            )?;
+            Ok(inner.as_tensor().unwrap().sum_all())
+        },
+        &p,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("higher-order derivatives"),
+        "{err}"
+    );
+    // A compiled step inside a grad too.
+    let mut step = jit_value_and_grad(|q: &Tree| Ok(q.as_tensor().unwrap().square().sum_all()));
+    let err = grad(|p| Ok(step.call(p)?.0), &p).unwrap_err();
+    assert!(
+        err.to_string().contains("higher-order derivatives"),
+        "{err}"
+    );
+    // After the failure, differentiation works again on this thread.
+    assert!(grad(|p| Ok(p.as_tensor().unwrap().square()), &p).is_ok());
+}
+
+#[test]
+fn names_are_path_elements() {
+    for name in ["a/b", "", "/"] {
+        let err = core::init(random::key(0), |s| {
+            s.param(name, init::zeros(), &[1]).map(|_| ())
+        })
+        .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidName { kind: "param", .. }),
+            "{name:?}: {err}"
+        );
+        let err = core::init(random::key(0), |s| {
+            s.variable("stats", name, || Ok(Tensor::zeros(&[1])))
+                .map(|_| ())
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidName {
+                    kind: "variable",
+                    ..
+                }
+            ),
+            "{name:?}: {err}"
+        );
+        let err = core::init(random::key(0), |s| {
+            s.put_variable("stats", name, Tensor::zeros(&[1]))
+        })
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidName { .. }), "{name:?}: {err}");
+        let err = core::init(random::key(0), |s| {
+            s.call_named(name, Dense::new(1), Tensor::ones(&[1, 2]))
+                .map(|_| ())
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidName {
+                    kind: "submodule",
+                    ..
+                }
+            ),
+            "{name:?}: {err}"
+        );
+    }
+    // The message names the module and the name.
+    let err = core::init(random::key(0), |s| {
+        s.param("a/b", init::zeros(), &[1]).map(|_| ())
+    })
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "module /: param name \"a/b\" is not a valid path element (names must be non-empty and may not contain '/')"
+    );
+    let _ = Dense::new(1)
+        .init(random::key(0), Tensor::ones(&[1, 1]))
+        .unwrap();
+}
