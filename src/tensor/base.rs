@@ -246,6 +246,13 @@ impl Tensor {
         else {
             return Tensor::constant(value);
         };
+        let mixes_tapes = inputs
+            .iter()
+            .filter_map(|t| t.tracer.as_ref())
+            .any(|tr| tr.tape.is_open() && tr.tape.id != tape.id);
+        if mixes_tapes {
+            tape.mark_nested();
+        }
         let ids: SmallVec<[Option<usize>; 2]> = inputs
             .iter()
             .map(|t| {

@@ -13,38 +13,14 @@ use super::tape::{backward, Node, OpKind, Tape, Tracer};
 use super::tree::{tree_map, Tree};
 use super::Tensor;
 
-thread_local! {
-    /// How many differentiations are running on this thread.
-    static DIFFERENTIATING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// Marks a differentiation as running on this thread while alive; refuses
-/// to start one inside another (a `grad` inside a `grad` would silently
-/// give zeros: the backward pass is not recorded).
-pub(crate) struct Differentiating(());
-
-impl Differentiating {
-    /// Starts one, or fails with [`TensorError::Argument`] if one is
-    /// already running.
-    pub(crate) fn start(op: &'static str) -> Result<Differentiating> {
-        DIFFERENTIATING.with(|d| {
-            if d.get() > 0 {
-                return Err(TensorError::Argument {
-                    op,
-                    message: "differentiation inside a grad/value_and_grad/vjp/jit step is not \
-                              supported yet (higher-order derivatives would be silently zero)"
-                        .to_string(),
-                });
-            }
-            d.set(d.get() + 1);
-            Ok(Differentiating(()))
-        })
-    }
-}
-
-impl Drop for Differentiating {
-    fn drop(&mut self) {
-        DIFFERENTIATING.with(|d| d.set(d.get() - 1));
+/// The error for a differentiation that read tensors of an enclosing one.
+pub(crate) fn nested_error(op: &'static str) -> TensorError {
+    TensorError::Argument {
+        op,
+        message: "this differentiation reads tensors an enclosing grad/value_and_grad/vjp \
+                  differentiates: higher-order derivatives are not supported yet (they would \
+                  be silently zero)"
+            .to_string(),
     }
 }
 
@@ -151,14 +127,15 @@ pub fn value_and_grad_with_aux<F, A>(f: F, params: &Tree) -> FnResult<((Tensor, 
 where
     F: FnOnce(&Tree) -> FnResult<(Tensor, A)>,
 {
-    let running = Differentiating::start("grad")?;
     let _stale = check_nans();
     let (tape, traced, ids) = trace(params);
     let result = f(&traced);
     tape.close();
-    drop(running);
     let nan = check_nans();
     let (out, aux) = result?;
+    if tape.is_nested() || params.leaves().iter().any(Tensor::is_traced) {
+        return Err(nested_error("grad").into());
+    }
     nan?;
     if out.ndim() != 0 {
         return Err(TensorError::NotScalar {
@@ -188,14 +165,15 @@ pub fn vjp<F>(f: F, params: &Tree) -> FnResult<(Tensor, Pullback)>
 where
     F: FnOnce(&Tree) -> FnResult<Tensor>,
 {
-    let running = Differentiating::start("vjp")?;
     let _stale = check_nans();
     let (tape, traced, ids) = trace(params);
     let result = f(&traced);
     tape.close();
-    drop(running);
     let nan = check_nans();
     let out = result?;
+    if tape.is_nested() || params.leaves().iter().any(Tensor::is_traced) {
+        return Err(nested_error("vjp").into());
+    }
     nan?;
     let value = stop_gradient(&out);
     Ok((

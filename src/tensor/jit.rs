@@ -135,7 +135,10 @@ where
     /// Fails as [`value_and_grad`](super::value_and_grad) does.
     pub fn call_with(&mut self, params: &Tree, inputs: &Tree) -> crate::Result<(Tensor, Tree)> {
         // Inside another differentiation a replay would hand back constants.
-        let running = super::grad::Differentiating::start("jit_value_and_grad")?;
+        let traced_in = |t: &Tree| t.leaves().iter().any(Tensor::is_traced);
+        if traced_in(params) || traced_in(inputs) {
+            return Err(super::grad::nested_error("jit_value_and_grad").into());
+        }
         // Under debug_nans every call runs eagerly, op by op, so that the
         // operation producing a NaN can be named (as JAX re-runs a jitted
         // function de-optimized).
@@ -151,7 +154,6 @@ where
         let (traced_inputs, _) = trace_on(&tape, inputs);
         let result = (self.f)(&traced, &traced_inputs);
         tape.close();
-        drop(running);
         let nan = check_nans();
         let out = result?;
         nan?;

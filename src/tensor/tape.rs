@@ -107,6 +107,10 @@ pub(crate) struct Tape {
     /// the function being differentiated returns, so tensors that escape it
     /// (auxiliary outputs) do not keep growing the tape.
     open: AtomicBool,
+    /// Whether an operation on this tape also read a tensor traced by an
+    /// enclosing differentiation (a `grad` inside a `grad`): its backward
+    /// would need recording, which first-order flaxen does not do.
+    nested: AtomicBool,
     nodes: Mutex<Vec<Node>>,
 }
 
@@ -117,8 +121,19 @@ impl Tape {
         Arc::new(Tape {
             id: NEXT_TAPE_ID.fetch_add(1, Ordering::Relaxed),
             open: AtomicBool::new(true),
+            nested: AtomicBool::new(false),
             nodes: Mutex::new(Vec::with_capacity(16)),
         })
+    }
+
+    /// Notes that an operation mixed this tape with an enclosing one.
+    pub(crate) fn mark_nested(&self) {
+        self.nested.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether an operation mixed this tape with an enclosing one.
+    pub(crate) fn is_nested(&self) -> bool {
+        self.nested.load(Ordering::Relaxed)
     }
 
     /// Whether operations on this tape's tensors are still recorded.
