@@ -116,10 +116,24 @@ pub(crate) fn sum_columns_into(g: &[f32], dst: &mut [f32]) {
         }
         return;
     }
-    let mut column = Vec::with_capacity(g.len() / n.max(1));
+    // XLA's windows of 32 rows (kSame padding), each summed in order from
+    // zero, row by row over contiguous memory; then each column's window
+    // sums reduced the same way.
+    let rows = g.len() / n;
+    let windows = rows.div_ceil(32);
+    let low = (windows * 32 - rows) / 2;
+    let mut parts = vec![0.0f32; windows * n];
+    for (w, part) in parts.chunks_exact_mut(n).enumerate() {
+        let start = (w * 32).saturating_sub(low);
+        let end = ((w + 1) * 32).saturating_sub(low).min(rows);
+        for row in g[start * n..end * n].chunks_exact(n) {
+            part.iter_mut().zip(row).for_each(|(p, &x)| *p += x);
+        }
+    }
+    let mut column = Vec::with_capacity(windows);
     for (j, d) in dst.iter_mut().enumerate() {
         column.clear();
-        column.extend(g[j..].iter().step_by(n).copied());
+        column.extend(parts[j..].iter().step_by(n).copied());
         *d = crate::tensor::ops::rows::xla_row_sum(&column);
     }
 }
