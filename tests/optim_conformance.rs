@@ -191,3 +191,45 @@ fn clip_by_global_norm_then_adam() {
     // is bit-exact.
     run_known("clip_adam", &tx, &[""]);
 }
+
+#[test]
+fn schedules_under_jit() {
+    use flaxen::optim::{
+        constant_schedule, cosine_decay_schedule, exponential_decay, linear_schedule,
+        piecewise_constant_schedule,
+    };
+    let f: Fixture = common::load_fixture("optim.json");
+    let cases: Vec<(&str, Schedule)> = vec![
+        (
+            "exponential_decay(0.1,7,0.9)",
+            exponential_decay(0.1, 7, 0.9, 0, false, None),
+        ),
+        (
+            "exponential_decay(0.1,7,0.9,begin=5,staircase)",
+            exponential_decay(0.1, 7, 0.9, 5, true, None),
+        ),
+        (
+            "exponential_decay(0.1,3,0.5,end=0.01)",
+            exponential_decay(0.1, 3, 0.5, 0, false, Some(0.01)),
+        ),
+        (
+            "piecewise_constant(0.1,{10:0.5,30:0.1})",
+            piecewise_constant_schedule(0.1, &[(10, 0.5), (30, 0.1)]),
+        ),
+        (
+            "linear(1.0,0.1,20,begin=3)",
+            linear_schedule(1.0, 0.1, 20, 3),
+        ),
+        (
+            "cosine_decay(0.5,37,0.1)",
+            cosine_decay_schedule(0.5, 37, 0.1),
+        ),
+        ("constant(0.3)", constant_schedule(0.3)),
+    ];
+    for (name, s) in cases {
+        let want: Vec<u32> = f.schedules[name].iter().map(|v| v.to_bits()).collect();
+        let got = values(&s, want.len());
+        let bad: Vec<usize> = (0..want.len()).filter(|&i| got[i] != want[i]).collect();
+        assert!(bad.is_empty(), "{name}: counts {bad:?} differ");
+    }
+}

@@ -39,8 +39,8 @@ pub use lion::{lion, ScaleByLion};
 pub use momentum::{sgd, Trace};
 pub use rms::{adagrad, rmsprop, ScaleByRms, ScaleByRss};
 pub use schedule::{
-    constant_schedule, cosine_decay_schedule, join_schedules, linear_schedule,
-    warmup_cosine_decay_schedule, LearningRate, Schedule,
+    constant_schedule, cosine_decay_schedule, exponential_decay, join_schedules, linear_schedule,
+    piecewise_constant_schedule, warmup_cosine_decay_schedule, LearningRate, Schedule,
 };
 pub use sgd::Sgd;
 pub use train_state::TrainState;

@@ -172,3 +172,68 @@ pub fn warmup_cosine_decay_schedule(
         vec![warmup_steps],
     )
 }
+
+/// `optax.exponential_decay(init_value, transition_steps, decay_rate,
+/// transition_begin, staircase, end_value)`: `init_value * decay_rate ^
+/// ((count - begin) / steps)` (the exponent floored with `staircase`),
+/// `init_value` until `transition_begin`, bounded by `end_value` if given.
+/// A non-positive `transition_steps` or a zero `decay_rate` gives
+/// `init_value` throughout, as in optax.
+pub fn exponential_decay(
+    init_value: f64,
+    transition_steps: i32,
+    decay_rate: f64,
+    transition_begin: i32,
+    staircase: bool,
+    end_value: Option<f64>,
+) -> Schedule {
+    if transition_steps <= 0 || decay_rate == 0.0 {
+        return constant_schedule(init_value);
+    }
+    let begin = transition_begin.max(0);
+    let (init, rate) = (init_value as f32, decay_rate as f32);
+    // XLA: the division by the constant step count is a multiply by its
+    // reciprocal; the power is `powf`.
+    let inv = 1.0 / transition_steps as f32;
+    let end = end_value.map(|e| e as f32);
+    Schedule::new(move |count| {
+        let decreased = count.saturating_sub(begin);
+        let mut p = decreased as f32 * inv;
+        if staircase {
+            p = p.floor();
+        }
+        let v = if decreased <= 0 {
+            init
+        } else {
+            init * rate.powf(p)
+        };
+        match end {
+            Some(e) if rate < 1.0 => v.max(e),
+            Some(e) => v.min(e),
+            None => v,
+        }
+    })
+}
+
+/// `optax.piecewise_constant_schedule(init_value, boundaries_and_scales)`:
+/// the value is multiplied by `scale` at each boundary step (boundaries in
+/// increasing order), as optax's `v * indicator + (1 - indicator) * scale *
+/// v` computes it.
+pub fn piecewise_constant_schedule(
+    init_value: f64,
+    boundaries_and_scales: &[(i32, f64)],
+) -> Schedule {
+    let mut steps = boundaries_and_scales.to_vec();
+    steps.sort_by_key(|&(b, _)| b);
+    let init = init_value as f32;
+    Schedule::new(move |count| {
+        let mut v = init;
+        for &(threshold, scale) in &steps {
+            // indicator = max(0, sign(threshold - count)): 1 before, 0 after.
+            if count >= threshold {
+                v *= scale as f32;
+            }
+        }
+        v
+    })
+}

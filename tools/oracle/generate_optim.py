@@ -86,6 +86,19 @@ def main():
         },
         "schedules": {
             "warmup_cosine_decay(0,3e-3,50,450,1e-5)": schedule_values(sched, 452),
+            "exponential_decay(0.1,7,0.9)": schedule_values(optax.exponential_decay(0.1, 7, 0.9), 100),
+            "exponential_decay(0.1,7,0.9,begin=5,staircase)": schedule_values(
+                optax.exponential_decay(0.1, 7, 0.9, transition_begin=5, staircase=True), 100
+            ),
+            "exponential_decay(0.1,3,0.5,end=0.01)": schedule_values(
+                optax.exponential_decay(0.1, 3, 0.5, end_value=0.01), 60
+            ),
+            "piecewise_constant(0.1,{10:0.5,30:0.1})": schedule_values(
+                optax.piecewise_constant_schedule(0.1, {10: 0.5, 30: 0.1}), 50
+            ),
+            "linear(1.0,0.1,20,begin=3)": schedule_values(optax.linear_schedule(1.0, 0.1, 20, 3), 40),
+            "cosine_decay(0.5,37,0.1)": schedule_values(optax.cosine_decay_schedule(0.5, 37, 0.1), 50),
+            "constant(0.3)": schedule_values(optax.constant_schedule(0.3), 3),
         },
     }
     with open(OUT, "w") as f:
