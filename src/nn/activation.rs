@@ -34,3 +34,13 @@ pub fn softmax(x: &Tensor) -> Result<Tensor> {
 pub fn log_softmax(x: &Tensor) -> Result<Tensor> {
     Ok(x.log_softmax(-1)?)
 }
+
+/// `jax.nn.silu` (`nn.silu`, also `nn.swish`): `x * sigmoid(x)`.
+pub fn silu(x: &Tensor) -> Tensor {
+    x.silu()
+}
+
+/// `jax.nn.leaky_relu` with JAX's default slope 0.01.
+pub fn leaky_relu(x: &Tensor) -> Tensor {
+    x.leaky_relu(0.01)
+}

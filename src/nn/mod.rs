@@ -11,7 +11,7 @@ mod normalization;
 mod scan;
 mod vmap;
 
-pub use activation::{gelu, log_softmax, relu, sigmoid, softmax, tanh};
+pub use activation::{gelu, leaky_relu, log_softmax, relu, sigmoid, silu, softmax, tanh};
 pub use dense::Dense;
 pub use dropout::Dropout;
 pub use map_variables::MapVariables;

@@ -67,5 +67,6 @@ pub use error::{Result, TensorError};
 pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};
 pub use jit::{jit_value_and_grad, jit_value_and_grad_with, JitValueAndGrad};
 pub use ops::matmul::{exact_matmul_limit, set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
+pub use ops::one_hot;
 pub use shape::broadcast_shapes;
 pub use tree::{tree_map, tree_map2, Leaf, LeafRef, Tree};

@@ -3,6 +3,7 @@
 pub(crate) mod binary;
 
 pub(crate) use binary::is_trailing;
+mod data_ops;
 pub(crate) mod gather;
 pub(crate) mod matmul;
 mod reduce;
@@ -10,3 +11,4 @@ pub(crate) mod rows;
 mod shape_ops;
 pub(crate) mod unary;
 mod ynn_dot;
+pub use data_ops::one_hot;

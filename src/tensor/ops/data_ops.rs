@@ -1,0 +1,105 @@
+//! Operations that real data needs beyond arithmetic: `one_hot`, `min`,
+//! `split`, and the activations `silu`, `leaky_relu` and `standardize`,
+//! each composed from exact kernels in JAX's operation order.
+
+use ndarray::ArrayD;
+
+use crate::tensor::error::{Result, TensorError};
+use crate::tensor::shape::normalize_axis;
+use crate::tensor::Tensor;
+
+/// `jax.nn.one_hot(labels, num_classes)`: a float32 tensor of shape
+/// `labels.shape + [num_classes]`, 1 where the class is the label. As in
+/// JAX, a label outside `[0, num_classes)` gives a row of zeros.
+///
+/// ```
+/// use flaxen::tensor::one_hot;
+/// use ndarray::arr1;
+/// let t = one_hot(&arr1(&[2, 0, 5]).into_dyn(), 3);
+/// assert_eq!(t.to_vec(), [0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+/// ```
+pub fn one_hot(labels: &ArrayD<i32>, num_classes: usize) -> Tensor {
+    let mut shape = labels.shape().to_vec();
+    shape.push(num_classes);
+    let mut out = vec![0.0f32; labels.len() * num_classes];
+    for (row, &l) in out.chunks_mut(num_classes.max(1)).zip(labels.iter()) {
+        if l >= 0 && (l as usize) < num_classes {
+            row[l as usize] = 1.0;
+        }
+    }
+    Tensor::from_array(ArrayD::from_shape_vec(shape, out).expect("one row per label"))
+}
+
+impl Tensor {
+    /// The minimum over `axes` (`jnp.min`): `-max(-x)`, so NaNs propagate
+    /// and tied minima share the gradient equally, as in JAX.
+    pub fn min(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        Ok(self.neg().max(axes, keepdims)?.neg())
+    }
+
+    /// `jnp.split(x, sections, axis)`: `sections` equal parts along `axis`.
+    ///
+    /// Fails with [`TensorError::Argument`] when the axis length is not a
+    /// multiple of `sections` (JAX raises too) or `sections` is 0.
+    pub fn split(&self, sections: usize, axis: isize) -> Result<Vec<Tensor>> {
+        let a = normalize_axis("split", axis, self.ndim())?;
+        let len = self.shape()[a];
+        if sections == 0 || len % sections != 0 {
+            return Err(TensorError::Argument {
+                op: "split",
+                message: format!(
+                    "an axis of length {len} cannot be split into {sections} equal sections"
+                ),
+            });
+        }
+        let step = len / sections;
+        (0..sections)
+            .map(|i| self.slice(a as isize, i * step, (i + 1) * step))
+            .collect()
+    }
+
+    /// `jnp.split(x, indices, axis)` with explicit split points: the parts
+    /// `[0, i0)`, `[i0, i1)`, ..., `[ik, len)`.
+    ///
+    /// Fails with [`TensorError::Argument`] for indices out of order or past
+    /// the end.
+    pub fn split_at(&self, indices: &[usize], axis: isize) -> Result<Vec<Tensor>> {
+        let a = normalize_axis("split", axis, self.ndim())?;
+        let len = self.shape()[a];
+        let mut bounds = vec![0];
+        bounds.extend_from_slice(indices);
+        bounds.push(len);
+        if bounds.windows(2).any(|w| w[0] > w[1]) {
+            return Err(TensorError::Argument {
+                op: "split",
+                message: format!("split points {indices:?} are not increasing within 0..={len}"),
+            });
+        }
+        bounds
+            .windows(2)
+            .map(|w| self.slice(a as isize, w[0], w[1]))
+            .collect()
+    }
+
+    /// `jax.nn.silu(x)`: `x * sigmoid(x)`.
+    pub fn silu(&self) -> Tensor {
+        self * &self.sigmoid()
+    }
+
+    /// `jax.nn.leaky_relu(x, negative_slope)`: `x` where `x >= 0`, else
+    /// `negative_slope * x`.
+    pub fn leaky_relu(&self, negative_slope: f32) -> Tensor {
+        let mask = Tensor::from_array(self.to_array().mapv(|v| f32::from(v >= 0.0)));
+        let scaled = self * negative_slope;
+        Tensor::select(&mask, self, &scaled).expect("same shapes")
+    }
+
+    /// `jax.nn.standardize(x, axis)`: `(x - mean) * rsqrt(var + eps)` with
+    /// `var = mean(x²) - mean²`, over `axis`.
+    pub fn standardize(&self, axis: isize, epsilon: f32) -> Result<Tensor> {
+        let mean = self.mean(&[axis], true)?;
+        let var = self.square().mean(&[axis], true)?.sub(&mean.square())?;
+        self.sub(&mean)?
+            .mul(&var.add(&Tensor::scalar(epsilon))?.rsqrt())
+    }
+}
