@@ -11,9 +11,10 @@
 //! steps the way the JAX script does (median and best of ~10 ms batches)
 //! instead of running criterion.
 
-use std::time::Instant;
-
 use criterion::{black_box, criterion_group, Criterion};
+
+mod common;
+use common::{batch_times, fmt};
 use flaxen::tensor::{jit_value_and_grad_with, value_and_grad, Tensor, Tree};
 use ndarray::{Array2, ArrayD, IxDyn};
 
@@ -132,37 +133,6 @@ fn gemm_vs_matrixmultiply(c: &mut Criterion) {
         });
     }
     group.finish();
-}
-
-/// Per-call times of `f` in batches of about 10 ms for at least 3 s, as
-/// tools/bench/jax_train_step.py times JAX: (median, best) in seconds.
-fn batch_times(mut f: impl FnMut()) -> (f64, f64) {
-    f();
-    let start = Instant::now();
-    let mut calls = 0u32;
-    while start.elapsed().as_secs_f64() < 0.01 {
-        f();
-        calls += 1;
-    }
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while start.elapsed().as_secs_f64() < 3.0 || times.len() < 20 {
-        let t = Instant::now();
-        for _ in 0..calls {
-            f();
-        }
-        times.push(t.elapsed().as_secs_f64() / f64::from(calls));
-    }
-    times.sort_by(f64::total_cmp);
-    (times[times.len() / 2], times[0])
-}
-
-fn fmt(t: f64) -> String {
-    if t < 1e-3 {
-        format!("{:.2} µs", t * 1e6)
-    } else {
-        format!("{:.3} ms", t * 1e3)
-    }
 }
 
 /// The training steps timed exactly like the JAX script (median and best

@@ -187,20 +187,40 @@ pub(crate) fn state_error(message: String) -> Error {
     }
 }
 
+/// Leaves with at least this many elements are updated on all cores.
+const PARALLEL_LEN: usize = 1 << 16;
+
 /// Applies `f` to the raw values of same-shaped tensors, leaf by leaf, in
 /// one pass (the elementwise arithmetic of an update, as XLA fuses it).
+/// Contiguous leaves are read in place.
 pub(crate) fn zip_leaves<const N: usize>(
     trees: [&Tree; N],
-    mut f: impl FnMut([&[f32]; N], usize) -> f32,
+    f: impl Fn([&[f32]; N], usize) -> f32 + Sync,
 ) -> Result<Tree> {
     let first = trees[0];
     let leaves = (0..first.leaves().len())
         .map(|k| {
-            let shape = first.leaves()[k].shape().to_vec();
-            let values: Vec<Vec<f32>> = trees.iter().map(|t| t.leaves()[k].to_vec()).collect();
-            let slices: [&[f32]; N] = std::array::from_fn(|i| values[i].as_slice());
-            let out: Vec<f32> = (0..values[0].len()).map(|j| f(slices, j)).collect();
-            Tensor::from_array(ArrayD::from_shape_vec(shape, out).expect("same shape"))
+            let tensors: [&Tensor; N] = std::array::from_fn(|i| &trees[i].leaves()[k]);
+            let views: Vec<ndarray::ArrayViewD<'_, f32>> =
+                tensors.iter().map(|t| t.view()).collect();
+            let owned: Vec<Option<Vec<f32>>> = views
+                .iter()
+                .map(|v| v.as_slice().is_none().then(|| v.iter().copied().collect()))
+                .collect();
+            let slices: [&[f32]; N] = std::array::from_fn(|i| match &owned[i] {
+                Some(v) => v.as_slice(),
+                None => views[i].as_slice().expect("contiguous"),
+            });
+            let len = slices[0].len();
+            // Large leaves are split over the cores (each element is
+            // independent, so the bits are those of one thread).
+            let out: Vec<f32> = if len >= PARALLEL_LEN {
+                use rayon::prelude::*;
+                (0..len).into_par_iter().map(|j| f(slices, j)).collect()
+            } else {
+                (0..len).map(|j| f(slices, j)).collect()
+            };
+            Tensor::from_array(ArrayD::from_shape_vec(tensors[0].shape(), out).expect("same shape"))
         })
         .collect();
     Ok(first.with_leaves(leaves)?)

@@ -1,0 +1,81 @@
+//! The training toolkit's hot paths next to JAX
+//! (tools/bench/jax_train_digits.py, same machine, same session): one epoch
+//! of the digits recipe (15 steps of 100 examples: forward, backward, AdamW
+//! with its schedule) and an AdamW update of a 1M-parameter tree.
+//!
+//! ```text
+//! cargo bench --bench train
+//! .venv-oracle/bin/python tools/bench/jax_train_digits.py
+//! ```
+
+mod common;
+
+#[allow(dead_code)]
+#[path = "../examples/train_digits.rs"]
+mod train_digits;
+
+use common::{batch_times, fmt};
+use criterion::black_box;
+use flaxen::data::{digits, Batches};
+use flaxen::nn::Module;
+use flaxen::optim::{adamw, warmup_cosine_decay_schedule, GradientTransformation};
+use flaxen::random;
+use flaxen::tensor::{Tensor, Tree};
+use ndarray::s;
+use train_digits::{loss_and_grads, Mlp, BATCH, TRAIN};
+
+fn epoch() {
+    let d = digits::load().unwrap();
+    let x = d.images_f32();
+    let (xt, yt) = (x.slice(s![..TRAIN, ..]), d.labels.slice(s![..TRAIN]));
+    let [pk, dk, sk] = random::split_n(random::key(0));
+    let init = Tensor::from_array(xt.slice(s![..1, ..]).to_owned());
+    let params0 = Mlp { train: false }.init(pk, init).unwrap().params();
+    let tx = adamw(warmup_cosine_decay_schedule(0.0, 3e-3, 50, 450, 1e-5), 1e-4);
+    let state0 = tx.init(&params0).unwrap();
+    let (median, best) = batch_times(|| {
+        let (mut params, mut state) = (params0.clone(), state0.clone());
+        let batches = Batches::shuffled(xt, yt, BATCH, random::clone(&sk)).unwrap();
+        for (t, batch) in batches.enumerate() {
+            let key = random::fold_in(random::clone(&dk), t as u32);
+            let (_, grads) =
+                loss_and_grads(&params, Tensor::from_array(batch.x), &batch.y, key).unwrap();
+            (params, state) = tx.apply_gradients(&grads, &state, &params).unwrap();
+        }
+        black_box(params);
+    });
+    println!(
+        "train/digits_epoch: median {}, best {}",
+        fmt(median),
+        fmt(best)
+    );
+}
+
+fn adamw_update() {
+    // 1,048,576 parameters in four 512×512 leaves.
+    let mut params = Tree::new();
+    for i in 0..4 {
+        let v: Vec<f32> = (0..512 * 512)
+            .map(|j| ((j * 7 + i) % 13) as f32 * 0.01)
+            .collect();
+        params
+            .insert(format!("w{i}"), Tensor::from_vec(v, &[512, 512]).unwrap())
+            .unwrap();
+    }
+    let grads = flaxen::tensor::tree_map(&params, |p| p * 0.5);
+    let tx = adamw(1e-3, 1e-4);
+    let state = tx.init(&params).unwrap();
+    let (median, best) = batch_times(|| {
+        black_box(tx.apply_gradients(&grads, &state, &params).unwrap());
+    });
+    println!(
+        "train/adamw_update_1M: median {}, best {}",
+        fmt(median),
+        fmt(best)
+    );
+}
+
+fn main() {
+    epoch();
+    adamw_update();
+}
