@@ -135,3 +135,65 @@ fn names_are_path_elements() {
         .init(random::key(0), Tensor::ones(&[1, 1]))
         .unwrap();
 }
+
+struct Step;
+
+impl flaxen::nn::Module for Step {
+    type Input = (Tensor, Tensor);
+    type Output = (Tensor, Tensor);
+    fn call(
+        &self,
+        _s: &flaxen::core::Scope<'_>,
+        (c, x): (Tensor, Tensor),
+    ) -> flaxen::core::Result<(Tensor, Tensor)> {
+        Ok((c.add(&x)?, x))
+    }
+}
+
+#[test]
+fn degenerate_shapes() {
+    // Dense over zero input features: an empty kernel, the bias as output.
+    let x = Tensor::zeros(&[2, 0]);
+    let v = Dense::new(3).init(random::key(0), x.clone()).unwrap();
+    assert_eq!(v.tensor("params/kernel").unwrap().shape(), &[0, 3]);
+    let y = Dense::new(3).apply(&v, x, ()).unwrap();
+    assert_eq!(y.to_vec(), [0.0; 6]);
+    // Products with a zero-length contraction, rows or columns.
+    let p = Tensor::zeros(&[3, 0])
+        .matmul(&Tensor::zeros(&[0, 2]))
+        .unwrap();
+    assert_eq!(p.to_vec(), [0.0; 6]);
+    assert_eq!(
+        Tensor::zeros(&[0, 4])
+            .matmul(&Tensor::zeros(&[4, 2]))
+            .unwrap()
+            .shape(),
+        &[0, 2]
+    );
+    // Scan over a scalar: Flax raises an index error; flaxen a lift error.
+    let err = flaxen::nn::Scan::new(Step)
+        .init(random::key(0), (Tensor::zeros(&[]), Tensor::scalar(1.0)))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("has no axis 0 to scan over"),
+        "{err}"
+    );
+}
+
+#[test]
+fn element_counts_that_wrap_are_refused() {
+    let err = Tensor::zeros(&[4])
+        .reshape(&[(1isize << 62) + 1, 4])
+        .unwrap_err();
+    assert!(
+        matches!(err, flaxen::tensor::TensorError::Reshape { .. }),
+        "{err}"
+    );
+    let err = Tensor::zeros(&[0])
+        .reshape(&[0, 1 << 62, 4, 1 << 10])
+        .unwrap_err();
+    assert!(
+        matches!(err, flaxen::tensor::TensorError::Reshape { .. }),
+        "{err}"
+    );
+}

@@ -104,6 +104,13 @@ where
             transform: "scan",
             message,
         };
+        // A scalar (or an axis it does not have) cannot be scanned over:
+        // Flax raises an index error.
+        if let Some((axis, shape, _)) = sizes.iter().find(|&&(_, _, m)| m == usize::MAX) {
+            return Err(lift_error(format!(
+                "xs of shape {shape:?} has no axis {axis} to scan over"
+            )));
+        }
         let n = match (sizes.first(), self.length) {
             (Some(&(_, _, n)), _) => n,
             (None, Some(n)) => n,

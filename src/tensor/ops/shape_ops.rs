@@ -32,11 +32,12 @@ fn resolve_shape(from: &[usize], to: &[isize]) -> Result<Vec<usize>> {
     if unknown > 1 || to.iter().any(|&d| d < -1) {
         return Err(err());
     }
-    let known: usize = to
+    // Checked: a product that wraps must not pass for the element count.
+    let known = to
         .iter()
         .filter(|&&d| d >= 0)
-        .map(|&d| d as usize)
-        .product();
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d as usize))
+        .ok_or_else(err)?;
     let shape: Vec<usize> = to
         .iter()
         .map(|&d| {
@@ -47,7 +48,15 @@ fn resolve_shape(from: &[usize], to: &[isize]) -> Result<Vec<usize>> {
             }
         })
         .collect();
-    if shape.iter().product::<usize>() != n {
+    let count = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    // As ndarray requires: even with a zero length, the other lengths'
+    // product must fit in isize.
+    let nonzero = shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&p| p <= isize::MAX as usize);
+    if count != Some(n) || nonzero.is_none() {
         return Err(err());
     }
     Ok(shape)
