@@ -3,23 +3,13 @@
 
 mod common;
 
+use common::F32Array as Array;
+
 use std::collections::BTreeMap;
 
 use flaxen::optim::losses;
 use flaxen::tensor::{as_jitted, grad, Tensor, Tree};
 use serde::Deserialize;
-
-#[derive(Deserialize)]
-struct Array {
-    shape: Vec<usize>,
-    data: Vec<f32>,
-}
-
-impl Array {
-    fn tensor(&self) -> Tensor {
-        Tensor::from_vec(self.data.clone(), &self.shape).unwrap()
-    }
-}
 
 #[derive(Deserialize)]
 struct Case {

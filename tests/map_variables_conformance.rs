@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::F32Array as Array;
+
 use std::collections::BTreeMap;
 
 use flaxen::core::{Result, Rngs, Scope, Variables};
@@ -12,18 +14,6 @@ use flaxen::nn::{Dense, Dropout, MapVariables, Module};
 use flaxen::random;
 use flaxen::tensor::{tree_map, Tensor, Tree};
 use serde::Deserialize;
-
-#[derive(Deserialize)]
-struct Array {
-    shape: Vec<usize>,
-    data: Vec<f32>,
-}
-
-impl Array {
-    fn tensor(&self) -> Tensor {
-        Tensor::from_vec(self.data.clone(), &self.shape).unwrap()
-    }
-}
 
 #[derive(Deserialize)]
 struct Case {

@@ -17,6 +17,8 @@
 
 mod common;
 
+use common::F32Array as Array;
+
 use std::collections::BTreeMap;
 
 use flaxen::core::{Filter, Variables};
@@ -25,18 +27,6 @@ use flaxen::random;
 use flaxen::tensor::{value_and_grad, Tensor, Tree};
 use ndarray::{ArrayD, IxDyn};
 use serde::Deserialize;
-
-#[derive(Deserialize)]
-struct Array {
-    shape: Vec<usize>,
-    data: Vec<f32>,
-}
-
-impl Array {
-    fn tensor(&self) -> Tensor {
-        Tensor::from_vec(self.data.clone(), &self.shape).unwrap()
-    }
-}
 
 #[derive(Deserialize)]
 struct Mask {

@@ -26,3 +26,30 @@ pub fn ulp_distance(a: f32, b: f32) -> u64 {
     };
     key(a).abs_diff(key(b))
 }
+
+/// An f32 array as the oracle scripts write it: the shape, and the values
+/// row-major as exact decimals.
+#[derive(serde::Deserialize)]
+pub struct F32Array {
+    /// The shape.
+    pub shape: Vec<usize>,
+    /// The values, row-major.
+    pub data: Vec<f32>,
+}
+
+impl F32Array {
+    /// The values as a tensor.
+    pub fn tensor(&self) -> flaxen::tensor::Tensor {
+        flaxen::tensor::Tensor::from_vec(self.data.clone(), &self.shape).expect("shape fits data")
+    }
+
+    /// The values' bit patterns.
+    pub fn bits(&self) -> Vec<u32> {
+        self.data.iter().map(|v| v.to_bits()).collect()
+    }
+}
+
+/// The bit patterns of a tensor's values, row-major.
+pub fn tensor_bits(t: &flaxen::tensor::Tensor) -> Vec<u32> {
+    t.to_vec().iter().map(|v| v.to_bits()).collect()
+}

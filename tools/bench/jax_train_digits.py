@@ -36,15 +36,7 @@ def main():
     tx = optax.adamw(optax.warmup_cosine_decay_schedule(0.0, 3e-3, 50, 450, 1e-5), weight_decay=1e-4)
     state0 = tx.init(params0)
 
-    @jax.jit
-    def step(params, opt_state, xb, yb, key):
-        def loss_fn(p):
-            logits = model.apply({"params": p}, xb, train=True, rngs={"dropout": key})
-            return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+    step = T.make_train_step(model, tx)
 
     def epoch():
         params, state = params0, state0

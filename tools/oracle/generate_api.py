@@ -14,6 +14,8 @@ their exact value; shapes are listed separately, data is row-major.
 import json
 import os
 
+import sys
+
 import numpy as np
 
 import jax
@@ -21,26 +23,13 @@ import jax.numpy as jnp
 import flax
 import flax.linen as nn
 
+sys.path.insert(0, os.path.dirname(__file__))
+from fixture_io import enc, flat  # noqa: E402
+
 EXPECTED = {"jax": "0.10.2", "flax": "0.12.8"}
 assert jax.__version__ == EXPECTED["jax"], jax.__version__
 assert flax.__version__ == EXPECTED["flax"], flax.__version__
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "api.json")
-
-
-def enc(x):
-    x = np.asarray(x, dtype=np.float32)
-    return {"shape": list(x.shape), "data": [float(v) for v in x.reshape(-1)]}
-
-
-def flat(tree, prefix=""):
-    out = {}
-    for k, v in tree.items():
-        p = f"{prefix}/{k}" if prefix else k
-        if isinstance(v, dict):
-            out.update(flat(v, p))
-        else:
-            out[p] = enc(v)
-    return out
 
 
 def sign(t):

@@ -13,23 +13,19 @@ Writes tests/fixtures/data_ops.json.
 import json
 import os
 
+import sys
+
 import numpy as np
 
 import jax
 import jax.numpy as jnp
 
+sys.path.insert(0, os.path.dirname(__file__))
+from fixture_io import enc  # noqa: E402
+
 EXPECTED = {"jax": "0.10.2"}
 assert jax.__version__ == EXPECTED["jax"], jax.__version__
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "data_ops.json")
-
-
-def enc(x):
-    x = np.asarray(x)
-    if x.dtype.kind in "iu":
-        return {"shape": list(x.shape), "int": [int(v) for v in x.reshape(-1)]}
-    x = x.astype(np.float32)
-    # NaN is written as null (JSON has no NaN).
-    return {"shape": list(x.shape), "data": [None if np.isnan(v) else float(v) for v in x.reshape(-1)]}
 
 
 def vjp_case(f, x):

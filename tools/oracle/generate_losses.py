@@ -13,21 +13,21 @@ Writes tests/fixtures/losses.json (f32 values as exact decimals).
 import json
 import os
 
+import sys
+
 import numpy as np
 
 import jax
 import jax.numpy as jnp
 import optax
 
+sys.path.insert(0, os.path.dirname(__file__))
+from fixture_io import enc  # noqa: E402
+
 EXPECTED = {"jax": "0.10.2", "optax": "0.2.8"}
 assert jax.__version__ == EXPECTED["jax"], jax.__version__
 assert optax.__version__ == EXPECTED["optax"], optax.__version__
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "losses.json")
-
-
-def enc(x):
-    x = np.asarray(x, dtype=np.float32)
-    return {"shape": list(x.shape), "data": [float(v) for v in x.reshape(-1)]}
 
 
 def case(loss, x, other):

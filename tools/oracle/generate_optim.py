@@ -16,25 +16,22 @@ multiply-adds into FMAs there; eager values differ).
 import json
 import os
 
+import sys
+
 import numpy as np
 
 import jax
 import jax.numpy as jnp
 import optax
 
+sys.path.insert(0, os.path.dirname(__file__))
+from fixture_io import enc  # noqa: E402
+
 EXPECTED = {"jax": "0.10.2", "optax": "0.2.8"}
 assert jax.__version__ == EXPECTED["jax"], jax.__version__
 assert optax.__version__ == EXPECTED["optax"], optax.__version__
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "optim.json")
 STEPS = 4
-
-
-def enc(x):
-    x = np.asarray(x)
-    if x.dtype == np.int32:
-        return {"shape": list(x.shape), "int": [int(v) for v in x.reshape(-1)]}
-    x = x.astype(np.float32)
-    return {"shape": list(x.shape), "data": [float(v) for v in x.reshape(-1)]}
 
 
 def leaves(tree):

@@ -30,6 +30,8 @@ import gzip
 import json
 import os
 
+import sys
+
 import numpy as np
 
 import jax
@@ -37,6 +39,9 @@ import jax.numpy as jnp
 import flax
 import flax.linen as nn
 import optax
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fixture_io import enc, flat  # noqa: E402
 
 EXPECTED = {"jax": "0.10.2", "flax": "0.12.8", "optax": "0.2.8"}
 assert jax.__version__ == EXPECTED["jax"], jax.__version__
@@ -49,22 +54,6 @@ OUT = os.path.join(ROOT, "tests", "fixtures", "train_digits.json")
 EPOCHS = 30
 BATCH = 100
 TRAIN = 1500
-
-
-def enc(x):
-    x = np.asarray(x, dtype=np.float32)
-    return {"shape": list(x.shape), "data": [float(v) for v in x.reshape(-1)]}
-
-
-def flat(tree, prefix=""):
-    out = {}
-    for k, v in tree.items():
-        p = f"{prefix}/{k}" if prefix else k
-        if isinstance(v, dict):
-            out.update(flat(v, p))
-        else:
-            out[p] = enc(v)
-    return out
 
 
 def load():
@@ -83,6 +72,22 @@ class Mlp(nn.Module):
         x = nn.relu(nn.Dense(128)(x))
         x = nn.Dropout(0.2, deterministic=not train)(x)
         return nn.Dense(10)(x)
+
+
+def make_train_step(model, tx):
+    """The recipe's jitted step: loss, gradients, AdamW, new parameters."""
+
+    @jax.jit
+    def train_step(params, opt_state, xb, yb, key):
+        def loss_fn(p):
+            logits = model.apply({"params": p}, xb, train=True, rngs={"dropout": key})
+            return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return train_step
 
 
 def mean_f32(values):
@@ -108,15 +113,7 @@ def main():
     tx = optax.adamw(schedule, weight_decay=1e-4)
     opt_state = tx.init(params)
 
-    @jax.jit
-    def train_step(params, opt_state, xb, yb, key):
-        def loss_fn(p):
-            logits = model.apply({"params": p}, xb, train=True, rngs={"dropout": key})
-            return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+    train_step = make_train_step(model, tx)
 
     @jax.jit
     def predict(params, xs):

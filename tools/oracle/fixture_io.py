@@ -1,0 +1,26 @@
+"""How the oracle scripts write arrays into fixtures: f32 values as the
+exact decimals of their bits (null for NaN), int32 arrays as integers, the
+shape beside them; nested dicts of arrays flattened to '/'-joined paths."""
+
+import numpy as np
+
+
+def enc(x):
+    """An array as {"shape": [...], "data": [...]} (or "int" for integers)."""
+    x = np.asarray(x)
+    if x.dtype.kind in "iu":
+        return {"shape": list(x.shape), "int": [int(v) for v in x.reshape(-1)]}
+    x = x.astype(np.float32)
+    return {"shape": list(x.shape), "data": [None if np.isnan(v) else float(v) for v in x.reshape(-1)]}
+
+
+def flat(tree, prefix=""):
+    """A nested dict of arrays as {"a/b/c": enc(array)}."""
+    out = {}
+    for k, v in tree.items():
+        p = f"{prefix}/{k}" if prefix else k
+        if isinstance(v, dict):
+            out.update(flat(v, p))
+        else:
+            out[p] = enc(v)
+    return out
