@@ -106,6 +106,20 @@ fn activations() {
     // flaxen rounds each product (1 ulp, measured).
     check_known("silu", |x| Ok(x.silu()), 1);
     check("leaky_relu", |x| Ok(x.leaky_relu(0.01)));
+    check("softplus", |x| Ok(x.softplus()));
+    check("log_sigmoid", |x| Ok(x.log_sigmoid()));
+    check("elu", |x| Ok(x.elu(1.0)));
+    check("log1p", |x| Ok(x.log1p()));
+    check("expm1", |x| Ok(x.expm1()));
+    check("logaddexp", |x| {
+        let n = x.shape()[0];
+        let parts: Vec<Tensor> = (0..n)
+            .rev()
+            .map(|i| x.slice(0, i, i + 1).unwrap())
+            .collect();
+        let reversed = Tensor::concatenate(&parts, 0)?;
+        Ok(x.logaddexp(&(&reversed * 0.5))?)
+    });
     check("leaky_relu_0.2", |x| Ok(x.leaky_relu(0.2)));
     // Known: jax.nn.standardize is jitted too; its fused backward differs
     // by up to 16 ulp (measured); the values are exact.

@@ -165,3 +165,31 @@ pub fn kl_divergence(log_predictions: &Tensor, targets: &Tensor) -> Result<Tenso
     let log_t = Tensor::select(&is_zero, &Tensor::zeros(&[]), &targets.log())?;
     row_dot(targets, &log_t.sub(log_predictions)?)
 }
+
+/// `optax.sigmoid_binary_cross_entropy(logits, labels)`: elementwise
+/// `-labels * log_sigmoid(logits) - (1 - labels) * log_sigmoid(-logits)`.
+pub fn sigmoid_binary_cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    if logits.shape() != labels.shape() {
+        return Err(TensorError::Incompatible {
+            op: "sigmoid_binary_cross_entropy",
+            lhs: logits.shape().to_vec(),
+            rhs: labels.shape().to_vec(),
+        }
+        .into());
+    }
+    let log_p = logits.log_sigmoid();
+    let log_not_p = logits.neg().log_sigmoid();
+    let not_labels = Tensor::scalar(1.0).sub(labels)?;
+    Ok(labels
+        .neg()
+        .mul(&log_p)?
+        .sub(&not_labels.mul(&log_not_p)?)?)
+}
+
+/// `optax.log_cosh(predictions, targets)`: `log(cosh(e))` as
+/// `logaddexp(e, -e) - log(2)`.
+pub fn log_cosh(predictions: &Tensor, targets: Option<&Tensor>) -> Result<Tensor> {
+    let e = errors(predictions, targets)?;
+    Ok(e.logaddexp(&e.neg())?
+        .sub(&Tensor::scalar(std::f32::consts::LN_2))?)
+}

@@ -48,6 +48,12 @@ def main():
         "standardize": vjp_case(lambda v: jax.nn.standardize(v, axis=-1), x),
         "min_axis1": vjp_case(lambda v: jnp.min(v, axis=1), x),
         "min_ties": vjp_case(lambda v: jnp.min(v, axis=1), ties[:2]),
+        "softplus": vjp_case(jax.nn.softplus, x),
+        "log_sigmoid": vjp_case(jax.nn.log_sigmoid, x),
+        "elu": vjp_case(jax.nn.elu, x),
+        "log1p": vjp_case(jnp.log1p, jnp.abs(x)),
+        "expm1": vjp_case(jnp.expm1, x),
+        "logaddexp": vjp_case(lambda v: jnp.logaddexp(v, v[::-1] * 0.5), x),
         "take_along_axis": vjp_case(lambda v: jnp.take_along_axis(v, idx, axis=1), x),
     }
     fixture = {

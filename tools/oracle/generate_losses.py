@@ -53,6 +53,10 @@ def main():
         "huber_loss_delta_0.5": case(lambda p, t: optax.huber_loss(p, t, delta=0.5), pred, target),
         "softmax_cross_entropy_onehot": case(optax.softmax_cross_entropy, logits, onehot),
         "softmax_cross_entropy_soft": case(optax.softmax_cross_entropy, logits, probs),
+        "sigmoid_binary_cross_entropy": case(
+            optax.sigmoid_binary_cross_entropy, pred, (target > 0).astype(jnp.float32)
+        ),
+        "log_cosh": case(optax.log_cosh, pred, target),
         "kl_divergence": case(
             lambda lp, t: optax.kl_divergence(lp, t), jax.nn.log_softmax(logits), targets_with_zeros
         ),

@@ -103,3 +103,72 @@ impl Tensor {
             .mul(&var.add(&Tensor::scalar(epsilon))?.rsqrt())
     }
 }
+
+/// `x`, with `+inf` replaced by 0 (JAX's `_replace_inf` in logaddexp's
+/// derivative).
+fn replace_inf(x: f32) -> f32 {
+    if x == f32::INFINITY {
+        0.0
+    } else {
+        x
+    }
+}
+
+impl Tensor {
+    /// `jnp.logaddexp(self, other)`: `log(e^a + e^b)` without overflow, as
+    /// JAX computes it (`max + log1p(exp(-|a - b|))`, `a + b` where the
+    /// difference is NaN), with JAX's custom derivative `g * exp(a - out)`.
+    ///
+    /// Fails with [`TensorError::Incompatible`] when the shapes do not
+    /// broadcast.
+    pub fn logaddexp(&self, other: &Tensor) -> Result<Tensor> {
+        use crate::random::xla_math;
+        use crate::tensor::shape::{broadcast_shapes_for, sum_to};
+        use ndarray::{IxDyn, Zip};
+        let shape = broadcast_shapes_for("logaddexp", self.shape(), other.shape())?;
+        let dim = IxDyn(&shape);
+        let a = self.data.broadcast(dim.clone()).expect("broadcast checked");
+        let b = other.data.broadcast(dim).expect("broadcast checked");
+        let out = Zip::from(&a).and(&b).map_collect(|&x, &y| {
+            let delta = x - y;
+            if delta.is_nan() {
+                x + y
+            } else {
+                x.max(y) + xla_math::log1p(xla_math::exp(-delta.abs()))
+            }
+        });
+        let (ad, bd, od) = (a.to_owned(), b.to_owned(), out.clone());
+        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
+        Ok(Tensor::record(
+            out.into_shared(),
+            &[self, other],
+            move |g, _| {
+                let d = |x: &ArrayD<f32>| {
+                    Zip::from(&g).and(x).and(&od).map_collect(|&g, &x, &o| {
+                        g * xla_math::exp(replace_inf(x) - replace_inf(o))
+                    })
+                };
+                smallvec::smallvec![Some(sum_to(d(&ad), &sa)), Some(sum_to(d(&bd), &sb))]
+            },
+        ))
+    }
+
+    /// `jax.nn.softplus(x)`: `logaddexp(x, 0)`.
+    pub fn softplus(&self) -> Tensor {
+        self.logaddexp(&Tensor::scalar(0.0))
+            .expect("a scalar broadcasts")
+    }
+
+    /// `jax.nn.log_sigmoid(x)`: `-softplus(-x)`.
+    pub fn log_sigmoid(&self) -> Tensor {
+        self.neg().softplus().neg()
+    }
+
+    /// `jax.nn.elu(x, alpha)`: `x` where `x > 0`, else `alpha * expm1(x)`.
+    pub fn elu(&self, alpha: f32) -> Tensor {
+        let positive = Tensor::from_array(self.to_array().mapv(|v| f32::from(v > 0.0)));
+        let safe = Tensor::select(&positive, &Tensor::zeros(&[]), self).expect("same shapes");
+        let negative = &safe.expm1() * alpha;
+        Tensor::select(&positive, self, &negative).expect("same shapes")
+    }
+}

@@ -25,6 +25,8 @@ pub(crate) enum UnaryFn {
     Abs,
     Powf(f32),
     Clip(f32, f32),
+    Log1p,
+    Expm1,
 }
 
 /// `sqrt(2 / pi)` in f32, as `jax.nn.gelu` computes it.
@@ -70,6 +72,8 @@ impl UnaryFn {
             UnaryFn::Rsqrt => xla_math::rsqrt(x),
             UnaryFn::Square => x * x,
             UnaryFn::Abs => x.abs(),
+            UnaryFn::Log1p => xla_math::log1p(x),
+            UnaryFn::Expm1 => xla_math::expm1(x),
             UnaryFn::Powf(p) => x.powf(p),
             UnaryFn::Clip(lo, hi) => {
                 if x.is_nan() || lo.is_nan() || hi.is_nan() {
@@ -121,6 +125,10 @@ impl UnaryFn {
                 (g * cdf + dinner) + dcube * (3.0 * (x * x))
             }
             UnaryFn::Exp => g * o,
+            // JAX: `g / (x + 1)`.
+            UnaryFn::Log1p => g / (x + 1.0),
+            // JAX: `g * (ans + 1)`.
+            UnaryFn::Expm1 => g * (o + 1.0),
             // JAX: `g * (ans * (1 - ans))`.
             UnaryFn::Sigmoid => g * (o * (1.0 - o)),
             // JAX: `g * (0.5 / ans)`.
@@ -198,6 +206,16 @@ impl Tensor {
     /// The natural logarithm; `log(0) = -inf`, negative inputs give NaN.
     pub fn log(&self) -> Tensor {
         unary(self, UnaryFn::Log)
+    }
+
+    /// `log(1 + x)`, accurate near 0 (`jnp.log1p`, XLA's formula).
+    pub fn log1p(&self) -> Tensor {
+        unary(self, UnaryFn::Log1p)
+    }
+
+    /// `e^x - 1`, accurate near 0 (`jnp.expm1`, XLA's formula).
+    pub fn expm1(&self) -> Tensor {
+        unary(self, UnaryFn::Expm1)
     }
 
     /// The hyperbolic tangent.
