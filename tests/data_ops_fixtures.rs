@@ -110,6 +110,8 @@ fn activations() {
     check("log_sigmoid", |x| Ok(x.log_sigmoid()));
     check("elu", |x| Ok(x.elu(1.0)));
     check("log1p", |x| Ok(x.log1p()));
+    check("sin", |x| Ok(x.sin()));
+    check("cos", |x| Ok(x.cos()));
     check("expm1", |x| Ok(x.expm1()));
     check("logaddexp", |x| {
         let n = x.shape()[0];
@@ -132,6 +134,11 @@ fn reductions_and_gathers() {
     check("min_ties", |x| Ok(x.min(&[1], false)?));
     let idx = ArrayD::from_shape_vec(IxDyn(&[4, 1]), vec![5, 0, 2, 3]).unwrap();
     check("take_along_axis", |x| Ok(x.take_along_axis(&idx, 1)?));
+    let rows = ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![3, 0, -1, 3]).unwrap();
+    check("take_rows", |x| Ok(x.take(&rows, 0)?));
+    // Column 7 is out of range: NaN, as JAX's mode="fill".
+    let cols = ArrayD::from_shape_vec(IxDyn(&[4]), vec![5, 5, 1, 7]).unwrap();
+    check("take_cols", |x| Ok(x.take(&cols, 1)?));
 }
 
 #[test]

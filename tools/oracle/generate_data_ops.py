@@ -52,8 +52,12 @@ def main():
         "log_sigmoid": vjp_case(jax.nn.log_sigmoid, x),
         "elu": vjp_case(jax.nn.elu, x),
         "log1p": vjp_case(jnp.log1p, jnp.abs(x)),
+        "sin": vjp_case(jnp.sin, jnp.concatenate([x, x * 300.0])),
+        "cos": vjp_case(jnp.cos, jnp.concatenate([x, x * 300.0])),
         "expm1": vjp_case(jnp.expm1, x),
         "logaddexp": vjp_case(lambda v: jnp.logaddexp(v, v[::-1] * 0.5), x),
+        "take_rows": vjp_case(lambda v: jnp.take(v, jnp.array([[3, 0], [-1, 3]]), axis=0), x),
+        "take_cols": vjp_case(lambda v: jnp.take(v, jnp.array([5, 5, 1, 7]), axis=1), x),
         "take_along_axis": vjp_case(lambda v: jnp.take_along_axis(v, idx, axis=1), x),
     }
     fixture = {

@@ -78,6 +78,72 @@ impl Tensor {
         }))
     }
 
+    /// `jnp.take(self, indices, axis)`: the slices of `self` at `indices`
+    /// along `axis`; the result's shape is `self`'s with that axis replaced
+    /// by `indices`' shape. Negative indices count from the end; indices out
+    /// of range give NaN (JAX's default `mode="fill"`), and their gradient
+    /// is dropped.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// use ndarray::arr1;
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]).unwrap();
+    /// let rows = x.take(&arr1(&[2, 0, -1]).into_dyn(), 0).unwrap();
+    /// assert_eq!(rows.to_vec(), [5.0, 6.0, 1.0, 2.0, 5.0, 6.0]);
+    /// ```
+    pub fn take(&self, indices: &ArrayD<i32>, axis: isize) -> Result<Tensor> {
+        let a = normalize_axis("take", axis, self.ndim())?;
+        let len = self.shape()[a];
+        let source = move |i: i32| -> Option<usize> {
+            let i = if i < 0 {
+                i as i64 + len as i64
+            } else {
+                i as i64
+            };
+            (0..len as i64).contains(&i).then_some(i as usize)
+        };
+        let idx: Vec<Option<usize>> = indices.iter().map(|&i| source(i)).collect();
+        let outer: usize = self.shape()[..a].iter().product();
+        let inner: usize = self.shape()[a + 1..].iter().product();
+        let x = self.to_vec();
+        let mut out = Vec::with_capacity(outer * idx.len() * inner);
+        for o in 0..outer {
+            for s in &idx {
+                match s {
+                    Some(s) => {
+                        let start = (o * len + s) * inner;
+                        out.extend_from_slice(&x[start..start + inner]);
+                    }
+                    None => out.extend(std::iter::repeat_n(f32::NAN, inner)),
+                }
+            }
+        }
+        let mut shape = self.shape()[..a].to_vec();
+        shape.extend_from_slice(indices.shape());
+        shape.extend_from_slice(&self.shape()[a + 1..]);
+        let value = ArrayD::from_shape_vec(IxDyn(&shape), out).expect("shape counted");
+        let in_shape = self.shape().to_vec();
+        Ok(Tensor::record(value.into_shared(), &[self], move |g, _| {
+            let g: Vec<f32> = g.iter().copied().collect();
+            let mut dx = vec![0.0f32; in_shape.iter().product()];
+            let mut k = 0;
+            for o in 0..outer {
+                for s in &idx {
+                    if let Some(s) = s {
+                        let start = (o * len + s) * inner;
+                        for (d, &v) in dx[start..start + inner].iter_mut().zip(&g[k..k + inner]) {
+                            *d += v;
+                        }
+                    }
+                    k += inner;
+                }
+            }
+            smallvec![Some(
+                ArrayD::from_shape_vec(IxDyn(&in_shape), dx).expect("input shape")
+            )]
+        }))
+    }
+
     /// `jnp.argmax(self, axis)`: the index of the largest value along
     /// `axis` (the first one on ties; a NaN counts as the largest, as in
     /// JAX). Not differentiable.

@@ -27,6 +27,8 @@ pub(crate) enum UnaryFn {
     Clip(f32, f32),
     Log1p,
     Expm1,
+    Sin,
+    Cos,
 }
 
 /// `sqrt(2 / pi)` in f32, as `jax.nn.gelu` computes it.
@@ -74,6 +76,10 @@ impl UnaryFn {
             UnaryFn::Abs => x.abs(),
             UnaryFn::Log1p => xla_math::log1p(x),
             UnaryFn::Expm1 => xla_math::expm1(x),
+            // XLA:CPU's sine and cosine are glibc's (measured on 27,000
+            // arguments, eager and jitted); flaxen carries a port.
+            UnaryFn::Sin => crate::random::tf::libm_f32::sincosf(x).0,
+            UnaryFn::Cos => crate::random::tf::libm_f32::sincosf(x).1,
             UnaryFn::Powf(p) => x.powf(p),
             UnaryFn::Clip(lo, hi) => {
                 if x.is_nan() || lo.is_nan() || hi.is_nan() {
@@ -129,6 +135,9 @@ impl UnaryFn {
             UnaryFn::Log1p => g / (x + 1.0),
             // JAX: `g * (ans + 1)`.
             UnaryFn::Expm1 => g * (o + 1.0),
+            // JAX: `g * cos(x)` and `-(g * sin(x))`.
+            UnaryFn::Sin => g * crate::random::tf::libm_f32::sincosf(x).1,
+            UnaryFn::Cos => -(g * crate::random::tf::libm_f32::sincosf(x).0),
             // JAX: `g * (ans * (1 - ans))`.
             UnaryFn::Sigmoid => g * (o * (1.0 - o)),
             // JAX: `g * (0.5 / ans)`.
@@ -216,6 +225,16 @@ impl Tensor {
     /// `e^x - 1`, accurate near 0 (`jnp.expm1`, XLA's formula).
     pub fn expm1(&self) -> Tensor {
         unary(self, UnaryFn::Expm1)
+    }
+
+    /// The sine (`jnp.sin`; glibc's `sinf`, as XLA:CPU computes it).
+    pub fn sin(&self) -> Tensor {
+        unary(self, UnaryFn::Sin)
+    }
+
+    /// The cosine (`jnp.cos`; glibc's `cosf`, as XLA:CPU computes it).
+    pub fn cos(&self) -> Tensor {
+        unary(self, UnaryFn::Cos)
     }
 
     /// The hyperbolic tangent.
