@@ -197,3 +197,22 @@ fn element_counts_that_wrap_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn shapes_too_large_to_allocate_are_typed_errors() {
+    // A count that overflows, and one that passes the count but cannot be
+    // served: typed errors, not an aborted process.
+    for shape in [&[1usize << 62, 8][..], &[1 << 40, 1 << 10]] {
+        let err = Tensor::try_full(shape, 0.0).unwrap_err();
+        assert!(
+            matches!(err, flaxen::tensor::TensorError::Argument { .. }),
+            "{err}"
+        );
+    }
+    let err = Tensor::zeros(&[1])
+        .broadcast_to(&[1 << 40, 1 << 4])
+        .unwrap_err();
+    assert!(err.to_string().contains("broadcast_to"), "{err}");
+    // A zero before huge lengths is an empty array, as in NumPy.
+    assert_eq!(Tensor::try_full(&[0, 1 << 40, 4], 1.0).unwrap().size(), 0);
+}

@@ -67,9 +67,28 @@ impl Tensor {
         Tensor::full(&[], value)
     }
 
-    /// A tensor of `shape` filled with `value`.
+    /// A tensor of `shape` filled with `value`. A shape too large to
+    /// allocate aborts, as any failed allocation does; use
+    /// [`Tensor::try_full`] for shapes that come from outside.
     pub fn full(shape: &[usize], value: f32) -> Tensor {
         Tensor::from_array(ArrayD::from_elem(IxDyn(shape), value))
+    }
+
+    /// [`Tensor::full`] that fails with a typed error, instead of aborting
+    /// the process, when `shape` has too many elements or its memory cannot
+    /// be allocated.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// assert!(Tensor::try_full(&[1 << 40, 1 << 30], 0.0).is_err());
+    /// assert_eq!(Tensor::try_full(&[2], 1.5).unwrap().to_vec(), [1.5, 1.5]);
+    /// ```
+    pub fn try_full(shape: &[usize], value: f32) -> Result<Tensor> {
+        let mut v = super::shape::try_alloc("full", shape)?;
+        v.resize(v.capacity(), value);
+        Ok(Tensor::from_array(
+            ArrayD::from_shape_vec(IxDyn(shape), v).expect("length of the shape"),
+        ))
     }
 
     /// A tensor of zeros.

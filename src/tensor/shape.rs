@@ -163,6 +163,36 @@ pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<
     g
 }
 
+/// The number of elements of `shape`, checked: a product that overflows,
+/// or an array larger than `isize::MAX` bytes, is [`TensorError::Argument`]
+/// naming `op` and the shape. Every constructor that allocates from a
+/// caller's shape goes through this (or [`try_alloc`]).
+pub(crate) fn checked_len(op: &'static str, shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize / std::mem::size_of::<f32>())
+        .ok_or_else(|| TensorError::Argument {
+            op,
+            message: format!("shape {shape:?} has too many elements to allocate"),
+        })
+}
+
+/// An empty buffer with room for `shape`'s elements, or a typed error when
+/// the count overflows or the memory cannot be had (instead of aborting).
+pub(crate) fn try_alloc(op: &'static str, shape: &[usize]) -> Result<Vec<f32>> {
+    let n = checked_len(op, shape)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| TensorError::Argument {
+        op,
+        message: format!(
+            "cannot allocate {n} elements ({} bytes) for shape {shape:?}",
+            n.saturating_mul(4)
+        ),
+    })?;
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -164,11 +164,12 @@ impl Tensor {
             Ok(s) if s == shape => {}
             _ => return Err(err()),
         }
-        let out = self
-            .data
-            .broadcast(IxDyn(shape))
-            .ok_or_else(err)?
-            .to_shared();
+        let view = self.data.broadcast(IxDyn(shape)).ok_or_else(err)?;
+        let mut values = crate::tensor::shape::try_alloc("broadcast_to", shape)?;
+        values.extend(view.iter().copied());
+        let out = ArrayD::from_shape_vec(IxDyn(shape), values)
+            .expect("length of the shape")
+            .into_shared();
         let in_shape = self.shape().to_vec();
         Ok(Tensor::record(out, &[self], move |g, _| {
             smallvec![Some(sum_to(g, &in_shape))]
