@@ -69,6 +69,19 @@ fn logsumexp_last(x: &Tensor) -> Result<Tensor> {
     Ok(sum.abs().log().add(&amax.squeeze(-1)?)?)
 }
 
+/// A typed error unless `a` and `b` have one shape.
+fn same_shape(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
+    if a.shape() != b.shape() {
+        return Err(TensorError::Incompatible {
+            op,
+            lhs: a.shape().to_vec(),
+            rhs: b.shape().to_vec(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// The errors `predictions - targets` (or the predictions themselves).
 fn errors(predictions: &Tensor, targets: Option<&Tensor>) -> Result<Tensor> {
     match targets {
@@ -106,14 +119,7 @@ pub fn huber_loss(predictions: &Tensor, targets: Option<&Tensor>, delta: f32) ->
 /// log_softmax(logits))` over the last axis, for labels that are
 /// probabilities (one-hot or soft).
 pub fn softmax_cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
-    if logits.shape() != labels.shape() {
-        return Err(TensorError::Incompatible {
-            op: "softmax_cross_entropy",
-            lhs: logits.shape().to_vec(),
-            rhs: labels.shape().to_vec(),
-        }
-        .into());
-    }
+    same_shape("softmax_cross_entropy", logits, labels)?;
     let log_probs = logits.log_softmax(-1)?;
     Ok(row_dot(labels, &log_probs)?.neg())
 }
@@ -153,14 +159,7 @@ fn row_dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// (log(targets) - log_predictions))` over the last axis, with `0 * log 0`
 /// taken as 0.
 pub fn kl_divergence(log_predictions: &Tensor, targets: &Tensor) -> Result<Tensor> {
-    if log_predictions.shape() != targets.shape() {
-        return Err(TensorError::Incompatible {
-            op: "kl_divergence",
-            lhs: log_predictions.shape().to_vec(),
-            rhs: targets.shape().to_vec(),
-        }
-        .into());
-    }
+    same_shape("kl_divergence", log_predictions, targets)?;
     let is_zero = Tensor::from_array(targets.to_array().mapv(|t| f32::from(t == 0.0)));
     let log_t = Tensor::select(&is_zero, &Tensor::zeros(&[]), &targets.log())?;
     row_dot(targets, &log_t.sub(log_predictions)?)
@@ -169,14 +168,7 @@ pub fn kl_divergence(log_predictions: &Tensor, targets: &Tensor) -> Result<Tenso
 /// `optax.sigmoid_binary_cross_entropy(logits, labels)`: elementwise
 /// `-labels * log_sigmoid(logits) - (1 - labels) * log_sigmoid(-logits)`.
 pub fn sigmoid_binary_cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
-    if logits.shape() != labels.shape() {
-        return Err(TensorError::Incompatible {
-            op: "sigmoid_binary_cross_entropy",
-            lhs: logits.shape().to_vec(),
-            rhs: labels.shape().to_vec(),
-        }
-        .into());
-    }
+    same_shape("sigmoid_binary_cross_entropy", logits, labels)?;
     let log_p = logits.log_sigmoid();
     let log_not_p = logits.neg().log_sigmoid();
     let not_labels = Tensor::scalar(1.0).sub(labels)?;

@@ -8,6 +8,17 @@ use crate::tensor::error::{Result, TensorError};
 use crate::tensor::shape::normalize_axis;
 use crate::tensor::Tensor;
 
+/// Where index `i` points along an axis of length `len`: negative indices
+/// count from the end, as in JAX; `None` out of range.
+fn source_index(i: i32, len: usize) -> Option<usize> {
+    let i = if i < 0 {
+        i64::from(i) + len as i64
+    } else {
+        i64::from(i)
+    };
+    (0..len as i64).contains(&i).then_some(i as usize)
+}
+
 impl Tensor {
     /// `jnp.take_along_axis(self, indices, axis)`: `out[..., i, ...] =
     /// self[..., indices[..., i, ...], ...]` along `axis`. `indices` has
@@ -39,14 +50,7 @@ impl Tensor {
         }
         let len = self.shape()[a];
         // Each output element's source position along `axis`, or None.
-        let source = move |i: i32| -> Option<usize> {
-            let i = if i < 0 {
-                i as i64 + len as i64
-            } else {
-                i as i64
-            };
-            (0..len as i64).contains(&i).then_some(i as usize)
-        };
+        let source = move |i: i32| source_index(i, len);
         let mut out = ArrayD::<f32>::zeros(IxDyn(indices.shape()));
         for (mut o, (x, idx)) in out.lanes_mut(Axis(a)).into_iter().zip(
             self.data
@@ -94,14 +98,7 @@ impl Tensor {
     pub fn take(&self, indices: &ArrayD<i32>, axis: isize) -> Result<Tensor> {
         let a = normalize_axis("take", axis, self.ndim())?;
         let len = self.shape()[a];
-        let source = move |i: i32| -> Option<usize> {
-            let i = if i < 0 {
-                i as i64 + len as i64
-            } else {
-                i as i64
-            };
-            (0..len as i64).contains(&i).then_some(i as usize)
-        };
+        let source = move |i: i32| source_index(i, len);
         let idx: Vec<Option<usize>> = indices.iter().map(|&i| source(i)).collect();
         let outer: usize = self.shape()[..a].iter().product();
         let inner: usize = self.shape()[a + 1..].iter().product();
