@@ -216,3 +216,22 @@ fn shapes_too_large_to_allocate_are_typed_errors() {
     // A zero before huge lengths is an empty array, as in NumPy.
     assert_eq!(Tensor::try_full(&[0, 1 << 40, 4], 1.0).unwrap().size(), 0);
 }
+
+#[test]
+fn the_gradient_of_x_to_the_zero_is_jaxs() {
+    // jax 0.10.2: jax.grad(lambda x: x ** 0.0)(0.0) is nan (0 * 0^-1), and
+    // 0.0 at 2.0.
+    let at = |x: f32| {
+        grad(
+            |p| Ok(p.as_tensor().unwrap().powf(0.0)),
+            &Tree::from(Tensor::scalar(x)),
+        )
+        .unwrap()
+        .as_tensor()
+        .unwrap()
+        .item()
+        .unwrap()
+    };
+    assert!(at(0.0).is_nan());
+    assert_eq!(at(2.0), 0.0);
+}

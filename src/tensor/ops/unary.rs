@@ -153,13 +153,9 @@ impl UnaryFn {
                     -g
                 }
             }
-            UnaryFn::Powf(p) => {
-                if p == 0.0 {
-                    g * 0.0
-                } else {
-                    g * (p * x.powf(p - 1.0))
-                }
-            }
+            // JAX: `g * (p * x^(p - 1))`, also for p = 0, so that the
+            // gradient of x^0.0 at 0 is NaN (0 * inf) as in JAX.
+            UnaryFn::Powf(p) => g * (p * x.powf(p - 1.0)),
             UnaryFn::Clip(lo, hi) => {
                 let y = if x.is_nan() { x } else { x.max(lo) };
                 g * (side(x, lo, true) * side(y, hi, false))
