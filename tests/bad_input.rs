@@ -235,3 +235,25 @@ fn the_gradient_of_x_to_the_zero_is_jaxs() {
     assert!(at(0.0).is_nan());
     assert_eq!(at(2.0), 0.0);
 }
+
+#[test]
+fn compiled_steps_that_branch_on_values_are_not_replayed() {
+    // The step branches on a traced value: replaying the first trace would
+    // bake in its branch (JAX raises a concretization error). flaxen runs
+    // such a step eagerly on every call instead.
+    let mut step = jit_value_and_grad(|p: &Tree| {
+        let x = p.as_tensor().unwrap();
+        if x.item()? > 0.0 {
+            Ok(x.square())
+        } else {
+            Ok(x * 3.0)
+        }
+    });
+    let g = |v: f32, step: &mut flaxen::tensor::JitValueAndGrad<_>| {
+        let (_, g) = step.call(&Tree::from(Tensor::scalar(v))).unwrap();
+        g.as_tensor().unwrap().item().unwrap()
+    };
+    assert_eq!(g(2.0, &mut step), 4.0);
+    assert_eq!(g(-1.0, &mut step), 3.0);
+    assert!(!step.is_compiled());
+}

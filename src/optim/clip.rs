@@ -26,7 +26,7 @@ pub fn clip_by_global_norm(max_norm: f64) -> ClipByGlobalNorm {
 /// into the running sum over leaves.
 pub fn global_norm(tree: &Tree) -> f32 {
     let total = tree.leaves().iter().fold(0.0f32, |acc, t| {
-        let values = t.to_vec();
+        let values: Vec<f32> = t.view().iter().copied().collect();
         if let [x] = values.as_slice() {
             x.mul_add(*x, acc)
         } else {

@@ -61,10 +61,7 @@ pub fn softmax_cross_entropy_with_integer_labels(
 /// `m = stop_gradient(max(x))` (0 where the maximum is not finite).
 fn logsumexp_last(x: &Tensor) -> Result<Tensor> {
     let amax = x.max(&[-1], true)?.stop_gradient();
-    let amax = Tensor::from_array(
-        amax.to_array()
-            .mapv(|m| if m.is_finite() { m } else { 0.0 }),
-    );
+    let amax = Tensor::from_array(amax.data.mapv(|m| if m.is_finite() { m } else { 0.0 }));
     let sum = x.sub(&amax)?.exp().sum(&[-1], false)?;
     Ok(sum.abs().log().add(&amax.squeeze(-1)?)?)
 }
@@ -132,7 +129,10 @@ fn row_dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if !crate::tensor::in_compiled_region() || n > 32 {
         return Ok(a.mul(b)?.sum(&[-1], false)?);
     }
-    let (av, bv) = (a.to_vec(), b.to_vec());
+    let (av, bv): (Vec<f32>, Vec<f32>) = (
+        a.data.iter().copied().collect(),
+        b.data.iter().copied().collect(),
+    );
     let out: Vec<f32> = av
         .chunks(n.max(1))
         .zip(bv.chunks(n.max(1)))
@@ -146,7 +146,7 @@ fn row_dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let value = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), out)
         .expect("one value per row")
         .into_shared();
-    let (a_data, b_data) = (a.to_array(), b.to_array());
+    let (a_data, b_data) = (a.data.to_owned(), b.data.to_owned());
     // JAX's backward: the row cotangent broadcast, times the other factor.
     Ok(Tensor::record(value, &[a, b], move |g, _| {
         let axis = ndarray::Axis(g.ndim());
@@ -160,7 +160,7 @@ fn row_dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// taken as 0.
 pub fn kl_divergence(log_predictions: &Tensor, targets: &Tensor) -> Result<Tensor> {
     same_shape("kl_divergence", log_predictions, targets)?;
-    let is_zero = Tensor::from_array(targets.to_array().mapv(|t| f32::from(t == 0.0)));
+    let is_zero = Tensor::from_array(targets.data.mapv(|t| f32::from(t == 0.0)));
     let log_t = Tensor::select(&is_zero, &Tensor::zeros(&[]), &targets.log())?;
     row_dot(targets, &log_t.sub(log_predictions)?)
 }

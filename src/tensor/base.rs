@@ -123,7 +123,19 @@ impl Tensor {
 
     /// The values as an owned `ndarray` array (a copy).
     pub fn to_array(&self) -> ArrayD<f32> {
+        self.note_read();
         self.data.to_owned()
+    }
+
+    /// Notes on its tape that a traced tensor's values were read: a
+    /// compiled step that did so is not replayed (it would bake in the
+    /// branch taken while tracing, where JAX raises a concretization error).
+    fn note_read(&self) {
+        if let Some(tr) = &self.tracer {
+            if tr.tape.is_open() {
+                tr.tape.mark_read();
+            }
+        }
     }
 
     /// The values as an owned `ndarray` array; copies only when the storage
@@ -131,6 +143,7 @@ impl Tensor {
     /// tensor's; its memory order may differ from row-major after
     /// `transpose`, so use `to_vec` when a flat row-major buffer is needed.
     pub fn into_array(self) -> ArrayD<f32> {
+        self.note_read();
         self.data.into_owned()
     }
 
@@ -151,6 +164,7 @@ impl Tensor {
 
     /// The values in row-major (C) order.
     pub fn to_vec(&self) -> Vec<f32> {
+        self.note_read();
         self.data.iter().copied().collect()
     }
 
@@ -162,6 +176,7 @@ impl Tensor {
     /// assert!(Tensor::zeros(&[2]).item().is_err());
     /// ```
     pub fn item(&self) -> Result<f32> {
+        self.note_read();
         if self.size() == 1 {
             Ok(*self.data.iter().next().unwrap())
         } else {

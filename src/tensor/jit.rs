@@ -166,7 +166,16 @@ where
         let seed = ndarray::ArrayD::ones(IxDyn(&[]));
         let grads = pull(&tape, &out, seed, params, &ids);
         check_gradients(&grads)?;
-        self.plan = Some(Plan::new(&tape, &out, params, inputs));
+        // A function that read traced values may branch on them: it runs
+        // eagerly on every call rather than replaying this trace.
+        self.plan = Some(if tape.was_read() {
+            Err(TensorError::Argument {
+                op: "jit_value_and_grad",
+                message: "the function reads traced values; it runs eagerly on each call".into(),
+            })
+        } else {
+            Plan::new(&tape, &out, params, inputs)
+        });
         Ok((stop_gradient(&out), grads))
     }
 

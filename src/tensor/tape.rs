@@ -111,6 +111,9 @@ pub(crate) struct Tape {
     /// enclosing differentiation (a `grad` inside a `grad`): its backward
     /// would need recording, which first-order flaxen does not do.
     nested: AtomicBool,
+    /// Whether the values of a tensor traced on this tape were read (a
+    /// value-dependent branch: a compiled step must not replay it).
+    read: AtomicBool,
     nodes: Mutex<Vec<Node>>,
 }
 
@@ -122,6 +125,7 @@ impl Tape {
             id: NEXT_TAPE_ID.fetch_add(1, Ordering::Relaxed),
             open: AtomicBool::new(true),
             nested: AtomicBool::new(false),
+            read: AtomicBool::new(false),
             nodes: Mutex::new(Vec::with_capacity(16)),
         })
     }
@@ -134,6 +138,16 @@ impl Tape {
     /// Whether an operation mixed this tape with an enclosing one.
     pub(crate) fn is_nested(&self) -> bool {
         self.nested.load(Ordering::Relaxed)
+    }
+
+    /// Notes that a traced tensor's values were read.
+    pub(crate) fn mark_read(&self) {
+        self.read.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a traced tensor's values were read while recording.
+    pub(crate) fn was_read(&self) -> bool {
+        self.read.load(Ordering::Relaxed)
     }
 
     /// Whether operations on this tape's tensors are still recorded.

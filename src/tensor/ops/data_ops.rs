@@ -89,7 +89,7 @@ impl Tensor {
     /// `jax.nn.leaky_relu(x, negative_slope)`: `x` where `x >= 0`, else
     /// `negative_slope * x`.
     pub fn leaky_relu(&self, negative_slope: f32) -> Tensor {
-        let mask = Tensor::from_array(self.to_array().mapv(|v| f32::from(v >= 0.0)));
+        let mask = Tensor::from_array(self.data.mapv(|v| f32::from(v >= 0.0)));
         let scaled = self * negative_slope;
         Tensor::select(&mask, self, &scaled).expect("same shapes")
     }
@@ -166,7 +166,7 @@ impl Tensor {
 
     /// `jax.nn.elu(x, alpha)`: `x` where `x > 0`, else `alpha * expm1(x)`.
     pub fn elu(&self, alpha: f32) -> Tensor {
-        let positive = Tensor::from_array(self.to_array().mapv(|v| f32::from(v > 0.0)));
+        let positive = Tensor::from_array(self.data.mapv(|v| f32::from(v > 0.0)));
         let safe = Tensor::select(&positive, &Tensor::zeros(&[]), self).expect("same shapes");
         let negative = &safe.expm1() * alpha;
         Tensor::select(&positive, self, &negative).expect("same shapes")

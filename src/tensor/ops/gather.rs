@@ -102,7 +102,7 @@ impl Tensor {
         let idx: Vec<Option<usize>> = indices.iter().map(|&i| source(i)).collect();
         let outer: usize = self.shape()[..a].iter().product();
         let inner: usize = self.shape()[a + 1..].iter().product();
-        let x = self.to_vec();
+        let x: Vec<f32> = self.data.iter().copied().collect();
         let mut out = Vec::with_capacity(outer * idx.len() * inner);
         for o in 0..outer {
             for s in &idx {
