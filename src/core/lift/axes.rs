@@ -101,6 +101,17 @@ pub trait StackOut: Sized {
     fn stack(items: Vec<Self>, axes: &Self::Axes, path: &str) -> Result<Self>;
 }
 
+/// Records a leaf of `shape` at `path` when `axis` maps it.
+fn push_leaf(shape: &[usize], axis: Option<usize>, path: &str, out: &mut Vec<MappedAxis>) {
+    if let Some(axis) = axis {
+        out.push(MappedAxis {
+            path: path.to_string(),
+            axis,
+            shape: shape.to_vec(),
+        });
+    }
+}
+
 /// An output that the items do not return alike.
 fn mismatch(path: &str, message: String) -> Error {
     Error::Lift {
@@ -118,13 +129,7 @@ impl MapIn for Tensor {
     }
 
     fn mapped_axes(&self, axes: &Option<usize>, path: &str, out: &mut Vec<MappedAxis>) {
-        if let Some(axis) = *axes {
-            out.push(MappedAxis {
-                path: path.to_string(),
-                axis,
-                shape: self.shape().to_vec(),
-            });
-        }
+        push_leaf(self.shape(), *axes, path, out);
     }
 
     fn item(&self, axes: &Option<usize>, i: usize, mapping: Mapping) -> Result<Tensor> {
@@ -157,13 +162,7 @@ impl MapIn for Array {
     }
 
     fn mapped_axes(&self, axes: &Option<usize>, path: &str, out: &mut Vec<MappedAxis>) {
-        if let Some(axis) = *axes {
-            out.push(MappedAxis {
-                path: path.to_string(),
-                axis,
-                shape: self.shape().to_vec(),
-            });
-        }
+        push_leaf(self.shape(), *axes, path, out);
     }
 
     fn item(&self, axes: &Option<usize>, i: usize, _: Mapping) -> Result<Array> {
@@ -196,11 +195,12 @@ impl MapIn for Tree {
     fn mapped_axes(&self, axes: &Option<usize>, path: &str, out: &mut Vec<MappedAxis>) {
         if let Some(axis) = *axes {
             for (p, leaf) in self.leaf_paths() {
-                out.push(MappedAxis {
-                    path: format!("{path}{}", key_path(&p)),
-                    axis,
-                    shape: leaf.shape().to_vec(),
-                });
+                push_leaf(
+                    leaf.shape(),
+                    Some(axis),
+                    &format!("{path}{}", key_path(&p)),
+                    out,
+                );
             }
         }
     }
