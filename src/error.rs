@@ -171,6 +171,8 @@ pub enum Error {
         /// The data error.
         source: crate::data::DataError,
     },
+    /// A mesh, sharding or sharded computation was set up wrongly.
+    Sharding(crate::sharding::ShardingError),
     /// A TensorFlow-compatible random function failed.
     TfRandom {
         /// Module path (empty outside modules).
@@ -298,6 +300,7 @@ impl fmt::Display for Error {
             Error::Random { path, source } if path.is_empty() => write!(f, "{source}"),
             Error::Random { path, source } => write!(f, "module {path}: {source}"),
             Error::Data { source } => write!(f, "{source}"),
+            Error::Sharding(e) => write!(f, "{e}"),
             Error::TfRandom { path, source } if path.is_empty() => write!(f, "{source}"),
             Error::TfRandom { path, source } => write!(f, "module {path}: {source}"),
         }
@@ -311,6 +314,7 @@ impl std::error::Error for Error {
             Error::Random { source, .. } => Some(source),
             Error::TfRandom { source, .. } => Some(source),
             Error::Data { source } => Some(source),
+            Error::Sharding(e) => Some(e),
             _ => None,
         }
     }
@@ -340,6 +344,12 @@ impl From<TfRandomError> for Error {
             path: String::new(),
             source,
         }
+    }
+}
+
+impl From<crate::sharding::ShardingError> for Error {
+    fn from(e: crate::sharding::ShardingError) -> Error {
+        Error::Sharding(e)
     }
 }
 

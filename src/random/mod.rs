@@ -23,7 +23,7 @@ mod dtype;
 mod error;
 mod key;
 mod rng_core;
-mod sampling;
+pub(crate) mod sampling;
 mod threefry;
 mod uint_bits;
 pub(crate) mod xla_math;

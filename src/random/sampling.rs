@@ -34,6 +34,13 @@ where
     T: Copy + Default + Send,
     F: Fn(&[u32], &mut [T]) + Sync,
 {
+    if let Some(region) = region_for(shape) {
+        let total = checked_total(function, shape)?;
+        return sample_region(function, &region, 0u32, |words, start, out| {
+            key.fill_bits(total, start, words);
+            transform(words, out);
+        });
+    }
     let n = checked_alloc::<T>(function, shape)?;
     let mut out = output(n);
     fill_blocks(key, &mut out, &transform);
@@ -47,6 +54,11 @@ pub(crate) fn sample_words(
     key: &Key,
     shape: &[usize],
 ) -> Result<ArrayD<u32>, RandomError> {
+    if region_for(shape).is_some() {
+        return sample(function, key, shape, |w: &[u32], o: &mut [u32]| {
+            o.copy_from_slice(w)
+        });
+    }
     let n = checked_alloc::<u32>(function, shape)?;
     let mut out = output(n);
     let total = n as u64;
@@ -73,6 +85,13 @@ where
     T: Copy + Default + Send,
     F: Fn(&[B], &mut [T]) + Sync,
 {
+    if let Some(region) = region_for(shape) {
+        let total = checked_total(function, shape)? as usize;
+        return sample_region(function, &region, B::default(), |bits, start, out| {
+            fill_uint(key, total, start as usize, bits);
+            transform(bits, out);
+        });
+    }
     let n = checked_alloc::<T>(function, shape)?;
     let mut out = output(n);
     // `bits` is scratch, one per thread's run of blocks, overwritten by
@@ -82,6 +101,108 @@ where
         transform(bits, chunk);
     });
     Ok(ArrayD::from_shape_vec(IxDyn(shape), out).expect("element count matches the shape"))
+}
+
+thread_local! {
+    /// The block of the array being sampled that this thread computes, set
+    /// by [`with_region`] (a device of a mesh computing its shard).
+    static REGION: std::cell::RefCell<Option<Region>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A rectangular block of an array: the elements at
+/// `start[d]..start[d] + shape[d]` along each axis `d` of an array of shape
+/// `global`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Region {
+    pub(crate) global: Vec<usize>,
+    pub(crate) start: Vec<usize>,
+    pub(crate) shape: Vec<usize>,
+}
+
+/// Runs `f` with draws of shape `region.global` computing only `region`'s
+/// elements, each with the bits it has in the whole array (its global flat
+/// index), and returning an array of `region.shape`.
+///
+/// Only element-wise samplers may run under a region: a sampler that
+/// post-processes a draw of the same shape (sorting, a maximum over an
+/// axis) would see only the block. The callers (`sharding::random`) name
+/// the samplers one by one.
+pub(crate) fn with_region<R>(region: Region, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<Region>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            REGION.with(|r| *r.borrow_mut() = previous);
+        }
+    }
+    let previous = REGION.with(|r| r.borrow_mut().replace(region));
+    let _reset = Reset(previous);
+    f()
+}
+
+/// The region set for this thread, if a draw of `shape` is its array.
+fn region_for(shape: &[usize]) -> Option<Region> {
+    REGION.with(|r| r.borrow().as_ref().filter(|r| r.global == shape).cloned())
+}
+
+/// The element count of `shape`, checked, for the hash's counters.
+fn checked_total(function: &'static str, shape: &[usize]) -> Result<u64, RandomError> {
+    Ok(super::error::element_count_of(function, shape, 1)? as u64)
+}
+
+/// Samples the elements of `region` run by run: a run is a stretch that is
+/// contiguous in the whole array, and `fill(scratch, start, out)` writes the
+/// outputs of the elements at flat positions `start..start + out.len()`.
+fn sample_region<S, T, F>(
+    function: &'static str,
+    region: &Region,
+    zero: S,
+    fill: F,
+) -> Result<ArrayD<T>, RandomError>
+where
+    S: Copy,
+    T: Copy + Default,
+    F: Fn(&mut [S], u64, &mut [T]),
+{
+    let n = checked_alloc::<T>(function, &region.shape)?;
+    let mut out = vec![T::default(); n];
+    let rank = region.global.len();
+    // Axes after `k` are whole, so a run spans region.shape[k] times the
+    // elements of those axes.
+    let k = (0..rank)
+        .rev()
+        .find(|&d| region.shape[d] != region.global[d])
+        .unwrap_or(0);
+    let inner: usize = region.global.get(k + 1..).map_or(1, |s| s.iter().product());
+    let run = if rank == 0 {
+        1
+    } else {
+        region.shape[k] * inner
+    };
+    let mut scratch = vec![zero; BLOCK.min(run.max(1))];
+    if n > 0 {
+        let outer = &region.shape[..k];
+        let mut index = vec![0usize; outer.len()];
+        for chunk in out.chunks_mut(run) {
+            // The flat position of the run's first element in the whole array.
+            let mut at = 0u64;
+            for (d, (&g, &s)) in region.global.iter().zip(&region.start).enumerate() {
+                let i = s + index.get(d).copied().unwrap_or(0);
+                at = at * g as u64 + i as u64;
+            }
+            for (c, part) in chunk.chunks_mut(BLOCK).enumerate() {
+                fill(&mut scratch[..part.len()], at + (c * BLOCK) as u64, part);
+            }
+            for d in (0..outer.len()).rev() {
+                index[d] += 1;
+                if index[d] < outer[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
+    }
+    Ok(ArrayD::from_shape_vec(IxDyn(&region.shape), out).expect("element count matches the shape"))
 }
 
 /// A zeroed buffer of `n` elements for a sampler to overwrite.

@@ -1,0 +1,270 @@
+//! Virtual CPU devices and meshes of them (`jax.sharding.Mesh`,
+//! `mesh_utils.create_device_mesh`).
+
+use std::fmt;
+use std::sync::Arc;
+
+use ndarray::{ArrayD, IxDyn};
+
+use super::error::ShardingError;
+use super::spec::{quoted, tuple};
+use crate::array_format::{format_array, format_array_repr, NumpyElement};
+use crate::error::{Error, Result};
+
+/// One virtual CPU device (`CpuDevice(id=0)`). A device runs its share of a
+/// sharded computation on a worker thread of its own, so a mesh may have
+/// more devices than the machine has cores, as JAX's
+/// `--xla_force_host_platform_device_count=8` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Device {
+    id: usize,
+}
+
+impl Device {
+    /// The device with global id `id`.
+    pub fn cpu(id: usize) -> Device {
+        Device { id }
+    }
+
+    /// Its global id.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CpuDevice(id={})", self.id)
+    }
+}
+
+impl NumpyElement for Device {
+    fn format_all(values: &[Device]) -> Vec<String> {
+        // NumPy prints object arrays with each element's repr, unpadded.
+        values.iter().map(Device::to_string).collect()
+    }
+}
+
+/// An n-dimensional array of devices, as `mesh_utils.create_device_mesh`
+/// returns; it prints as NumPy prints that array.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceArray(pub ArrayD<Device>);
+
+impl fmt::Display for DeviceArray {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_array(&self.0.view()))
+    }
+}
+
+/// `mesh_utils.create_device_mesh(shape)`: devices `0..product(shape)` laid
+/// out in row-major order over `shape`.
+///
+/// ```
+/// use flaxen::sharding::create_device_mesh;
+///
+/// let devices = create_device_mesh(&[8]).unwrap();
+/// assert_eq!(
+///     devices.to_string(),
+///     "[CpuDevice(id=0) CpuDevice(id=1) CpuDevice(id=2) CpuDevice(id=3)\n \
+///      CpuDevice(id=4) CpuDevice(id=5) CpuDevice(id=6) CpuDevice(id=7)]"
+/// );
+/// ```
+pub fn create_device_mesh(shape: &[usize]) -> Result<DeviceArray> {
+    let n = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| n > 0 && !shape.is_empty())
+        .ok_or_else(|| ShardingError::EmptyMesh {
+            shape: shape.to_vec(),
+        })?;
+    // A mesh is a set of worker threads: refuse sizes no machine can run.
+    if n > MAX_DEVICES {
+        return Err(ShardingError::OutOfRange {
+            what: "device count",
+            index: n,
+            count: MAX_DEVICES,
+        }
+        .into());
+    }
+    let devices = (0..n).map(Device::cpu).collect();
+    Ok(DeviceArray(
+        ArrayD::from_shape_vec(IxDyn(shape), devices).expect("the count matches the shape"),
+    ))
+}
+
+/// The most devices a mesh may have (each is a thread while it works).
+pub const MAX_DEVICES: usize = 4096;
+
+/// Devices laid out over named axes (`jax.sharding.Mesh`). Cloning is cheap.
+///
+/// ```
+/// use flaxen::sharding::{create_device_mesh, Mesh};
+///
+/// let mesh = Mesh::new(create_device_mesh(&[8])?, &["data"])?;
+/// assert_eq!(
+///     mesh.to_string(),
+///     "Mesh(device_ids=array([0, 1, 2, 3, 4, 5, 6, 7]), axis_names=('data',))"
+/// );
+/// assert_eq!(mesh.axis_size("data"), Some(8));
+/// # Ok::<(), flaxen::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mesh {
+    inner: Arc<MeshInner>,
+}
+
+#[derive(Debug, PartialEq)]
+struct MeshInner {
+    devices: ArrayD<Device>,
+    axis_names: Vec<String>,
+}
+
+impl Mesh {
+    /// A mesh of `devices` whose axes are called `axis_names` (one name per
+    /// axis, all different).
+    pub fn new(devices: DeviceArray, axis_names: &[&str]) -> Result<Mesh> {
+        let shape = devices.0.shape().to_vec();
+        let names: Vec<String> = axis_names.iter().map(|s| s.to_string()).collect();
+        let bad = |message: String| -> Error {
+            ShardingError::AxisNames {
+                shape: shape.clone(),
+                names: names.clone(),
+                message,
+            }
+            .into()
+        };
+        if devices.0.is_empty() {
+            return Err(ShardingError::EmptyMesh { shape }.into());
+        }
+        if names.len() != shape.len() {
+            return Err(bad(format!(
+                "{} names for {} axes",
+                names.len(),
+                shape.len()
+            )));
+        }
+        for (i, n) in names.iter().enumerate() {
+            if n.is_empty() {
+                return Err(bad("an axis name is empty".into()));
+            }
+            if names[..i].contains(n) {
+                return Err(bad(format!("axis name \"{n}\" is used twice")));
+            }
+        }
+        let mut ids: Vec<usize> = devices.0.iter().map(Device::id).collect();
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            return Err(bad("a device appears twice".into()));
+        }
+        Ok(Mesh {
+            inner: Arc::new(MeshInner {
+                devices: devices.0,
+                axis_names: names,
+            }),
+        })
+    }
+
+    /// The devices, laid out over the axes.
+    pub fn devices(&self) -> &ArrayD<Device> {
+        &self.inner.devices
+    }
+
+    /// The axis names.
+    pub fn axis_names(&self) -> &[String] {
+        &self.inner.axis_names
+    }
+
+    /// The number of devices along each axis.
+    pub fn shape(&self) -> &[usize] {
+        self.inner.devices.shape()
+    }
+
+    /// The number of devices.
+    pub fn size(&self) -> usize {
+        self.inner.devices.len()
+    }
+
+    /// The number of devices along the axis called `name`.
+    pub fn axis_size(&self, name: &str) -> Option<usize> {
+        self.axis_index(name).map(|i| self.shape()[i])
+    }
+
+    /// The position of the axis called `name`.
+    pub fn axis_index(&self, name: &str) -> Option<usize> {
+        self.inner.axis_names.iter().position(|n| n == name)
+    }
+
+    /// The devices in the mesh's (row-major) order.
+    pub fn device_list(&self) -> Vec<Device> {
+        self.inner.devices.iter().copied().collect()
+    }
+
+    /// The mesh coordinates of the `k`-th device in row-major order.
+    pub fn coords(&self, k: usize) -> Vec<usize> {
+        let mut rest = k;
+        let mut c = vec![0; self.shape().len()];
+        for (d, &n) in self.shape().iter().enumerate().rev() {
+            c[d] = rest % n;
+            rest /= n;
+        }
+        c
+    }
+
+    /// `Mesh('data': 8)`: the short form JAX prints inside a sharding.
+    pub fn short(&self) -> String {
+        let axes: Vec<String> = self
+            .axis_names()
+            .iter()
+            .zip(self.shape())
+            .map(|(n, s)| format!("{}: {s}", quoted(n)))
+            .collect();
+        format!("Mesh({})", axes.join(", "))
+    }
+
+    /// Runs `f(k)` for every device `k` (in row-major order) on a worker
+    /// thread of its own, and returns the results in device order. A mesh
+    /// of one device runs on the calling thread.
+    pub fn run<R: Send>(&self, f: impl Fn(usize) -> Result<R> + Sync) -> Result<Vec<R>> {
+        let n = self.size();
+        if n == 1 {
+            return Ok(vec![f(0)?]);
+        }
+        let results: Vec<Result<R>> = std::thread::scope(|scope| {
+            let mut handles = Vec::with_capacity(n);
+            let f = &f;
+            for k in 0..n {
+                let id = self.inner.devices.iter().nth(k).map_or(k, Device::id);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("flaxen-device-{id}"))
+                    .spawn_scoped(scope, move || f(k));
+                match spawned {
+                    Ok(h) => handles.push(Ok(h)),
+                    Err(e) => handles.push(Err(ShardingError::Spawn {
+                        device: id,
+                        message: e.to_string(),
+                    })),
+                }
+            }
+            handles
+                .into_iter()
+                .map(|h| match h {
+                    Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                    Err(e) => Err(e.into()),
+                })
+                .collect()
+        });
+        results.into_iter().collect()
+    }
+}
+
+impl fmt::Display for Mesh {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids = self.inner.devices.mapv(|d| d.id() as i64);
+        let names = tuple(self.axis_names().iter().map(|n| quoted(n)).collect());
+        write!(
+            f,
+            "Mesh(device_ids=array({}), axis_names={names})",
+            format_array_repr(&ids.view(), "array(".len())
+        )
+    }
+}

@@ -1,0 +1,169 @@
+//! Random arrays laid out over a mesh, each device drawing only its own
+//! block (`jax.random.*` under `jit` with an output sharding).
+//!
+//! Every element of JAX's random arrays is a function of the key and the
+//! element's flat index in the whole array (in the partitionable mode the
+//! guide turns on, and, with more hashing, in the original one), so a
+//! device can hash exactly the indices of its block: the gathered array is
+//! bit for bit the unsharded one, whatever the mesh and the spec.
+//!
+//! ```
+//! use flaxen::random;
+//! use flaxen::sharding::{self, create_device_mesh, Mesh, NamedSharding, PartitionSpec};
+//!
+//! let mesh = Mesh::new(create_device_mesh(&[2, 2])?, &["x", "y"])?;
+//! let s = NamedSharding::new(&mesh, PartitionSpec::new(["x", "y"]))?;
+//! let key = random::key(0);
+//! let sharded = sharding::random::normal(key.clone(), &[4, 6], &s)?;
+//! assert_eq!(sharded.addressable_shards()[3].data.shape(), &[2, 3]);
+//! assert_eq!(sharded.gather(), random::normal(key, &[4, 6])?);
+//! # Ok::<(), flaxen::Error>(())
+//! ```
+//!
+//! Only samplers whose elements are independent of one another are here;
+//! `permutation`, `choice` and `categorical` are not.
+
+use ndarray::ArrayD;
+
+use super::array::Sharded;
+use super::named::NamedSharding;
+use crate::error::Result;
+use crate::random::sampling::{with_region, Region};
+use crate::random::{self as jr, Float, Key, RandomError, UInt};
+
+/// Each device of `sharding` runs `draw` (a sampler called with the whole
+/// `shape`) computing only its block.
+fn draw_sharded<T: Clone + Send + Sync>(
+    function: &str,
+    shape: &[usize],
+    sharding: &NamedSharding,
+    draw: impl Fn() -> std::result::Result<ArrayD<T>, RandomError> + Sync,
+) -> Result<Sharded<T>> {
+    sharding.check(shape, function)?;
+    Sharded::from_fn(shape, sharding, function, |p| {
+        let region = Region {
+            global: shape.to_vec(),
+            start: p.start(),
+            shape: p.shape(shape),
+        };
+        Ok(with_region(region, &draw)?)
+    })
+}
+
+/// `jax.random.bits(key, shape)` (uint32), laid out by `sharding`.
+pub fn bits(key: Key, shape: &[usize], sharding: &NamedSharding) -> Result<Sharded<u32>> {
+    draw_sharded("bits", shape, sharding, || jr::bits(key.clone(), shape))
+}
+
+/// `jax.random.uniform(key, shape)`, laid out by `sharding`.
+pub fn uniform(key: Key, shape: &[usize], sharding: &NamedSharding) -> Result<Sharded<f32>> {
+    draw_sharded("uniform", shape, sharding, || {
+        jr::uniform(key.clone(), shape)
+    })
+}
+
+/// `jax.random.uniform(key, shape, minval, maxval)`, laid out by `sharding`.
+pub fn uniform_range(
+    key: Key,
+    shape: &[usize],
+    minval: f32,
+    maxval: f32,
+    sharding: &NamedSharding,
+) -> Result<Sharded<f32>> {
+    draw_sharded("uniform", shape, sharding, || {
+        jr::uniform_range(key.clone(), shape, minval, maxval)
+    })
+}
+
+/// `jax.random.normal(key, shape)`, laid out by `sharding`.
+pub fn normal(key: Key, shape: &[usize], sharding: &NamedSharding) -> Result<Sharded<f32>> {
+    draw_sharded("normal", shape, sharding, || jr::normal(key.clone(), shape))
+}
+
+/// `jax.random.truncated_normal(key, lower, upper, shape)`, laid out by
+/// `sharding`.
+pub fn truncated_normal(
+    key: Key,
+    lower: f32,
+    upper: f32,
+    shape: &[usize],
+    sharding: &NamedSharding,
+) -> Result<Sharded<f32>> {
+    draw_sharded("truncated_normal", shape, sharding, || {
+        jr::truncated_normal(key.clone(), lower, upper, shape)
+    })
+}
+
+/// `jax.random.bernoulli(key, p, shape)`, laid out by `sharding`.
+pub fn bernoulli(
+    key: Key,
+    p: f32,
+    shape: &[usize],
+    sharding: &NamedSharding,
+) -> Result<Sharded<bool>> {
+    draw_sharded("bernoulli", shape, sharding, || {
+        jr::bernoulli(key.clone(), p, shape)
+    })
+}
+
+/// `jax.random.randint(key, shape, minval, maxval)`, laid out by
+/// `sharding`.
+pub fn randint(
+    key: Key,
+    shape: &[usize],
+    minval: i32,
+    maxval: i32,
+    sharding: &NamedSharding,
+) -> Result<Sharded<i32>> {
+    draw_sharded("randint", shape, sharding, || {
+        jr::randint(key.clone(), shape, minval, maxval)
+    })
+}
+
+/// `jax.random.gumbel(key, shape)`, laid out by `sharding`.
+pub fn gumbel(key: Key, shape: &[usize], sharding: &NamedSharding) -> Result<Sharded<f32>> {
+    draw_sharded("gumbel", shape, sharding, || jr::gumbel(key.clone(), shape))
+}
+
+/// `jax.random.exponential(key, shape)`, laid out by `sharding`.
+pub fn exponential(key: Key, shape: &[usize], sharding: &NamedSharding) -> Result<Sharded<f32>> {
+    draw_sharded("exponential", shape, sharding, || {
+        jr::exponential(key.clone(), shape)
+    })
+}
+
+/// `jax.random.bits(key, shape, dtype)` for any unsigned dtype, laid out by
+/// `sharding`.
+pub fn bits_as<U: UInt + Clone + Send + Sync>(
+    key: Key,
+    shape: &[usize],
+    sharding: &NamedSharding,
+) -> Result<Sharded<U>> {
+    draw_sharded("bits", shape, sharding, || {
+        jr::bits_as::<U>(key.clone(), shape)
+    })
+}
+
+/// `jax.random.uniform(key, shape, dtype)` for any float dtype, laid out by
+/// `sharding`.
+pub fn uniform_as<T: Float + Clone + Send + Sync>(
+    key: Key,
+    shape: &[usize],
+    sharding: &NamedSharding,
+) -> Result<Sharded<T>> {
+    draw_sharded("uniform", shape, sharding, || {
+        jr::uniform_as::<T>(key.clone(), shape)
+    })
+}
+
+/// `jax.random.normal(key, shape, dtype)` for any float dtype, laid out by
+/// `sharding`.
+pub fn normal_as<T: Float + Clone + Send + Sync>(
+    key: Key,
+    shape: &[usize],
+    sharding: &NamedSharding,
+) -> Result<Sharded<T>> {
+    draw_sharded("normal", shape, sharding, || {
+        jr::normal_as::<T>(key.clone(), shape)
+    })
+}
