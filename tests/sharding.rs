@@ -289,3 +289,386 @@ fn bad_meshes_and_specs_are_typed_errors() {
     let e = sharding::random::normal(random::key(0), &[2, 1 << 62, 8], &s).unwrap_err();
     assert!(matches!(e, Error::Random { .. }), "{e:?}");
 }
+
+mod guide_model {
+    use flaxen::core::{Result, Rngs, Scope, Variables};
+    use flaxen::nn::{Dense, Module};
+    use flaxen::random::{self, Key, KeyArray};
+    use flaxen::sharding::{self, shard_map, NamedSharding, PartitionSpec};
+    use flaxen::tensor::Tensor;
+
+    /// The guide's model: `Dense(1)`, plus noise from the `params` stream.
+    pub struct Model;
+
+    impl Module for Model {
+        type Input = (Tensor, bool);
+        type Output = Tensor;
+
+        fn call(&self, s: &Scope<'_>, (x, add_noise): (Tensor, bool)) -> Result<Tensor> {
+            let x = s.call(Dense::new(1), x)?;
+            let noise = random::normal(s.make_rng("params")?, x.shape())?;
+            if add_noise {
+                Ok(x.add(&Tensor::from_array(noise))?)
+            } else {
+                Ok(x)
+            }
+        }
+    }
+
+    fn rngs(rng: Key) -> Rngs {
+        Rngs::from(rng).fix_separator(true)
+    }
+
+    /// The guide's `jit` and `shard_map` outputs, on 8 devices.
+    #[test]
+    fn guide_jit_and_shard_map_outputs() {
+        let mesh = super::mesh(&[8], &["data"]);
+        let data = NamedSharding::new(&mesh, PartitionSpec::new(["data"])).unwrap();
+        let [init_rng, apply_rng] = random::split_n(random::key(0));
+        let x = Tensor::ones(&[8, 1]);
+        let variables = Model.init(rngs(init_rng), (x.clone(), false)).unwrap();
+        let forward = |(v, x, add_noise, rng): (&Variables, Tensor, bool, Key)| {
+            Model.apply(v, (x, add_noise), rngs(rng))
+        };
+        let jit_forward = sharding::jit(
+            forward,
+            [None, Some(data.clone()), None, None],
+            data.clone(),
+        )
+        .unwrap();
+        let noisy = [
+            -2.2187614f32,
+            -2.8055234,
+            -2.5464187,
+            1.0270392,
+            -3.5243359,
+            -2.2795477,
+            -0.6504516,
+            0.17373264,
+        ];
+        let out = jit_forward
+            .call((&variables, &x, true, &apply_rng))
+            .unwrap();
+        assert_eq!(out.gather().into_raw_vec_and_offset().0, noisy);
+        for (k, shard) in out.addressable_shards().iter().enumerate() {
+            assert_eq!(shard.device.id(), k);
+            assert_eq!(shard.data.shape(), &[1, 1]);
+        }
+        let out = jit_forward
+            .call((&variables, &x, false, &apply_rng))
+            .unwrap();
+        assert_eq!(out.gather().into_raw_vec_and_offset().0, [-1.2839764f32; 8]);
+        // Unsharded, the same numbers (the guide's point).
+        let plain = forward((&variables, x.clone(), true, random::clone(&apply_rng))).unwrap();
+        assert_eq!(plain.to_vec(), noisy);
+
+        let forward = |(v, x, add_noise, keys): (&Variables, Tensor, bool, KeyArray)| {
+            assert_eq!(keys.shape(), &[1], "a batch of one key per device");
+            Model.apply(v, (x, add_noise), rngs(keys.get(0).unwrap()))
+        };
+        let p = PartitionSpec::new(["data"]);
+        let r = PartitionSpec::replicated();
+        let shmap_forward = shard_map(
+            forward,
+            &mesh,
+            [r.clone(), p.clone(), r, p.clone()],
+            p.clone(),
+        );
+        let apply_rngs = random::split(apply_rng, 8).unwrap();
+        let out = shmap_forward
+            .call((&variables, &x, true, &apply_rngs))
+            .unwrap();
+        assert_eq!(
+            out.gather().into_raw_vec_and_offset().0,
+            [
+                -1.2605132f32,
+                -1.2405176,
+                -0.99350417,
+                -1.0277128,
+                -1.4154483,
+                -0.3905797,
+                -2.417677,
+                0.9023453
+            ]
+        );
+    }
+
+    /// jit's data-parallel contract, on other meshes and batch sizes: the
+    /// output (with Dropout-like noise) equals the unsharded call.
+    #[test]
+    fn jit_equals_unsharded_for_other_batches() {
+        for (devices, batch) in [(1, 4), (2, 6), (4, 8), (3, 9)] {
+            let mesh = super::mesh(&[devices], &["d"]);
+            let data = NamedSharding::new(&mesh, PartitionSpec::new(["d"])).unwrap();
+            let x = Tensor::from_array(random::normal(random::key(3), &[batch, 5]).unwrap());
+            let variables = Model
+                .init(rngs(random::key(1)), (x.clone(), false))
+                .unwrap();
+            let forward =
+                |(v, x, rng): (&Variables, Tensor, Key)| Model.apply(v, (x, true), rngs(rng));
+            let jitted = sharding::jit(forward, [None, Some(data.clone()), None], data).unwrap();
+            let out = jitted.call((&variables, &x, &random::key(9))).unwrap();
+            let plain = forward((&variables, x.clone(), random::key(9))).unwrap();
+            assert_eq!(out.gather().into_raw_vec_and_offset().0, plain.to_vec());
+        }
+    }
+}
+
+mod collectives {
+    use flaxen::core::{Result, Scope};
+    use flaxen::nn::Module;
+    use flaxen::sharding::{self, shard_map, PartitionSpec};
+    use flaxen::tensor::Tensor;
+    use flaxen::Error;
+
+    fn rows(n: usize) -> Tensor {
+        Tensor::from_vec((0..n).map(|v| (v * v) as f32 * 0.1).collect(), &[n, 1]).unwrap()
+    }
+
+    #[test]
+    fn psum_pmean_all_gather_axis_index() {
+        let mesh = super::mesh(&[4], &["d"]);
+        let p = PartitionSpec::new(["d"]);
+        let x = rows(8);
+        let sum = shard_map(
+            |(x,): (Tensor,)| sharding::psum(&x.sum(&[0], true)?, "d"),
+            &mesh,
+            [p.clone()],
+            PartitionSpec::replicated(),
+        );
+        let out = sum.call((&x,)).unwrap();
+        // Device order: the per-device sums added 0 + 1 + 2 + 3.
+        let v = x.to_vec();
+        let parts: Vec<f32> = (0..4).map(|k| v[2 * k] + v[2 * k + 1]).collect();
+        let expected = ((parts[0] + parts[1]) + parts[2]) + parts[3];
+        assert_eq!(out.gather().into_raw_vec_and_offset().0, [expected]);
+
+        let idx = shard_map(
+            |(x,): (Tensor,)| {
+                let i = sharding::axis_index("d")? as f32;
+                Ok(x.mul(&Tensor::scalar(0.0))?.add(&Tensor::scalar(i))?)
+            },
+            &mesh,
+            [p.clone()],
+            p.clone(),
+        );
+        assert_eq!(
+            idx.call((&x,))
+                .unwrap()
+                .gather()
+                .into_raw_vec_and_offset()
+                .0,
+            [0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+        );
+
+        // all_gather, stacked and tiled: every device sees all rows.
+        let gather = shard_map(
+            |(x,): (Tensor,)| {
+                let stacked = sharding::all_gather(&x, "d", 0, false)?;
+                assert_eq!(stacked.shape(), &[4, 2, 1]);
+                let tiled = sharding::all_gather(&x, "d", 0, true)?;
+                assert_eq!(tiled.shape(), &[8, 1]);
+                Ok(tiled)
+            },
+            &mesh,
+            [p.clone()],
+            PartitionSpec::replicated(),
+        );
+        assert_eq!(
+            gather
+                .call((&x,))
+                .unwrap()
+                .gather()
+                .into_raw_vec_and_offset()
+                .0,
+            v
+        );
+
+        // Over one axis of a 2-D mesh: groups along "b" only.
+        let mesh2 = super::mesh(&[2, 2], &["a", "b"]);
+        let ab = PartitionSpec::new([["a", "b"]]);
+        let mean_b = shard_map(
+            |(x,): (Tensor,)| sharding::pmean(&x, "b"),
+            &mesh2,
+            [ab.clone()],
+            ab,
+        );
+        let x4 = rows(4);
+        let v4 = x4.to_vec();
+        let out = mean_b
+            .call((&x4,))
+            .unwrap()
+            .gather()
+            .into_raw_vec_and_offset()
+            .0;
+        assert_eq!(out[0], out[1]);
+        assert_eq!(out[2], out[3]);
+        assert_ne!(out[0], out[2]);
+        assert_eq!(
+            out,
+            [
+                Tensor::from_vec(vec![v4[0], v4[1]], &[2])
+                    .unwrap()
+                    .mean(&[0], false)
+                    .unwrap()
+                    .to_vec()[0],
+                Tensor::from_vec(vec![v4[0], v4[1]], &[2])
+                    .unwrap()
+                    .mean(&[0], false)
+                    .unwrap()
+                    .to_vec()[0],
+                Tensor::from_vec(vec![v4[2], v4[3]], &[2])
+                    .unwrap()
+                    .mean(&[0], false)
+                    .unwrap()
+                    .to_vec()[0],
+                Tensor::from_vec(vec![v4[2], v4[3]], &[2])
+                    .unwrap()
+                    .mean(&[0], false)
+                    .unwrap()
+                    .to_vec()[0],
+            ]
+        );
+    }
+
+    /// `Scope::pmean` inside a module reaches the mesh axis.
+    #[test]
+    fn module_collectives_reach_mesh_axes() {
+        struct Center;
+        impl Module for Center {
+            type Input = Tensor;
+            type Output = Tensor;
+            fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+                Ok(x.sub(&s.pmean("d", &x.mean(&[0], true)?)?)?)
+            }
+        }
+        let mesh = super::mesh(&[2], &["d"]);
+        let p = PartitionSpec::new(["d"]);
+        let f = shard_map(
+            |(x,): (Tensor,)| Center.apply(&Default::default(), x, ()),
+            &mesh,
+            [p.clone()],
+            p,
+        );
+        let x = Tensor::from_vec(vec![1.0, 3.0, 5.0, 7.0], &[4, 1]).unwrap();
+        assert_eq!(
+            f.call((&x,)).unwrap().gather().into_raw_vec_and_offset().0,
+            [-3.0, -1.0, 1.0, 3.0]
+        );
+    }
+
+    /// Failures stop every device, with the failing device's error; a
+    /// device skipping a collective is named; nothing hangs.
+    #[test]
+    fn failures_stop_every_device() {
+        let mesh = super::mesh(&[4], &["d"]);
+        let p = PartitionSpec::new(["d"]);
+        let x = rows(4);
+        let fails = shard_map(
+            |(x,): (Tensor,)| {
+                if sharding::axis_index("d")? == 2 {
+                    return Err(Error::Config {
+                        path: "/device2".into(),
+                        message: "boom".into(),
+                    });
+                }
+                sharding::psum(&x, "d")
+            },
+            &mesh,
+            [p.clone()],
+            p.clone(),
+        );
+        let e = fails.call((&x,)).unwrap_err();
+        assert!(e.to_string().contains("boom"), "{e}");
+
+        let skips = shard_map(
+            |(x,): (Tensor,)| {
+                if sharding::axis_index("d")? == 1 {
+                    return Ok(x);
+                }
+                sharding::psum(&x, "d")
+            },
+            &mesh,
+            [p.clone()],
+            p.clone(),
+        );
+        let e = skips.call((&x,)).unwrap_err().to_string();
+        assert!(
+            e.contains("device 1 returned without reaching collective #0"),
+            "{e}"
+        );
+
+        let shapes = shard_map(
+            |(x,): (Tensor,)| {
+                let y = if sharding::axis_index("d")? == 3 {
+                    Tensor::zeros(&[2])
+                } else {
+                    x
+                };
+                sharding::psum(&y, "d")
+            },
+            &mesh,
+            [p.clone()],
+            p.clone(),
+        );
+        let e = shapes.call((&x,)).unwrap_err().to_string();
+        assert!(e.contains("differs between items"), "{e}");
+
+        let unbound = shard_map(
+            |(x,): (Tensor,)| sharding::psum(&x, "model"),
+            &mesh,
+            [p.clone()],
+            p.clone(),
+        );
+        let e = unbound.call((&x,)).unwrap_err().to_string();
+        assert!(e.contains("unbound axis name \"model\""), "{e}");
+        assert!(sharding::psum(&x, "d").is_err(), "outside shard_map");
+    }
+
+    #[test]
+    fn bad_arguments_are_typed_errors() {
+        let mesh = super::mesh(&[8], &["data"]);
+        let p = PartitionSpec::new(["data"]);
+        let keys = flaxen::random::split(flaxen::random::key(0), 4).unwrap();
+        let f = shard_map(
+            |(k,): (flaxen::random::KeyArray,)| Ok(Tensor::scalar(k.len() as f32).reshape(&[1])?),
+            &mesh,
+            [p.clone()],
+            p.clone(),
+        );
+        let e = f.call((&keys,)).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "shard_map argument 0: PartitionSpec('data',) cuts dimension 0 of shape [4] into 8 \
+             pieces, but its size 4 is not divisible by 8"
+        );
+        let g = shard_map(
+            |(x, _b): (Tensor, bool)| Ok(x),
+            &mesh,
+            [p.clone(), p.clone()],
+            p.clone(),
+        );
+        assert!(
+            g.call((&rows(8), true)).is_err(),
+            "a plain value cannot be split"
+        );
+        // Replicated output that differs between devices.
+        let h = shard_map(
+            |(x,): (Tensor,)| Ok(x),
+            &mesh,
+            [p.clone()],
+            PartitionSpec::replicated(),
+        );
+        let e = h.call((&rows(8),)).unwrap_err().to_string();
+        assert!(e.contains("returned different values"), "{e}");
+        // jit splits the batch axis only.
+        let s =
+            flaxen::sharding::NamedSharding::new(&mesh, PartitionSpec::new([None, Some("data")]))
+                .unwrap();
+        let e = sharding::jit::<(&Tensor,), _, 1>(|(x,): (Tensor,)| Ok(x), [Some(s.clone())], s)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("leading (batch)"), "{e}");
+    }
+}

@@ -35,7 +35,7 @@ where
     F: Fn(&[u32], &mut [T]) + Sync,
 {
     if let Some(region) = region_for(shape) {
-        let total = checked_total(function, shape)?;
+        let total = checked_total(function, &region.global)?;
         return sample_region(function, &region, 0u32, |words, start, out| {
             key.fill_bits(total, start, words);
             transform(words, out);
@@ -86,7 +86,7 @@ where
     F: Fn(&[B], &mut [T]) + Sync,
 {
     if let Some(region) = region_for(shape) {
-        let total = checked_total(function, shape)? as usize;
+        let total = checked_total(function, &region.global)? as usize;
         return sample_region(function, &region, B::default(), |bits, start, out| {
             fill_uint(key, total, start as usize, bits);
             transform(bits, out);
@@ -106,7 +106,23 @@ where
 thread_local! {
     /// The block of the array being sampled that this thread computes, set
     /// by [`with_region`] (a device of a mesh computing its shard).
-    static REGION: std::cell::RefCell<Option<Region>> = const { std::cell::RefCell::new(None) };
+    static REGION: std::cell::RefCell<Option<Window>> = const { std::cell::RefCell::new(None) };
+}
+
+/// What a thread computes of the arrays it draws.
+#[derive(Clone, Debug)]
+pub(crate) enum Window {
+    /// Draws of shape `region.global` compute `region`.
+    Exact(Region),
+    /// A device of a data-parallel computation holding rows
+    /// `start..start + rows` of a batch of `global_rows`: a draw whose
+    /// leading axis has `rows` elements is that block of the draw with
+    /// `global_rows`.
+    Batch {
+        global_rows: usize,
+        start: usize,
+        rows: usize,
+    },
 }
 
 /// A rectangular block of an array: the elements at
@@ -128,21 +144,43 @@ pub(crate) struct Region {
 /// axis) would see only the block. The callers (`sharding::random`) name
 /// the samplers one by one.
 pub(crate) fn with_region<R>(region: Region, f: impl FnOnce() -> R) -> R {
-    struct Reset(Option<Region>);
+    with_window(Window::Exact(region), f)
+}
+
+/// Runs `f` with `window` set for this thread (see [`Window`]).
+pub(crate) fn with_window<R>(window: Window, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<Window>);
     impl Drop for Reset {
         fn drop(&mut self) {
             let previous = self.0.take();
             REGION.with(|r| *r.borrow_mut() = previous);
         }
     }
-    let previous = REGION.with(|r| r.borrow_mut().replace(region));
+    let previous = REGION.with(|r| r.borrow_mut().replace(window));
     let _reset = Reset(previous);
     f()
 }
 
 /// The region set for this thread, if a draw of `shape` is its array.
 fn region_for(shape: &[usize]) -> Option<Region> {
-    REGION.with(|r| r.borrow().as_ref().filter(|r| r.global == shape).cloned())
+    REGION.with(|r| match r.borrow().as_ref()? {
+        Window::Exact(region) => (region.global == shape).then(|| region.clone()),
+        Window::Batch {
+            global_rows,
+            start,
+            rows,
+        } => (shape.first() == Some(rows)).then(|| {
+            let mut global = shape.to_vec();
+            global[0] = *global_rows;
+            let mut begin = vec![0; shape.len()];
+            begin[0] = *start;
+            Region {
+                global,
+                start: begin,
+                shape: shape.to_vec(),
+            }
+        }),
+    })
 }
 
 /// The element count of `shape`, checked, for the hash's counters.

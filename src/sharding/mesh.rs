@@ -22,7 +22,7 @@ pub struct Device {
 
 impl Device {
     /// The device with global id `id`.
-    pub fn cpu(id: usize) -> Device {
+    pub const fn cpu(id: usize) -> Device {
         Device { id }
     }
 

@@ -8,7 +8,7 @@
 
 mod axes;
 mod carry;
-mod collective;
+pub(crate) mod collective;
 mod cond;
 mod map_variables;
 mod pack;

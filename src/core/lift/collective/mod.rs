@@ -25,7 +25,10 @@
 //!   `vmap` starts again in lockstep.
 
 mod lockstep;
+mod parallel;
 mod replay;
+
+pub(crate) use parallel::{bound_axis, with_device_axes, DeviceAxes};
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -78,6 +81,8 @@ struct Progress {
     /// Replay: a traced operand reached a collective; start again in
     /// lockstep.
     needs_lockstep: bool,
+    /// Parallel: the items whose body returned.
+    finished: usize,
 }
 
 /// A collective's results.
@@ -138,6 +143,9 @@ impl Resolved {
 pub(crate) enum Driver {
     Replay,
     Lockstep,
+    /// The devices of a mesh, each on its own thread, running at once
+    /// between collectives.
+    Parallel,
 }
 
 /// The collectives of one `vmap` with an axis name, shared by its items.
@@ -149,8 +157,10 @@ pub(crate) struct Collectives {
     driver: Driver,
     state: Mutex<Progress>,
     /// Lockstep: one per item, so that handing the baton on wakes only the
-    /// item that takes it.
+    /// item that takes it. Parallel: one, on which every device waits.
     batons: Vec<Condvar>,
+    /// The transform named in errors (`vmap`, `shard_map`).
+    transform: &'static str,
 }
 
 /// An item's handle on the collectives of an enclosing `vmap`.
@@ -167,6 +177,11 @@ impl Collectives {
         let batons = match driver {
             Driver::Replay => Vec::new(),
             Driver::Lockstep => (0..items).map(|_| Condvar::new()).collect(),
+            Driver::Parallel => vec![Condvar::new()],
+        };
+        let transform = match driver {
+            Driver::Parallel => "shard_map",
+            _ => "vmap",
         };
         Arc::new(Collectives {
             axis_name: axis_name.to_string(),
@@ -181,8 +196,10 @@ impl Collectives {
                 calls: 0,
                 suspended: false,
                 needs_lockstep: false,
+                finished: 0,
             }),
             batons,
+            transform,
         })
     }
 
@@ -193,10 +210,16 @@ impl Collectives {
     }
 
     /// Item `item`'s collective.
-    fn collective(&self, item: usize, reduce: Reduce, x: &[Tensor]) -> Result<Vec<Tensor>> {
+    pub(crate) fn collective(
+        &self,
+        item: usize,
+        reduce: Reduce,
+        x: &[Tensor],
+    ) -> Result<Vec<Tensor>> {
         match self.driver {
             Driver::Replay => self.replay_collective(item, reduce, x),
             Driver::Lockstep => self.lockstep_collective(item, reduce, x),
+            Driver::Parallel => self.parallel_collective(item, reduce, x),
         }
     }
 
@@ -288,7 +311,7 @@ impl Collectives {
     fn error(&self, message: String) -> Error {
         Error::Lift {
             path: self.path.clone(),
-            transform: "vmap",
+            transform: self.transform,
             message,
         }
     }
@@ -397,11 +420,13 @@ impl Scope<'_> {
             .rev()
             .find(|c| c.shared.axis_name == axis_name)
             .cloned();
-        let Some(ctx) = ctx else {
+        let Some(ctx) = ctx.or_else(|| bound_axis(axis_name)) else {
             return Err(Error::Lift {
                 path: self.path_text(),
                 transform: "vmap",
-                message: format!("unbound axis name \"{axis_name}\": no enclosing Vmap has it"),
+                message: format!(
+                    "unbound axis name \"{axis_name}\": no enclosing Vmap or shard_map has it"
+                ),
             });
         };
         ctx.shared.collective(ctx.item, reduce, x)
