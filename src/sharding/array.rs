@@ -202,7 +202,14 @@ pub fn device_put<T: Clone + Send + Sync>(
 
 /// The block of `x` at `p`.
 pub(crate) fn block_of<T: Clone>(x: &ArrayD<T>, p: &Placement) -> ArrayD<T> {
-    let mut view = x.view();
+    block_of_view(x.view(), p)
+}
+
+/// The block of the array viewed by `view` at `p`, copying only the block.
+pub(crate) fn block_of_view<T: Clone>(
+    mut view: ndarray::ArrayViewD<'_, T>,
+    p: &Placement,
+) -> ArrayD<T> {
     for (d, r) in p.index.iter().enumerate() {
         if let Some(r) = r {
             view.slice_axis_inplace(ndarray::Axis(d), Slice::from(r.clone()));

@@ -113,10 +113,20 @@ pub struct Mesh {
     inner: Arc<MeshInner>,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 struct MeshInner {
     devices: ArrayD<Device>,
     axis_names: Vec<String>,
+    /// One single-thread pool per device, made on first use: a device's
+    /// work (and the parallel loops inside its operations) runs on its
+    /// own thread only, so that N devices use N threads.
+    pools: std::sync::OnceLock<std::result::Result<Vec<rayon::ThreadPool>, ShardingError>>,
+}
+
+impl PartialEq for MeshInner {
+    fn eq(&self, other: &MeshInner) -> bool {
+        self.devices == other.devices && self.axis_names == other.axis_names
+    }
 }
 
 impl Mesh {
@@ -160,6 +170,7 @@ impl Mesh {
             inner: Arc::new(MeshInner {
                 devices: devices.0,
                 axis_names: names,
+                pools: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -221,30 +232,28 @@ impl Mesh {
         format!("Mesh({})", axes.join(", "))
     }
 
-    /// Runs `f(k)` for every device `k` (in row-major order) on a worker
-    /// thread of its own, and returns the results in device order. A mesh
-    /// of one device runs on the calling thread.
+    /// Runs `f(k)` for every device `k` (in row-major order) on the
+    /// device's own worker thread, all at once, and returns the results in
+    /// device order. Parallel loops inside `f` stay on that thread: a
+    /// device is one thread, whatever the number of cores.
     pub fn run<R: Send>(&self, f: impl Fn(usize) -> Result<R> + Sync) -> Result<Vec<R>> {
-        let n = self.size();
-        if n == 1 {
-            return Ok(vec![f(0)?]);
-        }
+        let pools = self.pools()?;
+        let f = &f;
         let results: Vec<Result<R>> = std::thread::scope(|scope| {
-            let mut handles = Vec::with_capacity(n);
-            let f = &f;
-            for k in 0..n {
-                let id = self.inner.devices.iter().nth(k).map_or(k, Device::id);
-                let spawned = std::thread::Builder::new()
-                    .name(format!("flaxen-device-{id}"))
-                    .spawn_scoped(scope, move || f(k));
-                match spawned {
-                    Ok(h) => handles.push(Ok(h)),
-                    Err(e) => handles.push(Err(ShardingError::Spawn {
-                        device: id,
-                        message: e.to_string(),
-                    })),
-                }
-            }
+            // Each device's work is handed to its pool from a short-lived
+            // thread that waits for it.
+            let handles: Vec<_> = pools
+                .iter()
+                .enumerate()
+                .map(|(k, pool)| {
+                    std::thread::Builder::new()
+                        .spawn_scoped(scope, move || pool.install(|| f(k)))
+                        .map_err(|e| ShardingError::Spawn {
+                            device: k,
+                            message: e.to_string(),
+                        })
+                })
+                .collect();
             handles
                 .into_iter()
                 .map(|h| match h {
@@ -254,6 +263,31 @@ impl Mesh {
                 .collect()
         });
         results.into_iter().collect()
+    }
+
+    /// The devices' worker threads, started on first use.
+    fn pools(&self) -> Result<&[rayon::ThreadPool]> {
+        let pools = self.inner.pools.get_or_init(|| {
+            self.inner
+                .devices
+                .iter()
+                .map(|d| {
+                    let id = d.id();
+                    rayon::ThreadPoolBuilder::new()
+                        .num_threads(1)
+                        .thread_name(move |_| format!("flaxen-device-{id}"))
+                        .build()
+                        .map_err(|e| ShardingError::Spawn {
+                            device: id,
+                            message: e.to_string(),
+                        })
+                })
+                .collect()
+        });
+        match pools {
+            Ok(p) => Ok(p),
+            Err(e) => Err(e.clone().into()),
+        }
     }
 }
 

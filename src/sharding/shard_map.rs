@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ndarray::{ArrayD, IxDyn};
 
-use super::array::{block_of, Sharded};
+use super::array::{block_of, block_of_view, Sharded};
 use super::error::ShardingError;
 use super::mesh::Mesh;
 use super::named::{NamedSharding, Placement};
@@ -36,7 +36,7 @@ impl ShardArg for &Tensor {
         Some(self.shape().to_vec())
     }
     fn block(&self, p: &Placement) -> Result<Tensor> {
-        Ok(Tensor::from_array(block_of(&self.to_array(), p)))
+        Ok(Tensor::from_array(block_of_view(self.view(), p)))
     }
 }
 
