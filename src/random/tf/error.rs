@@ -56,6 +56,18 @@ pub enum TfRandomError {
         /// The requested shape.
         shape: Vec<usize>,
     },
+    /// A distribution strategy over no devices, or naming one twice.
+    StrategyDevices {
+        /// The devices given.
+        devices: Vec<String>,
+    },
+    /// A replica id outside `0..replicas`.
+    ReplicaOutOfRange {
+        /// The replica asked for.
+        replica: usize,
+        /// The number of replicas.
+        replicas: usize,
+    },
 }
 
 impl fmt::Display for TfRandomError {
@@ -86,6 +98,14 @@ impl fmt::Display for TfRandomError {
                 write!(f, "unknown RNG algorithm id {id} (expected 1, 2 or 3)")
             }
             TfRandomError::SplitCount => write!(f, "split needs a count of at least 1"),
+            TfRandomError::StrategyDevices { devices } => write!(
+                f,
+                "a MirroredStrategy needs one or more distinct devices, got {devices:?}"
+            ),
+            TfRandomError::ReplicaOutOfRange { replica, replicas } => write!(
+                f,
+                "replica {replica} out of range: the strategy has {replicas} replicas"
+            ),
             TfRandomError::ShapeOverflow { shape } => {
                 write!(f, "the shape {shape:?} has more elements than fit in usize")
             }

@@ -160,6 +160,28 @@ impl GeneratorState {
         }
     }
 
+    /// A replica's key (TF's `_make_key_for_replica`): the first uint64 of
+    /// the Philox stream of the key at counter `[replica, 0]`
+    /// (`stateless_random_uniform_full_int_v2(shape=[1], key, counter,
+    /// dtype=uint64, alg=Philox)`); the counter stays.
+    fn mix_replica(&mut self, replica: usize) {
+        let key = self.key();
+        let mut g = Generator {
+            state: GeneratorState {
+                alg: Algorithm::Philox,
+                words: [replica as i64, 0, key],
+            },
+            distributed: None,
+        };
+        let mixed = g
+            .uniform_full_int::<u64>(&[1])
+            .expect("one element")
+            .into_raw_vec_and_offset()
+            .0[0];
+        let last = self.alg.state_size() - 1;
+        self.words[last] = mixed as i64;
+    }
+
     /// The block stream of a draw that starts at this state.
     fn blocks(&self) -> Blocks {
         match self.alg {
@@ -223,6 +245,11 @@ impl BlockSource for Blocks {
 )]
 pub struct Generator {
     state: GeneratorState,
+    /// Set for a generator created inside a distribution strategy's scope
+    /// or replica context: an id by which the replicas of one `run` share
+    /// its state (see [`super::distribute`]).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    distributed: Option<u64>,
 }
 
 impl Generator {
@@ -236,21 +263,34 @@ impl Generator {
     /// `Generator.from_seed(seed, alg)`.
     pub fn from_seed_with(seed: impl Into<RngSeed>, alg: Algorithm) -> Generator {
         let words = seed.into().to_state(alg);
-        Generator {
-            state: GeneratorState::new(alg, &words).expect("to_state has the state size"),
-        }
+        Generator::with_state(
+            GeneratorState::new(alg, &words).expect("to_state has the state size"),
+        )
     }
 
     /// `Generator.from_state(state, alg)`: the state words as they are.
     pub fn from_state(state: &[i64], alg: Algorithm) -> Result<Generator, TfRandomError> {
-        Ok(Generator {
-            state: GeneratorState::new(alg, state)?,
-        })
+        Ok(Generator::with_state(GeneratorState::new(alg, state)?))
     }
 
     /// A generator continuing from a saved [`GeneratorState`].
     pub fn from_generator_state(state: GeneratorState) -> Generator {
-        Generator { state }
+        Generator::with_state(state)
+    }
+
+    /// A generator with `state`, distributed when created inside a
+    /// strategy's scope or a replica context.
+    fn with_state(state: GeneratorState) -> Generator {
+        Generator {
+            state,
+            distributed: super::distribute::creation_id(),
+        }
+    }
+
+    /// Whether this generator was created inside a distribution strategy
+    /// (its draws inside `run` mix in the replica id).
+    pub fn is_distributed(&self) -> bool {
+        self.distributed.is_some()
     }
 
     /// `Generator.from_key_counter(key, counter, alg)`: state
@@ -325,7 +365,7 @@ impl Generator {
 
     /// `g.reset_from_seed(seed)`: the state [`Generator::from_seed`] would give.
     pub fn reset_from_seed(&mut self, seed: impl Into<RngSeed>) {
-        *self = Generator::from_seed_with(seed, self.state.alg);
+        self.state = Generator::from_seed_with(seed, self.state.alg).state;
     }
 
     /// `g.reset_from_key_counter(key, counter)`.
@@ -334,7 +374,7 @@ impl Generator {
         key: i64,
         counter: &[i64],
     ) -> Result<(), TfRandomError> {
-        *self = Generator::from_key_counter(key, counter, self.state.alg)?;
+        self.state = Generator::from_key_counter(key, counter, self.state.alg)?.state;
         Ok(())
     }
 
@@ -349,6 +389,13 @@ impl Generator {
     /// Reads the state for a draw of `shape` and moves it on.
     fn prepare(&mut self, shape: &[usize]) -> Result<Blocks, TfRandomError> {
         let n = element_count(shape)?;
+        if let Some(id) = self.distributed {
+            if let Some(replica) = super::distribute::enter_draw(id, &mut self.state) {
+                let mut old = self.skip(n as u64);
+                old.mix_replica(replica);
+                return Ok(old.blocks());
+            }
+        }
         Ok(self.skip(n as u64).blocks())
     }
 

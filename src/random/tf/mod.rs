@@ -29,6 +29,7 @@
 //! ```
 
 mod convert;
+pub mod distribute;
 mod dtype;
 mod error;
 mod generator;
@@ -45,6 +46,7 @@ mod stateless;
 mod threefry_blocks;
 
 pub use convert::{box_muller_double, box_muller_float, uint32_to_float, uint64_to_double};
+pub use distribute::{MirroredStrategy, PerReplica};
 pub use dtype::{SeedInt, TfFloat, TfInt};
 pub use error::TfRandomError;
 pub use generator::{Algorithm, Generator, GeneratorState};
