@@ -252,3 +252,29 @@ fn probabilities_that_are_all_subnormal_sum_to_zero() {
         assert!(err.to_string().contains("subnormal"), "{err}");
     }
 }
+
+/// `categorical` over logits with no categories: JAX's `argmax` refuses an
+/// empty axis ("attempt to get argmax of an empty sequence"); so do we,
+/// whatever the other dimensions.
+#[test]
+fn categorical_over_an_empty_axis_is_an_error() {
+    for shape in [vec![2, 0], vec![0, 0], vec![0]] {
+        let logits = ndarray::ArrayD::<f32>::zeros(shape.clone());
+        let e = random::categorical(random::key(0), &logits.view(), -1, None).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RandomError::Shape {
+                    function: "categorical",
+                    ..
+                }
+            ),
+            "{shape:?}: {e:?}"
+        );
+        assert!(e.to_string().contains("no categories"), "{e}");
+    }
+    // An empty batch with categories is fine (an empty result).
+    let logits = ndarray::ArrayD::<f32>::zeros(vec![0, 3]);
+    let c = random::categorical(random::key(0), &logits.view(), -1, None).unwrap();
+    assert_eq!(c.shape(), &[0]);
+}

@@ -119,7 +119,7 @@ fn step(gens: &mut Vec<Generator>, s: &Value) -> Result<Option<Encoded>, TfRando
         ("uniform_full_int", "uint32") => encode(&g.uniform_full_int::<u32>(&shp)?),
         ("uniform_full_int", "uint64") => encode(&g.uniform_full_int::<u64>(&shp)?),
         ("make_seeds", _) => {
-            let seeds = g.make_seeds(s["count"].as_u64().unwrap() as usize);
+            let seeds = g.make_seeds(s["count"].as_u64().unwrap() as usize).unwrap();
             Encoded::Values(seeds.iter().map(|&x| i128::from(x)).collect())
         }
         ("split", _) => {

@@ -86,6 +86,17 @@ pub fn categorical(
             ),
         });
     }
+    // jnp.argmax refuses an empty axis ("attempt to get argmax of an empty
+    // sequence"), whatever the other dimensions.
+    if logits.shape()[ax] == 0 {
+        return Err(RandomError::Shape {
+            function: "categorical",
+            message: format!(
+                "the logits have no categories: axis {axis} of shape {:?} is empty",
+                logits.shape()
+            ),
+        });
+    }
     // The result's size, checked before anything is drawn; an empty result
     // is returned at once (its draws may be a huge count of nothing).
     if crate::random::error::checked_alloc::<i32>("categorical", shape)? == 0 {

@@ -56,6 +56,13 @@ pub enum TfRandomError {
         /// The requested shape.
         shape: Vec<usize>,
     },
+    /// An array of this shape cannot be allocated.
+    OutOfMemory {
+        /// The requested shape.
+        shape: Vec<usize>,
+        /// The bytes it needs.
+        bytes: usize,
+    },
     /// A distribution strategy over no devices, or naming one twice.
     StrategyDevices {
         /// The devices given.
@@ -98,6 +105,10 @@ impl fmt::Display for TfRandomError {
                 write!(f, "unknown RNG algorithm id {id} (expected 1, 2 or 3)")
             }
             TfRandomError::SplitCount => write!(f, "split needs a count of at least 1"),
+            TfRandomError::OutOfMemory { shape, bytes } => write!(
+                f,
+                "cannot allocate {bytes} bytes for an array of shape {shape:?}"
+            ),
             TfRandomError::StrategyDevices { devices } => write!(
                 f,
                 "a MirroredStrategy needs one or more distinct devices, got {devices:?}"

@@ -387,8 +387,8 @@ impl Generator {
     }
 
     /// Reads the state for a draw of `shape` and moves it on.
-    fn prepare(&mut self, shape: &[usize]) -> Result<Blocks, TfRandomError> {
-        let n = element_count(shape)?;
+    fn prepare<T>(&mut self, shape: &[usize]) -> Result<Blocks, TfRandomError> {
+        let n = element_count::<T>(shape)?;
         if let Some(id) = self.distributed {
             if let Some(replica) = super::distribute::enter_draw(id, &mut self.state) {
                 let mut old = self.skip(n as u64);
@@ -406,7 +406,7 @@ impl Generator {
         mean: T,
         stddev: T,
     ) -> Result<ArrayD<T>, TfRandomError> {
-        let b = self.prepare(shape)?;
+        let b = self.prepare::<T>(shape)?;
         Ok(ops::normal(&b, shape, mean, stddev))
     }
 
@@ -418,7 +418,7 @@ impl Generator {
         mean: T,
         stddev: T,
     ) -> Result<ArrayD<T>, TfRandomError> {
-        let b = self.prepare(shape)?;
+        let b = self.prepare::<T>(shape)?;
         Ok(ops::truncated_normal(&b, shape, mean, stddev))
     }
 
@@ -430,7 +430,7 @@ impl Generator {
         minval: T,
         maxval: T,
     ) -> Result<ArrayD<T>, TfRandomError> {
-        let b = self.prepare(shape)?;
+        let b = self.prepare::<T>(shape)?;
         Ok(ops::uniform(&b, shape, minval, maxval))
     }
 
@@ -446,7 +446,7 @@ impl Generator {
         minval: T,
         maxval: T,
     ) -> Result<ArrayD<T>, TfRandomError> {
-        let b = self.prepare(shape)?;
+        let b = self.prepare::<T>(shape)?;
         ops::check_int_range(minval, maxval)?;
         Ok(ops::range_int(&b, shape, minval, maxval))
     }
@@ -456,20 +456,23 @@ impl Generator {
         &mut self,
         shape: &[usize],
     ) -> Result<ArrayD<T>, TfRandomError> {
-        let b = self.prepare(shape)?;
+        let b = self.prepare::<T>(shape)?;
         Ok(ops::full_int(&b, shape))
     }
 
     /// `g.make_seeds(count)`: `count` seeds for the stateless functions, as
     /// the columns of a `[2, count]` array (row 0 random, row 1 zeros). One
     /// draw of `count` full-range `i64`s.
-    pub fn make_seeds(&mut self, count: usize) -> Array2<i64> {
-        let keys = self.int64_keys(count);
+    ///
+    /// A count too large to allocate is an error, before the state moves.
+    pub fn make_seeds(&mut self, count: usize) -> Result<Array2<i64>, TfRandomError> {
+        element_count::<i64>(&[2, count])?;
+        let keys = self.int64_keys(count)?;
         let mut seeds = Array2::zeros((2, count));
         seeds
             .row_mut(0)
             .assign(&ndarray::ArrayView1::from(&keys[..]));
-        seeds
+        Ok(seeds)
     }
 
     /// `g.split(count)`: `count` new generators with states
@@ -488,10 +491,11 @@ impl Generator {
         if count == 0 {
             return Err(TfRandomError::SplitCount);
         }
+        element_count::<Generator>(&[count])?;
         let alg = self.state.alg;
         let size = alg.state_size();
         Ok(self
-            .int64_keys(count)
+            .int64_keys(count)?
             .into_iter()
             .map(|key| {
                 let mut words = vec![0i64; size];
@@ -502,11 +506,12 @@ impl Generator {
     }
 
     /// One draw of `count` full-range `i64`s.
-    fn int64_keys(&mut self, count: usize) -> Vec<i64> {
+    fn int64_keys(&mut self, count: usize) -> Result<Vec<i64>, TfRandomError> {
+        element_count::<i64>(&[count])?;
         let b = self.skip(count as u64).blocks();
-        ops::full_int::<i64, _>(&b, &[count])
+        Ok(ops::full_int::<i64, _>(&b, &[count])
             .into_raw_vec_and_offset()
-            .0
+            .0)
     }
 }
 

@@ -32,14 +32,30 @@ const RESERVED_SAMPLES_PER_OUTPUT: u64 = 256;
 /// result does not depend on how the work is split.
 const CHUNK_BLOCKS: usize = 4096;
 
-/// The number of elements of `shape`, or an error when it overflows.
-pub(crate) fn element_count(shape: &[usize]) -> Result<usize, TfRandomError> {
-    shape
+/// The number of elements of `shape`, or an error when it overflows or
+/// when an array of that many `T`s cannot be allocated (checked by
+/// reserving the memory and giving it back, before anything is drawn).
+pub(crate) fn element_count<T>(shape: &[usize]) -> Result<usize, TfRandomError> {
+    let size = std::mem::size_of::<T>().max(1);
+    let overflow = || TfRandomError::ShapeOverflow {
+        shape: shape.to_vec(),
+    };
+    let n = shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| TfRandomError::ShapeOverflow {
+        .ok_or_else(overflow)?;
+    let bytes = n
+        .checked_mul(size)
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(overflow)?;
+    let mut probe: Vec<T> = Vec::new();
+    probe
+        .try_reserve_exact(n)
+        .map_err(|_| TfRandomError::OutOfMemory {
             shape: shape.to_vec(),
-        })
+            bytes,
+        })?;
+    Ok(n)
 }
 
 /// Fills `n` elements, `per_block` from each consecutive block, with `fill`

@@ -34,7 +34,7 @@ pub fn stateless_uniform<T: TfFloat + Default, S: SeedInt>(
     minval: T,
     maxval: T,
 ) -> Result<ArrayD<T>, TfRandomError> {
-    element_count(shape)?;
+    element_count::<T>(shape)?;
     let p = philox_for_seed(seed)?;
     Ok(ops::uniform(&p, shape, minval, maxval))
 }
@@ -57,7 +57,7 @@ pub fn stateless_uniform_int<T: TfInt + Default, S: SeedInt>(
     minval: T,
     maxval: T,
 ) -> Result<ArrayD<T>, TfRandomError> {
-    element_count(shape)?;
+    element_count::<T>(shape)?;
     ops::check_int_range(minval, maxval)?;
     let p = philox_for_seed(seed)?;
     Ok(ops::range_int(&p, shape, minval, maxval))
@@ -75,7 +75,7 @@ pub fn stateless_uniform_full_int<T: TfInt + Default, S: SeedInt>(
     shape: &[usize],
     seed: &[S],
 ) -> Result<ArrayD<T>, TfRandomError> {
-    element_count(shape)?;
+    element_count::<T>(shape)?;
     let p = philox_for_seed(seed)?;
     Ok(ops::full_int(&p, shape))
 }
@@ -96,7 +96,7 @@ pub fn stateless_normal<T: TfFloat + Default, S: SeedInt>(
     mean: T,
     stddev: T,
 ) -> Result<ArrayD<T>, TfRandomError> {
-    element_count(shape)?;
+    element_count::<T>(shape)?;
     let p = philox_for_seed(seed)?;
     Ok(ops::normal(&p, shape, mean, stddev))
 }
@@ -115,7 +115,7 @@ pub fn stateless_truncated_normal<T: TfFloat + Default, S: SeedInt>(
     mean: T,
     stddev: T,
 ) -> Result<ArrayD<T>, TfRandomError> {
-    element_count(shape)?;
+    element_count::<T>(shape)?;
     let p = philox_for_seed(seed)?;
     Ok(ops::truncated_normal(&p, shape, mean, stddev))
 }

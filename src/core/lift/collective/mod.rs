@@ -81,8 +81,8 @@ struct Progress {
     /// Replay: a traced operand reached a collective; start again in
     /// lockstep.
     needs_lockstep: bool,
-    /// Parallel: the items whose body returned.
-    finished: usize,
+    /// Parallel: which items' bodies returned.
+    finished: Vec<bool>,
 }
 
 /// A collective's results.
@@ -196,7 +196,7 @@ impl Collectives {
                 calls: 0,
                 suspended: false,
                 needs_lockstep: false,
-                finished: 0,
+                finished: vec![false; items],
             }),
             batons,
             transform,

@@ -78,13 +78,10 @@ impl Collectives {
         let index = st.resolved.len();
         st.pending[item] = Some((reduce, x.to_vec()));
         let deposited = st.pending.iter().filter(|p| p.is_some()).count();
-        if deposited + st.finished == self.items {
-            if st.finished > 0 {
-                st.aborted = Some(self.error(format!(
-                    "a device returned without reaching collective #{index} over axis \"{}\" \
-                     that device {item} reached",
-                    self.axis_name
-                )));
+        let finished = st.finished.iter().filter(|&&f| f).count();
+        if deposited + finished == self.items {
+            if let Some(f) = st.finished.iter().position(|&f| f) {
+                st.aborted = Some(self.skipped(f, index));
             } else {
                 match self.resolve(&mut st) {
                     Ok(_) => {}
@@ -108,7 +105,7 @@ impl Collectives {
     /// stopped.
     pub(crate) fn finish(&self, item: usize, outcome: std::result::Result<(), crate::Error>) {
         let mut st = self.lock();
-        st.finished += 1;
+        st.finished[item] = true;
         match outcome {
             Err(e) => {
                 if st.aborted.is_none() {
@@ -116,19 +113,25 @@ impl Collectives {
                 }
             }
             Ok(()) => {
-                let waiting = st.pending.iter().position(Option::is_some);
-                if let (Some(w), None) = (waiting, &st.aborted) {
-                    st.aborted = Some(self.error(format!(
-                        "device {item} returned without reaching collective #{} over axis \
-                         \"{}\" that device {w} reached",
-                        st.resolved.len(),
-                        self.axis_name
-                    )));
+                let waiting = st.pending.iter().any(Option::is_some);
+                if waiting && st.aborted.is_none() {
+                    let index = st.resolved.len();
+                    st.aborted = Some(self.skipped(item, index));
                 }
             }
         }
         drop(st);
         self.batons[0].notify_all();
+    }
+
+    /// The error for device `item` returning before collective `index`,
+    /// which others reached (the same whichever device noticed it).
+    fn skipped(&self, item: usize, index: usize) -> crate::Error {
+        self.error(format!(
+            "device {item} returned without reaching collective #{index} over axis \"{}\" \
+             that other devices reached",
+            self.axis_name
+        ))
     }
 
     /// Stops every device with `e` (unless one failed already).
