@@ -27,7 +27,7 @@ fn tensor(x: &ArrayD<f32>) -> String {
 
 /// `g.normal([])`.
 fn normal(g: &mut Generator) -> Result<ArrayD<f32>, TfRandomError> {
-    g.normal::<f32>(&[], 0.0, 1.0)
+    g.normal(&[])
 }
 
 fn main() -> Result<(), TfRandomError> {

@@ -29,14 +29,14 @@ fn tensor(x: &ArrayD<f32>) -> String {
 
 /// `g.normal([])`, the scalar draws of the guide.
 fn scalar(g: &mut Generator) -> Result<ArrayD<f32>, Box<dyn Error>> {
-    Ok(g.normal::<f32>(&[], 0.0, 1.0)?)
+    Ok(g.normal(&[])?)
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
     // g1 = tf.random.Generator.from_seed(1); print(g1.normal(shape=[2, 3]))
     println!("# Generator.from_seed(1).normal([2, 3])");
     let mut g1 = Generator::from_seed(1);
-    let x = g1.normal::<f32>(&[2, 3], 0.0, 1.0)?;
+    let x = g1.normal(&[2, 3])?;
     println!("{}", tensor(&x));
     // The guide prints 0.43842277 for element 0; TF 2.21 computes 0.43842274.
     assert_eq!(x[[0, 0]], 0.43842274);
@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     // The global generator starts from a non-deterministic state.
     println!("\n# get_global_generator().normal([2, 3]) (differs on every run)");
     let global = get_global_generator();
-    let y = global.lock().unwrap().normal::<f32>(&[2, 3], 0.0, 1.0)?;
+    let y = global.lock().unwrap().normal(&[2, 3])?;
     println!("{}", tensor(&y));
 
     println!("\n# two scalar normals, reset_from_seed(1), one more");
@@ -129,7 +129,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     println!("\n# beyond TensorFlow: the same Generator on Threefry-2x32");
     let mut t = Generator::from_seed_with(1, Algorithm::ThreeFry);
-    println!("{}", tensor(&t.normal::<f32>(&[2, 3], 0.0, 1.0)?));
+    println!("{}", tensor(&t.normal(&[2, 3])?));
     println!("state after the draw: {:?}", t.state().words());
     Ok(())
 }

@@ -62,12 +62,9 @@ fn stateless_functions_refuse_huge_shapes() {
 fn generator_draws_refuse_huge_shapes_without_moving() {
     let mut g = Generator::from_seed(1);
     for shape in [OVERFLOW, TOO_BIG] {
-        refused("normal", g.normal::<f32>(shape, 0.0, 1.0));
-        refused("uniform", g.uniform::<f64>(shape, 0.0, 1.0));
-        refused(
-            "truncated_normal",
-            g.truncated_normal::<f32>(shape, 0.0, 1.0),
-        );
+        refused("normal", g.normal(shape));
+        refused("uniform", g.uniform_as::<f64>(shape, 0.0, 1.0));
+        refused("truncated_normal", g.truncated_normal(shape));
         refused("uniform_int", g.uniform_int::<i64>(shape, 0, 9));
         refused("uniform_full_int", g.uniform_full_int::<u32>(shape));
     }

@@ -123,7 +123,7 @@ fn states_of_the_wrong_length_or_algorithm() {
 #[test]
 fn split_zero() {
     let mut g = Generator::from_seed(1);
-    assert_eq!(g.split(0).unwrap_err(), TfRandomError::SplitCount);
+    assert!(g.split(0).unwrap().is_empty());
     assert_eq!(g.state().words(), &[1, 0, 0]);
 }
 
@@ -136,7 +136,7 @@ fn shape_overflow() {
     ));
     let mut g = Generator::from_seed(1);
     assert!(matches!(
-        g.normal::<f32>(&huge, 0.0, 1.0),
+        g.normal(&huge),
         Err(TfRandomError::ShapeOverflow { .. })
     ));
     assert_eq!(g.state().words(), &[1, 0, 0]);

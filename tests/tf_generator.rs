@@ -71,43 +71,43 @@ fn step(gens: &mut Vec<Generator>, s: &Value) -> Result<Option<Encoded>, TfRando
     let g = &mut gens[i];
     let out = match (call, dtype) {
         ("normal", "float32") => {
-            encode(&g.normal(&shp, float(&p[0]) as f32, float(&p[1]) as f32)?)
+            encode(&g.normal_as(&shp, float(&p[0]) as f32, float(&p[1]) as f32)?)
         }
         ("normal", "float16") => {
             let (a, b) = (half(&p[0]), half(&p[1]));
-            encode(&g.normal(&shp, F16::from_f32(a), F16::from_f32(b))?)
+            encode(&g.normal_as(&shp, F16::from_f32(a), F16::from_f32(b))?)
         }
         ("normal", "bfloat16") => {
             let (a, b) = (half(&p[0]), half(&p[1]));
-            encode(&g.normal(&shp, BF16::from_f32(a), BF16::from_f32(b))?)
+            encode(&g.normal_as(&shp, BF16::from_f32(a), BF16::from_f32(b))?)
         }
         ("uniform", "float16") => {
             let (a, b) = (half(&p[0]), half(&p[1]));
-            encode(&g.uniform(&shp, F16::from_f32(a), F16::from_f32(b))?)
+            encode(&g.uniform_as(&shp, F16::from_f32(a), F16::from_f32(b))?)
         }
         ("uniform", "bfloat16") => {
             let (a, b) = (half(&p[0]), half(&p[1]));
-            encode(&g.uniform(&shp, BF16::from_f32(a), BF16::from_f32(b))?)
+            encode(&g.uniform_as(&shp, BF16::from_f32(a), BF16::from_f32(b))?)
         }
         ("truncated_normal", "float16") => {
             let (a, b) = (half(&p[0]), half(&p[1]));
-            encode(&g.truncated_normal(&shp, F16::from_f32(a), F16::from_f32(b))?)
+            encode(&g.truncated_normal_as(&shp, F16::from_f32(a), F16::from_f32(b))?)
         }
         ("truncated_normal", "bfloat16") => {
             let (a, b) = (half(&p[0]), half(&p[1]));
-            encode(&g.truncated_normal(&shp, BF16::from_f32(a), BF16::from_f32(b))?)
+            encode(&g.truncated_normal_as(&shp, BF16::from_f32(a), BF16::from_f32(b))?)
         }
-        ("normal", "float64") => encode(&g.normal(&shp, float(&p[0]), float(&p[1]))?),
+        ("normal", "float64") => encode(&g.normal_as(&shp, float(&p[0]), float(&p[1]))?),
         ("truncated_normal", "float32") => {
-            encode(&g.truncated_normal(&shp, float(&p[0]) as f32, float(&p[1]) as f32)?)
+            encode(&g.truncated_normal_as(&shp, float(&p[0]) as f32, float(&p[1]) as f32)?)
         }
         ("truncated_normal", "float64") => {
-            encode(&g.truncated_normal(&shp, float(&p[0]), float(&p[1]))?)
+            encode(&g.truncated_normal_as(&shp, float(&p[0]), float(&p[1]))?)
         }
         ("uniform", "float32") => {
-            encode(&g.uniform(&shp, float(&p[0]) as f32, float(&p[1]) as f32)?)
+            encode(&g.uniform_as(&shp, float(&p[0]) as f32, float(&p[1]) as f32)?)
         }
-        ("uniform", "float64") => encode(&g.uniform(&shp, float(&p[0]), float(&p[1]))?),
+        ("uniform", "float64") => encode(&g.uniform_as(&shp, float(&p[0]), float(&p[1]))?),
         ("uniform_int", "int32") => {
             encode(&g.uniform_int(&shp, int(&p[0]) as i32, int(&p[1]) as i32)?)
         }
@@ -139,7 +139,7 @@ fn step(gens: &mut Vec<Generator>, s: &Value) -> Result<Option<Encoded>, TfRando
             return Ok(None);
         }
         ("skip", _) => {
-            let old = g.skip(s["delta"].as_u64().unwrap());
+            let old = g.skip(s["delta"].as_i64().unwrap());
             assert_eq!(
                 old.words(),
                 &i64s(&s["returned"])[..],

@@ -15,7 +15,7 @@ fn two() -> MirroredStrategy {
 }
 
 fn draw(g: &mut Generator) -> R<f32> {
-    Ok(g.normal::<f32>(&[], 0.0, 1.0)?[[]])
+    Ok(g.normal(&[])?[[]])
 }
 
 #[test]

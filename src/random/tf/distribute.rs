@@ -82,7 +82,7 @@ pub(crate) fn enter_draw(id: u64, state: &mut GeneratorState) -> Option<usize> {
 ///
 /// let strat = MirroredStrategy::new(&["cpu:0", "cpu:1"])?;
 /// let mut g = strat.scope(|| Generator::from_seed(1));
-/// let out = strat.run(|| g.normal::<f32>(&[], 0.0, 1.0))?;
+/// let out = strat.run(|| g.normal(&[]))?;
 /// assert_eq!(out.values()[0][[]], -0.87930447);
 /// assert_eq!(out.values()[1][[]], 0.020661574);
 /// assert_eq!(g.state().words(), &[257, 0, 0]); // moved on once

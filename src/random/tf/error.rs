@@ -49,8 +49,39 @@ pub enum TfRandomError {
         /// The id given.
         id: i64,
     },
-    /// `Generator::split(0)`.
-    SplitCount,
+    /// An algorithm name that is not one of TensorFlow's (`"philox"`,
+    /// `"threefry"`, `"auto_select"`, compared as TF does: case, spaces,
+    /// `-` and `_` ignored).
+    UnknownAlgorithmName {
+        /// The name given.
+        name: String,
+    },
+    /// An algorithm that this operation cannot run, as TensorFlow's CPU
+    /// kernels refuse ThreeFry.
+    UnsupportedAlgorithm {
+        /// The operation.
+        op: &'static str,
+        /// The algorithm given.
+        alg: Algorithm,
+    },
+    /// A dtype name that is not one of the operation's dtypes.
+    UnknownDType {
+        /// The name given.
+        name: String,
+    },
+    /// An integer draw without `maxval` (TensorFlow's default `None`, which
+    /// integer dtypes refuse).
+    MissingMaxval {
+        /// The dtype's name.
+        dtype: &'static str,
+    },
+    /// A bound that the dtype cannot hold.
+    BoundOutOfRange {
+        /// The bound given.
+        value: i64,
+        /// The dtype's name.
+        dtype: &'static str,
+    },
     /// The shape's element count does not fit in `usize`.
     ShapeOverflow {
         /// The requested shape.
@@ -104,7 +135,25 @@ impl fmt::Display for TfRandomError {
             TfRandomError::UnknownAlgorithm { id } => {
                 write!(f, "unknown RNG algorithm id {id} (expected 1, 2 or 3)")
             }
-            TfRandomError::SplitCount => write!(f, "split needs a count of at least 1"),
+            TfRandomError::UnknownAlgorithmName { name } => write!(
+                f,
+                "unknown RNG algorithm {name:?} (expected \"philox\", \"threefry\" or \"auto_select\")"
+            ),
+            TfRandomError::UnsupportedAlgorithm { op, alg } => write!(
+                f,
+                "{op} does not support the {alg:?} algorithm on CPU (TensorFlow's CPU kernels run Philox only)"
+            ),
+            TfRandomError::UnknownDType { name } => write!(
+                f,
+                "unknown dtype {name:?} (expected int32, int64, uint32 or uint64)"
+            ),
+            TfRandomError::MissingMaxval { dtype } => write!(
+                f,
+                "an integer draw of dtype {dtype} needs maxval (it has no default)"
+            ),
+            TfRandomError::BoundOutOfRange { value, dtype } => {
+                write!(f, "the bound {value} does not fit in dtype {dtype}")
+            }
             TfRandomError::OutOfMemory { shape, bytes } => write!(
                 f,
                 "cannot allocate {bytes} bytes for an array of shape {shape:?}"

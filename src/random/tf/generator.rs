@@ -4,15 +4,17 @@
 use ndarray::{Array2, ArrayD};
 
 use super::dtype::{TfFloat, TfInt};
+use super::dynamic::{dispatch_float, dispatch_int, FromF64, FromI64, IntArray, TfIntDType};
 use super::error::TfRandomError;
 use super::ops;
 use super::philox::Philox;
 use super::sampler::{element_count, BlockSource};
 use super::seed::RngSeed;
 use super::threefry_blocks::ThreefryBlocks;
+use crate::random::{FloatArray, FloatDType};
 
 /// Counter steps a draw reserves per output element (`RngReadAndSkip`).
-const SKIP_PER_ELEMENT: u128 = 256;
+const SKIP_PER_ELEMENT: u64 = 256;
 
 /// The RNG algorithm of a generator (`tf.random.Algorithm`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -54,6 +56,46 @@ impl Algorithm {
             Algorithm::Philox | Algorithm::AutoSelect => 3,
             Algorithm::ThreeFry => 2,
         }
+    }
+}
+
+impl std::str::FromStr for Algorithm {
+    type Err = TfRandomError;
+
+    /// An algorithm from its name as TensorFlow's `alg=` argument takes it:
+    /// case, surrounding spaces, `-` and `_` do not matter (`"Auto-Select"`
+    /// is `"auto_select"`).
+    ///
+    /// ```
+    /// use flaxen::random::tf::Algorithm;
+    /// assert_eq!(" PHILOX ".parse::<Algorithm>().unwrap(), Algorithm::Philox);
+    /// assert_eq!("Auto-Select".parse::<Algorithm>().unwrap(), Algorithm::AutoSelect);
+    /// assert!("bogus".parse::<Algorithm>().is_err());
+    /// ```
+    fn from_str(name: &str) -> Result<Algorithm, TfRandomError> {
+        let canon: String = name
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|&c| c != '-' && c != '_')
+            .collect();
+        match canon.as_str() {
+            "philox" => Ok(Algorithm::Philox),
+            "threefry" => Ok(Algorithm::ThreeFry),
+            "autoselect" => Ok(Algorithm::AutoSelect),
+            _ => Err(TfRandomError::UnknownAlgorithmName {
+                name: name.to_string(),
+            }),
+        }
+    }
+}
+
+impl TryFrom<i64> for Algorithm {
+    type Error = TfRandomError;
+
+    /// [`Algorithm::from_id`].
+    fn try_from(id: i64) -> Result<Algorithm, TfRandomError> {
+        Algorithm::from_id(id)
     }
 }
 
@@ -145,17 +187,34 @@ impl GeneratorState {
         &self.words()[..self.alg.state_size() - 1]
     }
 
-    /// Moves the counter on by `steps`, with carries across counter words.
-    fn advance(&mut self, steps: u128) {
+    /// Moves the counter on by `count` as TensorFlow's `RngSkip` and draws
+    /// do: Philox adds it as `PhiloxRandom::Skip`, in 32-bit pieces (see
+    /// [`Generator::skip`]); ThreeFry's single counter word wraps.
+    fn advance(&mut self, count: u64) {
         match self.alg {
             Algorithm::Philox | Algorithm::AutoSelect => {
-                let c = (self.words[0] as u64 as u128) | ((self.words[1] as u64 as u128) << 64);
-                let c = c.wrapping_add(steps);
-                self.words[0] = c as u64 as i64;
-                self.words[1] = (c >> 64) as u64 as i64;
+                let lo = self.words[0] as u64;
+                let hi = self.words[1] as u64;
+                let mut c = [lo as u32, (lo >> 32) as u32, hi as u32, (hi >> 32) as u32];
+                let count_lo = count as u32;
+                let mut count_hi = (count >> 32) as u32;
+                c[0] = c[0].wrapping_add(count_lo);
+                if c[0] < count_lo {
+                    // TF's quirk: this carry is lost when count_hi wraps.
+                    count_hi = count_hi.wrapping_add(1);
+                }
+                c[1] = c[1].wrapping_add(count_hi);
+                if c[1] < count_hi {
+                    c[2] = c[2].wrapping_add(1);
+                    if c[2] == 0 {
+                        c[3] = c[3].wrapping_add(1);
+                    }
+                }
+                self.words[0] = (u64::from(c[0]) | (u64::from(c[1]) << 32)) as i64;
+                self.words[1] = (u64::from(c[2]) | (u64::from(c[3]) << 32)) as i64;
             }
             Algorithm::ThreeFry => {
-                self.words[0] = (self.words[0] as u64).wrapping_add(steps as u64) as i64;
+                self.words[0] = (self.words[0] as u64).wrapping_add(count) as i64;
             }
         }
     }
@@ -223,10 +282,10 @@ impl BlockSource for Blocks {
 /// ```
 /// use flaxen::random::tf::Generator;
 /// let mut g = Generator::from_seed(1);
-/// let x = g.normal::<f32>(&[], 0.0, 1.0).unwrap();
+/// let x = g.normal(&[]).unwrap();
 /// assert_eq!(x[[]], 0.43842274); // the guide prints 0.43842277, see the book
 /// assert_eq!(g.state().words(), &[257, 0, 0]);
-/// assert_eq!(g.normal::<f32>(&[], 0.0, 1.0).unwrap()[[]], 1.6272374);
+/// assert_eq!(g.normal(&[]).unwrap()[[]], 1.6272374);
 /// ```
 ///
 /// With [`Algorithm::ThreeFry`] the generator runs on JAX's Threefry-2x32
@@ -348,9 +407,9 @@ impl Generator {
     /// use flaxen::random::tf::Generator;
     /// let mut g = Generator::from_seed(1);
     /// let saved = g.state().clone();
-    /// let a = g.normal::<f32>(&[2], 0.0, 1.0).unwrap();
+    /// let a = g.normal(&[2]).unwrap();
     /// g.restore(saved).unwrap();
-    /// assert_eq!(g.normal::<f32>(&[2], 0.0, 1.0).unwrap(), a);
+    /// assert_eq!(g.normal(&[2]).unwrap(), a);
     /// ```
     pub fn restore(&mut self, state: GeneratorState) -> Result<(), TfRandomError> {
         if state.alg != self.state.alg {
@@ -380,9 +439,32 @@ impl Generator {
 
     /// `g.skip(delta)`: moves the counter on by `256·delta`, as a draw of
     /// `delta` elements does, and returns the old state.
-    pub fn skip(&mut self, delta: u64) -> GeneratorState {
+    ///
+    /// As in TensorFlow, `delta` may be negative: it is taken modulo 2^64
+    /// (TF casts it to `uint64`), multiplied by 256 modulo 2^64 and added
+    /// to the Philox counter as `PhiloxRandom::Skip` adds, in 32-bit pieces
+    /// whose carry out of the second piece is lost when that piece of the
+    /// count is `0xffffffff`. So `skip(-1)` from `[1, 0, 0]` gives
+    /// `[-255, 0, 0]`, but from `[257, 0, 0]` it gives `[1, 0, 0]`.
+    ///
+    /// ```
+    /// use flaxen::random::tf::Generator;
+    /// let mut g = Generator::from_seed(1);
+    /// g.skip(-1);
+    /// assert_eq!(g.state().words(), &[-255, 0, 0]);
+    /// ```
+    pub fn skip(&mut self, delta: i64) -> GeneratorState {
         let old = self.state.clone();
-        self.state.advance(SKIP_PER_ELEMENT * u128::from(delta));
+        self.state
+            .advance((delta as u64).wrapping_mul(SKIP_PER_ELEMENT));
+        old
+    }
+
+    /// Moves the state on for a draw of `n` elements and returns the old one.
+    fn skip_elements(&mut self, n: usize) -> GeneratorState {
+        let old = self.state.clone();
+        self.state
+            .advance((n as u64).wrapping_mul(SKIP_PER_ELEMENT));
         old
     }
 
@@ -391,16 +473,29 @@ impl Generator {
         let n = element_count::<T>(shape)?;
         if let Some(id) = self.distributed {
             if let Some(replica) = super::distribute::enter_draw(id, &mut self.state) {
-                let mut old = self.skip(n as u64);
+                let mut old = self.skip_elements(n);
                 old.mix_replica(replica);
                 return Ok(old.blocks());
             }
         }
-        Ok(self.skip(n as u64).blocks())
+        Ok(self.skip_elements(n).blocks())
     }
 
-    /// `g.normal(shape, mean, stddev, dtype)`.
-    pub fn normal<T: TfFloat + Default>(
+    /// `g.normal(shape)`: standard normal `float32`s (mean 0, stddev 1),
+    /// TensorFlow's defaults.
+    ///
+    /// ```
+    /// use flaxen::random::tf::Generator;
+    /// let mut g = Generator::from_seed(1);
+    /// assert_eq!(g.normal(&[])?[[]], 0.43842274); // the guide prints 0.43842277
+    /// # Ok::<(), flaxen::random::tf::TfRandomError>(())
+    /// ```
+    pub fn normal(&mut self, shape: &[usize]) -> Result<ArrayD<f32>, TfRandomError> {
+        self.normal_as(shape, 0.0, 1.0)
+    }
+
+    /// `g.normal(shape, mean, stddev, dtype)` with the dtype as a type.
+    pub fn normal_as<T: TfFloat + Default>(
         &mut self,
         shape: &[usize],
         mean: T,
@@ -410,9 +505,43 @@ impl Generator {
         Ok(ops::normal(&b, shape, mean, stddev))
     }
 
-    /// `g.truncated_normal(shape, mean, stddev, dtype)`: values more than two
-    /// standard deviations from the mean are drawn again.
-    pub fn truncated_normal<T: TfFloat + Default>(
+    /// `g.normal(shape, mean, stddev, dtype)` with the dtype chosen at run
+    /// time. `mean` and `stddev` are rounded to the dtype as TensorFlow
+    /// converts Python floats.
+    ///
+    /// ```
+    /// use flaxen::random::{FloatArray, FloatDType};
+    /// use flaxen::random::tf::Generator;
+    /// let mut g = Generator::from_seed(1);
+    /// let x = g.normal_dtype(&[2], 0.0, 1.0, "bfloat16".parse()?)?;
+    /// assert_eq!(x.dtype(), FloatDType::BFloat16);
+    /// assert!(matches!(x, FloatArray::BF16(_)));
+    /// # Ok::<(), flaxen::Error>(())
+    /// ```
+    pub fn normal_dtype(
+        &mut self,
+        shape: &[usize],
+        mean: f64,
+        stddev: f64,
+        dtype: FloatDType,
+    ) -> Result<FloatArray, TfRandomError> {
+        dispatch_float!(dtype, |T| self.normal_as::<T>(
+            shape,
+            T::from_f64(mean),
+            T::from_f64(stddev)
+        ))
+    }
+
+    /// `g.truncated_normal(shape)`: standard normal `float32`s, values more
+    /// than two standard deviations from the mean drawn again.
+    pub fn truncated_normal(&mut self, shape: &[usize]) -> Result<ArrayD<f32>, TfRandomError> {
+        self.truncated_normal_as(shape, 0.0, 1.0)
+    }
+
+    /// `g.truncated_normal(shape, mean, stddev, dtype)` with the dtype as a
+    /// type: values more than two standard deviations from the mean are
+    /// drawn again.
+    pub fn truncated_normal_as<T: TfFloat + Default>(
         &mut self,
         shape: &[usize],
         mean: T,
@@ -422,9 +551,30 @@ impl Generator {
         Ok(ops::truncated_normal(&b, shape, mean, stddev))
     }
 
-    /// `g.uniform(shape, minval, maxval, dtype)` for floats:
-    /// `rnd * (maxval - minval) + minval`.
-    pub fn uniform<T: TfFloat + Default>(
+    /// `g.truncated_normal(shape, mean, stddev, dtype)` with the dtype chosen
+    /// at run time.
+    pub fn truncated_normal_dtype(
+        &mut self,
+        shape: &[usize],
+        mean: f64,
+        stddev: f64,
+        dtype: FloatDType,
+    ) -> Result<FloatArray, TfRandomError> {
+        dispatch_float!(dtype, |T| self.truncated_normal_as::<T>(
+            shape,
+            T::from_f64(mean),
+            T::from_f64(stddev)
+        ))
+    }
+
+    /// `g.uniform(shape)`: `float32`s uniform in `[0, 1)`.
+    pub fn uniform(&mut self, shape: &[usize]) -> Result<ArrayD<f32>, TfRandomError> {
+        self.uniform_as(shape, 0.0, 1.0)
+    }
+
+    /// `g.uniform(shape, minval, maxval, dtype)` for floats, the dtype as a
+    /// type: `rnd * (maxval - minval) + minval`.
+    pub fn uniform_as<T: TfFloat + Default>(
         &mut self,
         shape: &[usize],
         minval: T,
@@ -432,6 +582,22 @@ impl Generator {
     ) -> Result<ArrayD<T>, TfRandomError> {
         let b = self.prepare::<T>(shape)?;
         Ok(ops::uniform(&b, shape, minval, maxval))
+    }
+
+    /// `g.uniform(shape, minval, maxval, dtype)` for floats with the dtype
+    /// chosen at run time.
+    pub fn uniform_dtype(
+        &mut self,
+        shape: &[usize],
+        minval: f64,
+        maxval: f64,
+        dtype: FloatDType,
+    ) -> Result<FloatArray, TfRandomError> {
+        dispatch_float!(dtype, |T| self.uniform_as::<T>(
+            shape,
+            T::from_f64(minval),
+            T::from_f64(maxval)
+        ))
     }
 
     /// `g.uniform(shape, minval, maxval, dtype)` for integers:
@@ -451,6 +617,40 @@ impl Generator {
         Ok(ops::range_int(&b, shape, minval, maxval))
     }
 
+    /// `g.uniform(shape, minval, maxval, dtype)` for an integer dtype chosen
+    /// at run time.
+    ///
+    /// In TensorFlow `maxval` defaults to `None`, which an integer dtype
+    /// refuses: `None` here is [`TfRandomError::MissingMaxval`], before the
+    /// state moves, and so is a bound that the dtype cannot hold
+    /// ([`TfRandomError::BoundOutOfRange`]). An empty range or an unsigned
+    /// dtype is refused after the state moved, as TensorFlow's kernel does.
+    ///
+    /// ```
+    /// use flaxen::random::tf::{Generator, IntArray, TfIntDType};
+    /// let mut g = Generator::from_seed(1);
+    /// let x = g.uniform_int_dtype(&[3], 0, Some(10), TfIntDType::Int64)?;
+    /// assert!(matches!(x, IntArray::I64(_)));
+    /// assert!(g.uniform_int_dtype(&[3], 0, None, TfIntDType::Int32).is_err());
+    /// # Ok::<(), flaxen::random::tf::TfRandomError>(())
+    /// ```
+    pub fn uniform_int_dtype(
+        &mut self,
+        shape: &[usize],
+        minval: i64,
+        maxval: Option<i64>,
+        dtype: TfIntDType,
+    ) -> Result<IntArray, TfRandomError> {
+        let maxval = maxval.ok_or(TfRandomError::MissingMaxval {
+            dtype: dtype.name(),
+        })?;
+        dispatch_int!(dtype, |T| {
+            let lo = T::from_i64(minval, dtype)?;
+            let hi = T::from_i64(maxval, dtype)?;
+            self.uniform_int::<T>(shape, lo, hi)
+        })
+    }
+
     /// `g.uniform_full_int(shape, dtype)`: every bit pattern of the dtype.
     pub fn uniform_full_int<T: TfInt + Default>(
         &mut self,
@@ -458,6 +658,15 @@ impl Generator {
     ) -> Result<ArrayD<T>, TfRandomError> {
         let b = self.prepare::<T>(shape)?;
         Ok(ops::full_int(&b, shape))
+    }
+
+    /// `g.uniform_full_int(shape, dtype)` with the dtype chosen at run time.
+    pub fn uniform_full_int_dtype(
+        &mut self,
+        shape: &[usize],
+        dtype: TfIntDType,
+    ) -> Result<IntArray, TfRandomError> {
+        dispatch_int!(dtype, |T| self.uniform_full_int::<T>(shape))
     }
 
     /// `g.make_seeds(count)`: `count` seeds for the stateless functions, as
@@ -482,14 +691,15 @@ impl Generator {
     /// ```
     /// use flaxen::random::tf::Generator;
     /// let mut g = Generator::from_seed(1);
-    /// g.normal::<f32>(&[], 0.0, 1.0).unwrap();
+    /// g.normal(&[]).unwrap();
     /// let mut children = g.split(3).unwrap();
-    /// assert_eq!(children[0].normal::<f32>(&[], 0.0, 1.0).unwrap()[[]], 2.536413);
-    /// assert_eq!(g.normal::<f32>(&[], 0.0, 1.0).unwrap()[[]], -0.79253083);
+    /// assert_eq!(children[0].normal(&[]).unwrap()[[]], 2.536413);
+    /// assert_eq!(g.normal(&[]).unwrap()[[]], -0.79253083);
     /// ```
     pub fn split(&mut self, count: usize) -> Result<Vec<Generator>, TfRandomError> {
         if count == 0 {
-            return Err(TfRandomError::SplitCount);
+            // TensorFlow returns no generators and leaves the state alone.
+            return Ok(Vec::new());
         }
         element_count::<Generator>(&[count])?;
         let alg = self.state.alg;
@@ -508,7 +718,7 @@ impl Generator {
     /// One draw of `count` full-range `i64`s.
     fn int64_keys(&mut self, count: usize) -> Result<Vec<i64>, TfRandomError> {
         element_count::<i64>(&[count])?;
-        let b = self.skip(count as u64).blocks();
+        let b = self.skip_elements(count).blocks();
         Ok(ops::full_int::<i64, _>(&b, &[count])
             .into_raw_vec_and_offset()
             .0)

@@ -15,7 +15,7 @@ static GLOBAL: Mutex<Option<Arc<Mutex<Generator>>>> = Mutex::new(None);
 /// ```
 /// use flaxen::random::tf::get_global_generator;
 /// let g = get_global_generator();
-/// let x = g.lock().unwrap().normal::<f32>(&[2, 3], 0.0, 1.0).unwrap();
+/// let x = g.lock().unwrap().normal(&[2, 3]).unwrap();
 /// assert_eq!(x.shape(), &[2, 3]);
 /// ```
 pub fn get_global_generator() -> Arc<Mutex<Generator>> {
@@ -33,7 +33,7 @@ pub fn get_global_generator() -> Arc<Mutex<Generator>> {
 /// ```
 /// use flaxen::random::tf::{get_global_generator, set_global_generator, Generator};
 /// set_global_generator(Generator::from_seed(1));
-/// let x = get_global_generator().lock().unwrap().normal::<f32>(&[], 0.0, 1.0).unwrap();
+/// let x = get_global_generator().lock().unwrap().normal(&[]).unwrap();
 /// assert_eq!(x[[]], 0.43842274);
 /// ```
 pub fn set_global_generator(generator: Generator) {

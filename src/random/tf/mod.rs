@@ -23,14 +23,15 @@
 //!
 //! let mut g = Generator::from_seed(1);
 //! let saved = g.state().clone();
-//! let a = g.normal::<f32>(&[4], 0.0, 1.0).unwrap();
+//! let a = g.normal(&[4]).unwrap();
 //! g.restore(saved).unwrap();
-//! assert_eq!(g.normal::<f32>(&[4], 0.0, 1.0).unwrap(), a);
+//! assert_eq!(g.normal(&[4]).unwrap(), a);
 //! ```
 
 mod convert;
 pub mod distribute;
 mod dtype;
+pub(crate) mod dynamic;
 mod error;
 mod generator;
 mod global;
@@ -39,6 +40,7 @@ pub mod libm_f32;
 mod math;
 mod ops;
 mod philox;
+mod raw;
 mod sampler;
 mod scramble;
 mod seed;
@@ -48,11 +50,17 @@ mod threefry_blocks;
 pub use convert::{box_muller_double, box_muller_float, uint32_to_float, uint64_to_double};
 pub use distribute::{MirroredStrategy, PerReplica};
 pub use dtype::{SeedInt, TfFloat, TfInt};
+pub use dynamic::{IntArray, TfIntDType};
 pub use error::TfRandomError;
 pub use generator::{Algorithm, Generator, GeneratorState};
 pub use global::{get_global_generator, set_global_generator};
 pub use half::{BF16, F16};
 pub use philox::{philox4x32_10, Philox};
+pub use raw::{
+    stateless_random_get_key_counter, stateless_random_normal_v2,
+    stateless_random_uniform_full_int_v2, stateless_random_uniform_int_v2,
+    stateless_random_uniform_v2, stateless_truncated_normal_v2,
+};
 pub use scramble::stateless_key_counter;
 pub use seed::RngSeed;
 pub use stateless::{

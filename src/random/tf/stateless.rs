@@ -140,13 +140,15 @@ pub fn stateless_split<S: SeedInt + Default>(
 }
 
 /// `tf.random.experimental.stateless_fold_in`: a new seed from a seed and an
-/// integer, `[first full-range value of data's dtype, data]`.
+/// integer, `[first full-range value of data's dtype, data]`, of data's
+/// dtype (`int32`, `int64`, `uint32` or `uint64`).
 ///
 /// ```
 /// use flaxen::random::tf::stateless_fold_in;
 /// assert_eq!(stateless_fold_in(&[1i32, 2], 3i32).unwrap(), [1105988140, 3]);
+/// assert_eq!(stateless_fold_in(&[1i32, 2], 3u32).unwrap(), [1105988140, 3]);
 /// ```
-pub fn stateless_fold_in<S: SeedInt, D: SeedInt + Default>(
+pub fn stateless_fold_in<S: SeedInt, D: TfInt + Default>(
     seed: &[S],
     data: D,
 ) -> Result<[D; 2], TfRandomError> {
