@@ -173,6 +173,9 @@ pub enum Error {
     },
     /// A mesh, sharding or sharded computation was set up wrongly.
     Sharding(crate::sharding::ShardingError),
+    /// A checkpoint could not be read, written or restored.
+    /// (Boxed: the error lists paths, and `Error` stays small.)
+    Serialization(Box<crate::serialization::SerializationError>),
     /// A TensorFlow-compatible random function failed.
     TfRandom {
         /// Module path (empty outside modules).
@@ -301,6 +304,7 @@ impl fmt::Display for Error {
             Error::Random { path, source } => write!(f, "module {path}: {source}"),
             Error::Data { source } => write!(f, "{source}"),
             Error::Sharding(e) => write!(f, "{e}"),
+            Error::Serialization(e) => write!(f, "{e}"),
             Error::TfRandom { path, source } if path.is_empty() => write!(f, "{source}"),
             Error::TfRandom { path, source } => write!(f, "module {path}: {source}"),
         }
@@ -315,6 +319,7 @@ impl std::error::Error for Error {
             Error::TfRandom { source, .. } => Some(source),
             Error::Data { source } => Some(source),
             Error::Sharding(e) => Some(e),
+            Error::Serialization(e) => Some(e.as_ref()),
             _ => None,
         }
     }
@@ -344,6 +349,12 @@ impl From<TfRandomError> for Error {
             path: String::new(),
             source,
         }
+    }
+}
+
+impl From<crate::serialization::SerializationError> for Error {
+    fn from(e: crate::serialization::SerializationError) -> Error {
+        Error::Serialization(Box::new(e))
     }
 }
 

@@ -35,6 +35,7 @@ pub mod init;
 pub mod nn;
 pub mod optim;
 pub mod random;
+pub mod serialization;
 pub mod sharding;
 pub mod tensor;
 

@@ -130,6 +130,15 @@ impl Variables {
         all.into_iter().take(n).map(|(_, p)| p).collect()
     }
 
+    /// The variables with the keys of every dict in sorted order, as
+    /// `jax.jit` returns them (JAX flattens dicts in key order); a Flax
+    /// checkpoint of a trained model is in this order.
+    pub fn sorted(&self) -> Variables {
+        self.iter()
+            .map(|(name, tree)| (name.to_string(), tree.sorted()))
+            .collect()
+    }
+
     /// Variables from flat `("collection/path", value)` entries, in order;
     /// values are tensors, arrays or trees.
     ///

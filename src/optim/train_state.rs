@@ -94,6 +94,24 @@ impl TrainState {
         self
     }
 
+    /// The state with the keys of every dict in sorted order, as a jitted
+    /// Flax step returns it (JAX flattens dicts in key order), so that
+    /// [`serialization::to_bytes`](crate::serialization::to_bytes) writes
+    /// the bytes Flax writes for a trained state.
+    pub fn sorted(&self) -> TrainState {
+        let mut collections = Variables::new();
+        for (name, tree) in self.collections.iter() {
+            collections.insert(name, tree.sorted());
+        }
+        TrainState {
+            step: self.step,
+            params: self.params.sorted(),
+            collections,
+            opt_state: self.opt_state.sorted(),
+            tx: Arc::clone(&self.tx),
+        }
+    }
+
     /// All variables for `apply`: the parameters and the other collections.
     pub fn variables(&self) -> Variables {
         self.variables_with(&self.params)
