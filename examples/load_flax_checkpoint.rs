@@ -10,7 +10,7 @@
 
 use flaxen::core::{Result, Scope};
 use flaxen::data::digits;
-use flaxen::nn::{Dense, Module};
+use flaxen::nn::{tabulate, Dense, Module};
 use flaxen::random;
 use flaxen::serialization::from_bytes;
 use flaxen::tensor::{as_jitted, Tensor};
@@ -27,6 +27,16 @@ impl Module for Digits {
         let x = s.call(Dense::new(32), x)?.relu();
         s.call(Dense::new(10), x)
     }
+
+    // tabulate's inputs and outputs columns when it runs as a submodule
+    // (the model's own row describes its input with `Shapes`).
+    fn tabulate_input(&self, x: &Tensor) -> String {
+        flaxen::nn::Shapes::shapes(x)
+    }
+
+    fn tabulate_output(&self, y: &Tensor) -> String {
+        flaxen::nn::Shapes::shapes(y)
+    }
 }
 
 /// The checkpoint ships with the repository (data/checkpoints/README.md).
@@ -39,9 +49,12 @@ fn main() -> flaxen::Result<()> {
     let x_test = Tensor::from_array(x.slice(s![TRAIN.., ..]).to_owned().into_dyn());
     let y_test = data.labels.slice(s![TRAIN..]).to_owned();
 
+    // The model as `nn.tabulate` shows it: the same table as Flax's.
+    let x0 = Tensor::from_array(x.slice(s![..1, ..]).to_owned().into_dyn());
+    println!("{}", tabulate(&Digits, random::key(0), x0.clone())?);
+
     // The target says what the checkpoint must hold: the model's variables
     // at init (their values are replaced, their shapes are checked).
-    let x0 = Tensor::from_array(x.slice(s![..1, ..]).to_owned().into_dyn());
     let target = Digits.init(random::key(0), x0)?;
     let variables = from_bytes(&target, CHECKPOINT)?;
     let shape = |p: &str| -> flaxen::Result<String> {

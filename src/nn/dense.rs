@@ -68,6 +68,14 @@ impl Module for Dense {
     type Input = Tensor;
     type Output = Tensor;
 
+    fn tabulate_input(&self, x: &Tensor) -> String {
+        super::Shapes::shapes(x)
+    }
+
+    fn tabulate_output(&self, y: &Tensor) -> String {
+        super::Shapes::shapes(y)
+    }
+
     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
         let Some(&in_features) = x.shape().last() else {
             return Err(config_error(

@@ -89,6 +89,14 @@ impl Module for Dropout {
     type Input = Tensor;
     type Output = Tensor;
 
+    fn tabulate_input(&self, x: &Tensor) -> String {
+        super::Shapes::shapes(x)
+    }
+
+    fn tabulate_output(&self, y: &Tensor) -> String {
+        super::Shapes::shapes(y)
+    }
+
     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
         if !(0.0..=1.0).contains(&self.rate) {
             return Err(config_error(

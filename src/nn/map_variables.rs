@@ -95,6 +95,14 @@ where
         prefixed_type_name("Map_variables", self.module.type_name())
     }
 
+    fn tabulate_input(&self, input: &M::Input) -> String {
+        self.module.tabulate_input(input)
+    }
+
+    fn tabulate_output(&self, output: &M::Output) -> String {
+        self.module.tabulate_output(output)
+    }
+
     fn call(&self, s: &Scope<'_>, input: M::Input) -> Result<M::Output> {
         let module_type = self.module.type_name();
         s.map_variables_with(

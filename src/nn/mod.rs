@@ -12,6 +12,7 @@ mod module;
 mod module_fn;
 mod normalization;
 mod scan;
+mod tabulate;
 mod vmap;
 mod while_loop;
 
@@ -26,5 +27,6 @@ pub use module::{Child, Module, MAX_MODULE_DEPTH};
 pub use module_fn::{module_fn, ModuleFn};
 pub use normalization::{BatchNorm, LayerNorm};
 pub use scan::{Scan, ScanInput, ScanOutput};
+pub use tabulate::{tabulate, Shapes, Summary, SummaryRow, VariableSummary};
 pub use vmap::Vmap;
 pub use while_loop::while_loop;

@@ -47,6 +47,19 @@ pub trait Module {
         short_type_name(std::any::type_name::<Self>())
     }
 
+    /// How [`tabulate`](super::tabulate) shows this module's input (its
+    /// `inputs` column): empty by default. A module whose input implements
+    /// [`Shapes`](super::Shapes) can return `input.shapes()`, as the
+    /// built-in layers do.
+    fn tabulate_input(&self, _input: &Self::Input) -> String {
+        String::new()
+    }
+
+    /// How [`tabulate`](super::tabulate) shows this module's output.
+    fn tabulate_output(&self, _output: &Self::Output) -> String {
+        String::new()
+    }
+
     /// Creates the variables (Flax's `init`): runs `call` with every
     /// collection mutable and returns all variables.
     fn init(&self, rngs: impl Into<Rngs>, input: Self::Input) -> Result<Variables>
@@ -159,9 +172,23 @@ impl<M: Module> Child<'_, '_, M> {
         stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || {
             let scope = self.parent.push(&self.name);
             scope.set_module_type(self.module.type_name());
-            self.module
+            let row = if super::tabulate::recording() {
+                super::tabulate::enter(
+                    scope.path(),
+                    self.module.type_name(),
+                    self.module.tabulate_input(&input),
+                )
+            } else {
+                None
+            };
+            let out = self
+                .module
                 .call(&scope, input)
-                .map_err(|e| e.at(&scope.path_text()))
+                .map_err(|e| e.at(&scope.path_text()))?;
+            if let Some(row) = row {
+                super::tabulate::exit(row, self.module.tabulate_output(&out));
+            }
+            Ok(out)
         })
     }
 }

@@ -236,6 +236,14 @@ impl Module for BatchNorm {
     type Input = Tensor;
     type Output = Tensor;
 
+    fn tabulate_input(&self, x: &Tensor) -> String {
+        super::Shapes::shapes(x)
+    }
+
+    fn tabulate_output(&self, y: &Tensor) -> String {
+        super::Shapes::shapes(y)
+    }
+
     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
         let feature = canonical_axis(s, self.axis, x.ndim(), "BatchNorm")?;
         let reduction: Vec<usize> = (0..x.ndim()).filter(|&a| a != feature).collect();
@@ -450,6 +458,14 @@ impl LayerNorm {
 impl Module for LayerNorm {
     type Input = Tensor;
     type Output = Tensor;
+
+    fn tabulate_input(&self, x: &Tensor) -> String {
+        super::Shapes::shapes(x)
+    }
+
+    fn tabulate_output(&self, y: &Tensor) -> String {
+        super::Shapes::shapes(y)
+    }
 
     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
         let canonical = |axes: &[isize], what: &str| -> Result<Vec<usize>> {

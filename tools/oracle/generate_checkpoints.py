@@ -31,6 +31,7 @@ examples/expected/load_flax_checkpoint.txt: what Flax prints for it.
 import gzip
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -232,7 +233,9 @@ def digits_checkpoint():
     logits = jax.jit(lambda p, xs: model.apply({"params": p}, xs))(params, x_test)
     pred = np.asarray(jnp.argmax(logits, axis=-1))
     acc = float((pred == y_test).mean())
-    lines = [
+    table = nn.tabulate(Digits(), jax.random.key(0), console_kwargs={"width": 200})(x_train[:1])
+    table = [line.rstrip() for line in re.sub(r"\x1b\[[0-9;]*m", "", table).strip("\n").split("\n")]
+    lines = table + [
         "loaded data/checkpoints/digits_mlp.msgpack: Dense_0/kernel (64, 32), Dense_1/kernel (32, 10)",
         f"test accuracy: {acc:.4f} on {len(y_test)} images",
         "first 10 predictions: " + " ".join(str(int(p)) for p in pred[:10]),
