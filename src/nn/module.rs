@@ -140,9 +140,9 @@ const STACK_SEGMENT: usize = 4 * 1024 * 1024;
 /// A submodule bound to a name inside its parent's call: calling it again
 /// reuses its variables (weight sharing).
 pub struct Child<'p, 's, M> {
-    parent: &'p Scope<'s>,
-    name: String,
-    module: M,
+    pub(super) parent: &'p Scope<'s>,
+    pub(super) name: String,
+    pub(super) module: M,
 }
 
 impl<M: Module> Child<'_, '_, M> {

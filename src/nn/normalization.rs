@@ -19,7 +19,7 @@ use super::module::{config_error, Module};
 /// every mean `jnp.mean(..., where=mask)`: the masked sum times the f32
 /// reciprocal of the count. (With an axis
 /// name, see `BatchNorm::call_batched`.)
-fn compute_stats(
+pub(super) fn compute_stats(
     x: &Tensor,
     axes: &[usize],
     use_fast_variance: bool,
@@ -58,7 +58,11 @@ fn compute_stats(
 
 /// A boolean `mask` as 1/0 of `x`'s shape, or a typed error when it does
 /// not broadcast.
-fn mask_tensor(s: &Scope<'_>, mask: Option<&ArrayD<bool>>, x: &Tensor) -> Result<Option<Tensor>> {
+pub(super) fn mask_tensor(
+    s: &Scope<'_>,
+    mask: Option<&ArrayD<bool>>,
+    x: &Tensor,
+) -> Result<Option<Tensor>> {
     let Some(mask) = mask else { return Ok(None) };
     let Some(view) = mask.broadcast(x.shape()) else {
         return Err(config_error(
@@ -82,7 +86,7 @@ fn mask_tensor(s: &Scope<'_>, mask: Option<&ArrayD<bool>>, x: &Tensor) -> Result
 /// Flax's `_normalize`: `(x - mean) * rsqrt(var + eps) * scale + bias`, with
 /// `scale` (created first) and `bias` as parameters over the feature axes.
 #[allow(clippy::too_many_arguments)]
-fn normalize(
+pub(super) fn normalize(
     s: &Scope<'_>,
     x: &Tensor,
     mean: &Tensor,
@@ -123,7 +127,7 @@ fn normalize(
     Ok(y)
 }
 
-fn canonical_axis(s: &Scope<'_>, axis: isize, ndim: usize, what: &str) -> Result<usize> {
+pub(super) fn canonical_axis(s: &Scope<'_>, axis: isize, ndim: usize, what: &str) -> Result<usize> {
     let n = ndim as isize;
     if (-n..n).contains(&axis) {
         Ok(axis.rem_euclid(n) as usize)

@@ -1,0 +1,123 @@
+"""Conformance fixtures for the layers beyond Dense and the first norms:
+RMSNorm, GroupNorm and Embed (with attend), and BatchNorm over a 3-D input
+(statistics over two axes). For each: the parameters at
+init, the output, and the gradients of `sum(output * w)` (w fixed) with
+respect to the parameters and the input.
+
+Pinned: jax==0.10.2, jaxlib==0.10.2, flax==0.12.8 (CPU). From the
+repository root:
+
+    .venv-oracle/bin/python tools/oracle/generate_layers.py
+
+Writes tests/fixtures/layers.json. Floats are u32 bit patterns.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+import flax.linen as nn
+
+sys.path.insert(0, os.path.dirname(__file__))
+from generate_random import check_versions, f32_bits  # noqa: E402
+from generate_modules import tree_bits  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "layers.json")
+
+
+def arr(shape, seed, scale=1.0, shift=0.0):
+    return jnp.asarray(np.random.RandomState(seed).randn(*shape).astype(np.float32) * scale + shift)
+
+
+def norm_case(name, module, shape, seed):
+    x = arr(shape, seed, 2.0, 0.5)
+    w = arr(shape, seed + 100)
+    v = dict(module.init(jax.random.key(0), x))
+    v.setdefault("params", {})
+    y = module.apply(v, x)
+
+    def loss(p, x):
+        return jnp.sum(module.apply({"params": p}, x) * w)
+
+    gp, gx = jax.grad(loss, argnums=(0, 1))(v["params"], x)
+    return {
+        "name": name, "shape": list(shape), "x": f32_bits(x), "w": f32_bits(w),
+        "params": tree_bits(v["params"]), "y": f32_bits(y),
+        "grad_params": tree_bits(gp), "grad_x": f32_bits(gx),
+    }
+
+
+class Tied(nn.Module):
+    @nn.compact
+    def __call__(self, ids):
+        embed = nn.Embed(10, 4)
+        h = embed(ids)
+        return h, embed.attend(h)
+
+
+def embed_case(ids):
+    ids = jnp.array(ids, jnp.int32)
+    v = Tied().init(jax.random.key(0), ids)
+    h, logits = Tied().apply(v, ids)
+    w = arr(logits.shape, 7)
+
+    def loss(p):
+        return jnp.sum(Tied().apply({"params": p}, ids)[1] * w)
+
+    g = jax.grad(loss)(v["params"])
+    oob = nn.Embed(10, 4).apply({"params": v["params"]["Embed_0"]}, jnp.array([10, -11, 3], jnp.int32))
+    return {
+        "ids": np.asarray(ids).tolist(), "params": tree_bits(v["params"]), "h": f32_bits(h),
+        "logits": f32_bits(logits), "w": f32_bits(w), "grad_params": tree_bits(g),
+        "oob": f32_bits(oob),
+    }
+
+
+def batchnorm_3d():
+    """BatchNorm in training mode over (N, H, C): statistics over two axes."""
+    x = arr((4, 3, 5), 8, 2.0, 0.5)
+    w = arr((4, 3, 5), 108)
+    bn = nn.BatchNorm(use_running_average=False)
+    v = bn.init(jax.random.key(0), x)
+    y, upd = bn.apply(v, x, mutable=["batch_stats"])
+
+    def loss(p, x):
+        out, _ = bn.apply({"params": p, "batch_stats": v["batch_stats"]}, x, mutable=["batch_stats"])
+        return jnp.sum(out * w)
+
+    gp, gx = jax.grad(loss, argnums=(0, 1))(v["params"], x)
+    return {"shape": [4, 3, 5], "x": f32_bits(x), "w": f32_bits(w), "y": f32_bits(y),
+            "stats": tree_bits(upd["batch_stats"]), "grad_params": tree_bits(gp),
+            "grad_x": f32_bits(gx)}
+
+
+def main():
+    check_versions()
+    out = {
+        "norms": [
+            norm_case("rms_2d", nn.RMSNorm(), (4, 6), 1),
+            norm_case("rms_3d", nn.RMSNorm(), (2, 3, 5), 2),
+            norm_case("rms_eps_noscale", nn.RMSNorm(epsilon=1e-3, use_scale=False), (3, 4), 3),
+            norm_case("group_2d", nn.GroupNorm(num_groups=2), (4, 6), 4),
+            norm_case("group_size_2d", nn.GroupNorm(num_groups=None, group_size=2), (3, 8), 5),
+            # Statistics over two axes (H and the group): the order of XLA's
+            # multi-axis sums (see tests/layers.rs).
+            norm_case("group_3d", nn.GroupNorm(num_groups=2), (2, 5, 6), 6),
+        ],
+        "batchnorm_3d": batchnorm_3d(),
+        "embed": embed_case([[1, 2, -1], [9, 0, 3]]),
+        # The same ids as one axis: attend's gradient is then a product
+        # with one contracting axis.
+        "embed_flat": embed_case([1, 2, -1, 9, 0, 3]),
+    }
+    with open(OUT, "w") as f:
+        json.dump(out, f)
+    print("wrote", OUT)
+
+
+if __name__ == "__main__":
+    main()
