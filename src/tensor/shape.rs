@@ -146,7 +146,21 @@ pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<
     if let Some(gs) = grad.as_slice() {
         if n > 0 && !gs.is_empty() && crate::tensor::ops::is_trailing(shape, grad.shape()) {
             let mut acc = vec![0.0; n];
-            sum_columns_into(gs, &mut acc);
+            // The reduced dimensions: those before the target's (its
+            // leading ones are broadcast too).
+            let kept = shape.iter().skip_while(|&&d| d == 1).count();
+            let reduced = &grad.shape()[..grad.ndim() - kept];
+            if reduced.len() > 1 && reduced.iter().all(|&d| d <= 32) {
+                // Several reduced dimensions, none longer than XLA's tree
+                // window: one reduce, left to right (measured: a
+                // convolution's bias over (N, H, W)).
+                acc.copy_from_slice(&gs[..n]);
+                for row in gs[n..].chunks_exact(n) {
+                    acc.iter_mut().zip(row).for_each(|(d, &x)| *d += x);
+                }
+            } else {
+                sum_columns_into(gs, &mut acc);
+            }
             return ArrayD::from_shape_vec(ndarray::IxDyn(shape), acc)
                 .expect("length of the shape");
         }

@@ -35,17 +35,17 @@ def arr(shape, seed, scale=1.0, shift=0.0):
 
 def norm_case(name, module, shape, seed):
     x = arr(shape, seed, 2.0, 0.5)
-    w = arr(shape, seed + 100)
     v = dict(module.init(jax.random.key(0), x))
     v.setdefault("params", {})
     y = module.apply(v, x)
+    w = arr(y.shape, seed + 100)
 
     def loss(p, x):
         return jnp.sum(module.apply({"params": p}, x) * w)
 
     gp, gx = jax.grad(loss, argnums=(0, 1))(v["params"], x)
     return {
-        "name": name, "shape": list(shape), "x": f32_bits(x), "w": f32_bits(w),
+        "name": name, "shape": list(shape), "y_shape": list(y.shape), "x": f32_bits(x), "w": f32_bits(w),
         "params": tree_bits(v["params"]), "y": f32_bits(y),
         "grad_params": tree_bits(gp), "grad_x": f32_bits(gx),
     }
@@ -95,6 +95,52 @@ def batchnorm_3d():
             "grad_x": f32_bits(gx)}
 
 
+CONVS = [
+    ("conv2d_same", dict(features=4, kernel_size=(3, 3)), (2, 5, 5, 3)),
+    ("conv2d_strided_valid", dict(features=4, kernel_size=(3, 3), strides=2, padding="VALID"), (2, 7, 7, 3)),
+    ("conv1d_causal_dilated", dict(features=2, kernel_size=(3,), padding="CAUSAL", kernel_dilation=2), (2, 9, 3)),
+    ("conv2d_groups", dict(features=6, kernel_size=(2, 2), feature_group_count=3), (1, 4, 4, 3)),
+    ("conv3d", dict(features=2, kernel_size=(2, 2, 2)), (1, 3, 3, 3, 2)),
+    ("conv2d_explicit_input_dilation",
+     dict(features=2, kernel_size=(3, 3), padding=((1, 2), (0, 1)), input_dilation=2), (1, 3, 4, 2)),
+    ("conv2d_circular", dict(features=2, kernel_size=(3, 3), padding="CIRCULAR"), (1, 4, 4, 1)),
+    ("conv1d_no_batch", dict(features=3, kernel_size=(2,)), (5, 2)),
+    ("conv2d_two_batch_dims", dict(features=2, kernel_size=(2, 2), use_bias=False), (2, 3, 4, 4, 1)),
+]
+
+
+def conv_cases():
+    out = []
+    for i, (name, kw, shape) in enumerate(CONVS):
+        out.append({**norm_case(name, nn.Conv(**kw), shape, 30 + i), "config": {
+            k: (list(map(list, v)) if k == "padding" and not isinstance(v, str) else v) for k, v in kw.items()}})
+    return out
+
+
+POOLS = [
+    ("max_valid", "max", dict(window_shape=(2, 2), strides=(2, 2), padding="VALID"), (2, 4, 5, 3)),
+    ("max_same", "max", dict(window_shape=(3, 3), strides=(2, 2), padding="SAME"), (1, 5, 5, 2)),
+    ("avg_same", "avg", dict(window_shape=(3, 3), strides=(2, 2), padding="SAME"), (1, 5, 5, 2)),
+    ("avg_same_exclude_pad", "avg",
+     dict(window_shape=(3, 3), strides=(2, 2), padding="SAME", count_include_pad=False), (1, 5, 5, 2)),
+    ("avg_1d_no_batch", "avg", dict(window_shape=(2,), padding=((1, 0),)), (4, 3)),
+]
+
+
+def pool_cases():
+    out = []
+    for i, (name, kind, kw, shape) in enumerate(POOLS):
+        x = arr(shape, 60 + i, 2.0, 0.5)
+        f = nn.max_pool if kind == "max" else nn.avg_pool
+        y = f(x, **kw)
+        w = arr(y.shape, 160 + i)
+        gx = jax.grad(lambda x: jnp.sum(f(x, **kw) * w))(x)
+        cfg = {k: (list(map(list, v)) if k == "padding" and not isinstance(v, str) else v) for k, v in kw.items()}
+        out.append({"name": name, "kind": kind, "config": cfg, "shape": list(shape), "x": f32_bits(x),
+                    "y_shape": list(y.shape), "y": f32_bits(y), "w": f32_bits(w), "grad_x": f32_bits(gx)})
+    return out
+
+
 def main():
     check_versions()
     out = {
@@ -109,6 +155,8 @@ def main():
             norm_case("group_3d", nn.GroupNorm(num_groups=2), (2, 5, 6), 6),
         ],
         "batchnorm_3d": batchnorm_3d(),
+        "convs": conv_cases(),
+        "pools": pool_cases(),
         "embed": embed_case([[1, 2, -1], [9, 0, 3]]),
         # The same ids as one axis: attend's gradient is then a product
         # with one contracting axis.

@@ -3,6 +3,7 @@
 pub(crate) mod binary;
 
 pub(crate) use binary::is_trailing;
+pub(crate) mod conv;
 mod data_ops;
 pub(crate) mod gather;
 pub(crate) mod matmul;
@@ -11,4 +12,5 @@ pub(crate) mod rows;
 mod shape_ops;
 pub(crate) mod unary;
 mod ynn_dot;
+pub use conv::ConvSpec;
 pub use data_ops::one_hot;

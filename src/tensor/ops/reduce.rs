@@ -26,21 +26,32 @@ fn sum_one_axis(x: ArrayViewD<'_, f32>, axis: usize) -> ArrayD<f32> {
 }
 
 /// Sums `x` over several (sorted) axes, dropping them: each output's
-/// elements in row-major order of the reduced indices, summed as one lane
-/// in XLA's order (XLA moves the reduced dimensions together and reduces
-/// them as one; checked against `jnp.sum` over two and three axes, e.g. a
-/// GroupNorm's `(H, group)` and a BatchNorm's `(N, H, W)`).
+/// elements in row-major order of the reduced indices, summed left to
+/// right when no reduced dimension is longer than XLA's tree-reduction
+/// window (checked against `jnp.sum` over two and three axes: a
+/// GroupNorm's `(H, group)`, a BatchNorm's `(N, H)`, a convolution bias's
+/// `(N, H, W)` of 50 elements). With a longer dimension the lane is summed
+/// as [`rows::xla_row_sum`] sums a row, which is not verified for several
+/// axes.
 fn sum_many_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
     let kept: Vec<usize> = (0..x.ndim()).filter(|a| !axes.contains(a)).collect();
     let order: Vec<usize> = kept.iter().chain(axes).copied().collect();
     let out_shape: Vec<usize> = kept.iter().map(|&a| x.shape()[a]).collect();
     let outer: usize = out_shape.iter().product();
     let inner: usize = axes.iter().map(|&a| x.shape()[a]).product();
+    let short = axes.iter().all(|&a| x.shape()[a] <= rows::TREE_WINDOW);
     let moved = x.permuted_axes(IxDyn(&order));
     let moved = moved.as_standard_layout();
     let flat = moved.as_slice().expect("standard layout");
     let sums: Vec<f32> = (0..outer)
-        .map(|o| rows::xla_row_sum(&flat[o * inner..(o + 1) * inner]))
+        .map(|o| {
+            let lane = &flat[o * inner..(o + 1) * inner];
+            if short {
+                lane.iter().fold(0.0f32, |acc, &v| acc + v)
+            } else {
+                rows::xla_row_sum(lane)
+            }
+        })
         .collect();
     ArrayD::from_shape_vec(IxDyn(&out_shape), sums).expect("output size")
 }

@@ -41,7 +41,7 @@ pub(crate) fn sum_all(x: &[f32], ndim: usize) -> f32 {
 
 /// The reduction window of XLA's CPU `TreeReductionRewriter`: a reduced
 /// dimension longer than this is first reduced in windows of this length.
-const TREE_WINDOW: usize = 32;
+pub(crate) const TREE_WINDOW: usize = 32;
 
 /// `sum(row)` in the order of a reduce that XLA:CPU emits as a loop fusion
 /// (jitted `jax.nn.softmax` / `log_softmax`): left to right when the row has

@@ -1,0 +1,382 @@
+//! `lax.conv_general_dilated` with batch-first, channels-last layouts
+//! (`NHWC` inputs, `HWIO` kernels, any number of spatial dimensions), and
+//! the window gathering that pooling shares.
+//!
+//! Every output position reads its window of the (padded, dilated) input
+//! through one index list (positions in padding or between dilated
+//! elements read zeros). The convolution and its two cotangents run in
+//! XLA:CPU's orders, each output a chain of fused multiply-adds; pooling
+//! gathers the same windows with a differentiable `take`.
+
+use ndarray::{ArrayD, IxDyn};
+
+use crate::tensor::error::{Result, TensorError};
+use crate::tensor::Tensor;
+
+/// The geometry of a convolution or pooling window over `d` spatial
+/// dimensions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvSpec {
+    /// Step between windows, per spatial dimension (`window_strides`).
+    pub strides: Vec<usize>,
+    /// Zeros added before and after each spatial dimension.
+    pub padding: Vec<(usize, usize)>,
+    /// Input dilation (`lhs_dilation`): `r - 1` zeros between input
+    /// elements (transposed convolutions).
+    pub lhs_dilation: Vec<usize>,
+    /// Kernel dilation (`rhs_dilation`, atrous convolution).
+    pub rhs_dilation: Vec<usize>,
+    /// Feature groups (`feature_group_count`; depthwise when it equals the
+    /// input features).
+    pub feature_group_count: usize,
+    /// Padding wraps around instead of adding zeros (Flax's `CIRCULAR`,
+    /// `jnp.pad(mode='wrap')` before a `VALID` convolution).
+    pub circular: bool,
+}
+
+impl ConvSpec {
+    /// Stride 1, no padding, no dilation, one group, for `d` dimensions.
+    pub fn new(d: usize) -> ConvSpec {
+        ConvSpec {
+            strides: vec![1; d],
+            padding: vec![(0, 0); d],
+            lhs_dilation: vec![1; d],
+            rhs_dilation: vec![1; d],
+            feature_group_count: 1,
+            circular: false,
+        }
+    }
+}
+
+fn arg(op: &'static str, message: String) -> TensorError {
+    TensorError::Argument { op, message }
+}
+
+/// For input spatial shape `spatial` and window `window`: the output
+/// spatial shape and, for every (output position, window position) in
+/// row-major order, the flat input position it reads (`None`: a zero).
+pub(crate) fn window_indices(
+    op: &'static str,
+    spatial: &[usize],
+    window: &[usize],
+    spec: &ConvSpec,
+) -> Result<(Vec<usize>, Vec<Option<usize>>)> {
+    let d = spatial.len();
+    for (what, v) in [
+        ("strides", &spec.strides),
+        ("lhs_dilation", &spec.lhs_dilation),
+        ("rhs_dilation", &spec.rhs_dilation),
+    ] {
+        if v.len() != d {
+            return Err(arg(
+                op,
+                format!("{what} {v:?} must have {d} entries, one per spatial dimension"),
+            ));
+        }
+        if v.contains(&0) {
+            return Err(arg(op, format!("{what} {v:?} must be positive")));
+        }
+    }
+    if spec.padding.len() != d {
+        return Err(arg(
+            op,
+            format!("padding {:?} must have {d} (low, high) pairs", spec.padding),
+        ));
+    }
+    if spec.circular && spec.lhs_dilation.iter().any(|&r| r != 1) {
+        return Err(arg(op, "circular padding with input dilation".into()));
+    }
+    let mut out_shape = Vec::with_capacity(d);
+    for i in 0..d {
+        let dilated = if spatial[i] == 0 {
+            0
+        } else {
+            (spatial[i] - 1) * spec.lhs_dilation[i] + 1
+        };
+        let (lo, hi) = spec.padding[i];
+        let padded = dilated + lo + hi;
+        let eff = if window[i] == 0 {
+            0
+        } else {
+            (window[i] - 1) * spec.rhs_dilation[i] + 1
+        };
+        out_shape.push(if padded >= eff && eff > 0 {
+            (padded - eff) / spec.strides[i] + 1
+        } else {
+            0
+        });
+    }
+    let n_out: usize = out_shape.iter().product();
+    let n_win: usize = window.iter().product();
+    let total = n_out
+        .checked_mul(n_win)
+        .ok_or_else(|| arg(op, format!("{n_out} windows of {n_win} elements overflow")))?;
+    let mut idx = Vec::with_capacity(total);
+    let mut o = vec![0usize; d];
+    let mut k = vec![0usize; d];
+    for _ in 0..n_out {
+        k.iter_mut().for_each(|x| *x = 0);
+        for _ in 0..n_win {
+            let mut flat = 0usize;
+            let mut zero = false;
+            for i in 0..d {
+                let p = o[i] * spec.strides[i] + k[i] * spec.rhs_dilation[i];
+                let (lo, _) = spec.padding[i];
+                let src = if spec.circular {
+                    let n = spatial[i] as isize;
+                    Some(((p as isize - lo as isize).rem_euclid(n)) as usize)
+                } else if p < lo {
+                    None
+                } else {
+                    let q = p - lo;
+                    let r = spec.lhs_dilation[i];
+                    if q % r != 0 || q / r >= spatial[i] {
+                        None
+                    } else {
+                        Some(q / r)
+                    }
+                };
+                match src {
+                    Some(s) => flat = flat * spatial[i] + s,
+                    None => zero = true,
+                }
+            }
+            idx.push(if zero { None } else { Some(flat) });
+            // Next window position, row-major.
+            for i in (0..d).rev() {
+                k[i] += 1;
+                if k[i] < window[i] {
+                    break;
+                }
+                k[i] = 0;
+            }
+        }
+        for i in (0..d).rev() {
+            o[i] += 1;
+            if o[i] < out_shape[i] {
+                break;
+            }
+            o[i] = 0;
+        }
+    }
+    Ok((out_shape, idx))
+}
+
+/// The windows of `x` (`[N, S₁…S_d, C]`): `[N, positions, window, C]`
+/// with zeros where the window reads padding, and the output spatial shape.
+pub(crate) fn gather_windows(
+    op: &'static str,
+    x: &Tensor,
+    window: &[usize],
+    spec: &ConvSpec,
+    pad_value: f32,
+) -> Result<(Tensor, Vec<usize>)> {
+    let shape = x.shape();
+    let (n, c) = (shape[0], shape[shape.len() - 1]);
+    let spatial = &shape[1..shape.len() - 1];
+    let (out_shape, idx) = window_indices(op, spatial, window, spec)?;
+    let s: usize = spatial.iter().product();
+    let flat = x.reshape(&[n as isize, s as isize, c as isize])?;
+    // Row `s` is the padding value every out-of-range read takes.
+    let filler = Tensor::full(&[n, 1, c], pad_value);
+    let rows = Tensor::concatenate(&[flat, filler], 1)?;
+    let ids: Vec<i32> = idx.iter().map(|i| i.unwrap_or(s) as i32).collect();
+    let positions: usize = out_shape.iter().product();
+    let win: usize = window.iter().product();
+    let ids = ArrayD::from_shape_vec(IxDyn(&[ids.len()]), ids).expect("length");
+    let taken = rows.take(&ids, 1)?;
+    let windows = taken.reshape(&[n as isize, positions as isize, win as isize, c as isize])?;
+    Ok((windows, out_shape))
+}
+
+/// The sizes of a convolution: batch, input positions, input features,
+/// taps, kernel input features (per group), outputs, output positions,
+/// groups.
+#[derive(Clone, Copy)]
+struct Dims {
+    n: usize,
+    s: usize,
+    c: usize,
+    t: usize,
+    cg: usize,
+    o: usize,
+    p: usize,
+    groups: usize,
+}
+
+impl Dims {
+    fn og(&self) -> usize {
+        self.o / self.groups
+    }
+}
+
+/// The forward pass in XLA:CPU's order: every output is one sequential
+/// chain of fused multiply-adds over its window, tap by tap (row-major),
+/// input feature by input feature, padding included as zeros (measured
+/// against `lax.conv_general_dilated` on CPU).
+fn conv_forward(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
+    use rayon::prelude::*;
+    let mut out = vec![0.0f32; d.n * d.p * d.o];
+    out.par_chunks_mut(d.o.max(1))
+        .enumerate()
+        .for_each(|(row, acc)| {
+            let (n, m) = (row / d.p, row % d.p);
+            for g in 0..d.groups {
+                let outs = g * d.og()..(g + 1) * d.og();
+                for t in 0..d.t {
+                    let src = idx[m * d.t + t];
+                    for c in 0..d.cg {
+                        let xv = src.map_or(0.0, |s| x[(n * d.s + s) * d.c + g * d.cg + c]);
+                        let kr = &k[(t * d.cg + c) * d.o..(t * d.cg + c + 1) * d.o];
+                        for o in outs.clone() {
+                            acc[o] = xv.mul_add(kr[o], acc[o]);
+                        }
+                    }
+                }
+            }
+        });
+    out
+}
+
+/// The input's cotangent in XLA's order (the transposed convolution): for
+/// every input element, one chain of fused multiply-adds over the taps in
+/// reverse order (the flipped kernel) and, per tap, the outputs of its
+/// group; a tap whose output position does not exist contributes zeros.
+/// `inv[s * t + tap]` is the output position reading input `s` through
+/// `tap`.
+fn conv_input_grad(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) -> Vec<f32> {
+    use rayon::prelude::*;
+    let mut dx = vec![0.0f32; d.n * d.s * d.c];
+    dx.par_chunks_mut(d.c.max(1))
+        .enumerate()
+        .for_each(|(row, out)| {
+            let (n, s) = (row / d.s, row % d.s);
+            for (cin, slot) in out.iter_mut().enumerate() {
+                let (grp, c) = (cin / d.cg, cin % d.cg);
+                let mut acc = 0.0f32;
+                for t in (0..d.t).rev() {
+                    let m = inv[s * d.t + t];
+                    for o in grp * d.og()..(grp + 1) * d.og() {
+                        let gv = m.map_or(0.0, |m| g[(n * d.p + m) * d.o + o]);
+                        acc = gv.mul_add(k[(t * d.cg + c) * d.o + o], acc);
+                    }
+                }
+                *slot = acc;
+            }
+        });
+    dx
+}
+
+/// The kernel's cotangent in XLA's order: for every kernel element, one
+/// chain of fused multiply-adds over the output positions (row-major) and,
+/// innermost, the batch.
+fn conv_kernel_grad(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
+    use rayon::prelude::*;
+    let mut dk = vec![0.0f32; d.t * d.cg * d.o];
+    dk.par_chunks_mut(d.o.max(1))
+        .enumerate()
+        .for_each(|(row, out)| {
+            let (t, c) = (row / d.cg, row % d.cg);
+            for (o, slot) in out.iter_mut().enumerate() {
+                let grp = o / d.og();
+                let mut acc = 0.0f32;
+                for m in 0..d.p {
+                    let src = idx[m * d.t + t];
+                    for n in 0..d.n {
+                        let xv = src.map_or(0.0, |s| x[(n * d.s + s) * d.c + grp * d.cg + c]);
+                        acc = xv.mul_add(g[(n * d.p + m) * d.o + o], acc);
+                    }
+                }
+                *slot = acc;
+            }
+        });
+    dk
+}
+
+impl Tensor {
+    /// `lax.conv_general_dilated(x, kernel, ...)` with dimension numbers
+    /// `(NHWC, HWIO, NHWC)` generalized to `d` spatial dimensions: `self`
+    /// is `[N, S₁…S_d, C]`, `kernel` is `[K₁…K_d, C / groups, O]`, the
+    /// result `[N, O₁…O_d, O]`. Values and both gradients are computed in
+    /// XLA:CPU's order (chains of fused multiply-adds; see the book's
+    /// reference part).
+    ///
+    /// ```
+    /// use flaxen::tensor::{ConvSpec, Tensor};
+    /// // A 1-D moving sum of width 2 over [1, 2, 3].
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[1, 3, 1])?;
+    /// let k = Tensor::ones(&[2, 1, 1]);
+    /// let y = x.conv_general_dilated(&k, &ConvSpec::new(1))?;
+    /// assert_eq!(y.to_vec(), [3.0, 5.0]);
+    /// # Ok::<(), flaxen::tensor::TensorError>(())
+    /// ```
+    pub fn conv_general_dilated(&self, kernel: &Tensor, spec: &ConvSpec) -> Result<Tensor> {
+        const OP: &str = "conv_general_dilated";
+        let nd = self.ndim();
+        if nd < 2 || kernel.ndim() != nd {
+            return Err(TensorError::Incompatible {
+                op: OP,
+                lhs: self.shape().to_vec(),
+                rhs: kernel.shape().to_vec(),
+            });
+        }
+        let sd = nd - 2;
+        let window = kernel.shape()[..sd].to_vec();
+        let (cg, o) = (kernel.shape()[sd], kernel.shape()[sd + 1]);
+        let c = self.shape()[nd - 1];
+        let groups = spec.feature_group_count;
+        if groups == 0 || cg * groups != c || o % groups != 0 {
+            return Err(arg(
+                OP,
+                format!(
+                    "input features {c}, kernel input features {cg}, output features {o} \
+                     and feature_group_count {groups} do not fit (need kernel in × groups = \
+                     input features and groups dividing the output features)"
+                ),
+            ));
+        }
+        let spatial = self.shape()[1..nd - 1].to_vec();
+        let (out_spatial, idx) = window_indices(OP, &spatial, &window, spec)?;
+        let d = Dims {
+            n: self.shape()[0],
+            s: spatial.iter().product(),
+            c,
+            t: window.iter().product(),
+            cg,
+            o,
+            p: out_spatial.iter().product(),
+            groups,
+        };
+        let x: Vec<f32> = self.view().iter().copied().collect();
+        let k: Vec<f32> = kernel.view().iter().copied().collect();
+        let y = conv_forward(&x, &k, &idx, d);
+        let mut out_shape = vec![d.n];
+        out_shape.extend(&out_spatial);
+        out_shape.push(o);
+        let value = ArrayD::from_shape_vec(IxDyn(&out_shape), y).expect("output size");
+        // Which output position reads input `s` through each tap.
+        let mut inv = vec![None; d.s * d.t];
+        for (i, src) in idx.iter().enumerate() {
+            if let Some(s) = src {
+                inv[s * d.t + i % d.t] = Some(i / d.t);
+            }
+        }
+        let (x_shape, k_shape) = (self.shape().to_vec(), kernel.shape().to_vec());
+        Ok(Tensor::record(
+            value.into_shared(),
+            &[self, kernel],
+            move |g, needs| {
+                let g: Vec<f32> = g.iter().copied().collect();
+                let dx = needs[0].then(|| {
+                    ArrayD::from_shape_vec(IxDyn(&x_shape), conv_input_grad(&g, &k, &inv, d))
+                        .expect("input size")
+                });
+                let dk = needs[1].then(|| {
+                    ArrayD::from_shape_vec(IxDyn(&k_shape), conv_kernel_grad(&x, &g, &idx, d))
+                        .expect("kernel size")
+                });
+                smallvec::smallvec![dx, dk]
+            },
+        ))
+    }
+}
