@@ -242,6 +242,14 @@ fn bad_configurations_are_typed_errors() {
     // A window larger than the input gives an empty output, as lax.
     let y = max_pool(&img, &[5, 5], None, &Padding::Valid).unwrap();
     assert_eq!(y.shape(), &[1, 0, 0, 2]);
+    // A carry that does not fit the inputs names both shapes.
+    let cell = flaxen::nn::LSTMCell::new(4);
+    let bad = (Tensor::zeros(&[2, 3]), Tensor::zeros(&[2, 3]));
+    let err = cell
+        .init(random::key(0), (bad, Tensor::ones(&[2, 5])))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("[2, 3]") && err.contains("[2, 5]"), "{err}");
     // Zero-size inputs work.
     let v = RMSNorm::new()
         .init(random::key(0), Tensor::ones(&[0, 3]))
@@ -483,6 +491,143 @@ fn pools_match_flax() {
             bits(g.as_tensor().unwrap()),
             u32s(&case["grad_x"]),
             "{name} grad"
+        );
+    }
+}
+
+/// A flat `{"a/b": leaf}` tree nested by its paths.
+fn nest(flat: &Tree) -> Tree {
+    let mut root = Tree::new();
+    for (path, t) in flat.paths() {
+        let parts: Vec<&str> = path.split('/').collect();
+        let (module, name) = (parts[0], parts[1]);
+        let sub = root.subtree(module).unwrap_or_default();
+        root.insert(module.to_string(), sub.with(name, t.clone()))
+            .unwrap();
+    }
+    root
+}
+
+/// A cell unrolled over the time axis, as a function of its parameters.
+type Unroll = Box<dyn Fn(&Tree, &Tensor) -> Result<Tensor>>;
+
+/// `x[t]` of a `[time, batch, features]` tensor.
+fn step_of(x: &Tensor, t: usize) -> Tensor {
+    x.index_axis(0, t).unwrap()
+}
+
+/// LSTMCell and GRUCell unrolled over three steps from zero carries:
+/// parameters at init, outputs bit for bit on Flax's parameters, and
+/// gradients (biases exact; kernels and inputs within 4 ulp of scale).
+#[test]
+fn recurrent_cells_match_flax() {
+    use flaxen::nn::{GRUCell, LSTMCell};
+    let f = fixture();
+    for name in ["lstm", "gru"] {
+        let c = &f["rnn"][name];
+        let x = tensor(&c["x"], &[3, 2, 5]);
+        let w = tensor(&c["w"], &[3, 2, 4]);
+        let (params, unroll): (Tree, Unroll) = match name {
+            "lstm" => {
+                let cell = LSTMCell::new(4);
+                let carry = cell.initialize_carry(random::key(1), &[2, 5]).unwrap();
+                let v = cell
+                    .init(random::key(2), (carry.clone(), step_of(&x, 0)))
+                    .unwrap();
+                (
+                    v.params(),
+                    Box::new(move |p: &Tree, x: &Tensor| {
+                        let vars = Variables::new().with("params", p.clone());
+                        let mut c = carry.clone();
+                        let mut ys = Vec::new();
+                        for t in 0..3 {
+                            let (next, y) = cell.apply(&vars, (c, step_of(x, t)), ())?;
+                            c = next;
+                            ys.push(y);
+                        }
+                        Ok(Tensor::stack(&ys, 0)?)
+                    }),
+                )
+            }
+            _ => {
+                let cell = GRUCell::new(4);
+                let carry = cell.initialize_carry(random::key(1), &[2, 5]).unwrap();
+                let v = cell
+                    .init(random::key(2), (carry.clone(), step_of(&x, 0)))
+                    .unwrap();
+                (
+                    v.params(),
+                    Box::new(move |p: &Tree, x: &Tensor| {
+                        let vars = Variables::new().with("params", p.clone());
+                        let mut h = carry.clone();
+                        let mut ys = Vec::new();
+                        for t in 0..3 {
+                            let (next, y) = cell.apply(&vars, (h, step_of(x, t)), ())?;
+                            h = next;
+                            ys.push(y);
+                        }
+                        Ok(Tensor::stack(&ys, 0)?)
+                    }),
+                )
+            }
+        };
+        // The recurrent kernels are `orthogonal`: a QR decomposition, which
+        // JAX hands to the CPU's LAPACK, so they match to 1e-5 (see
+        // tests/init_conformance.rs); everything else at init is exact.
+        // From there on the cell runs on Flax's own parameters.
+        let flax_params = Tree::from_entries(params.paths().into_iter().map(|(p, t)| {
+            let w = &c["params"][&p];
+            let ours = t.to_vec();
+            let theirs: Vec<f32> = u32s(&w["bits"]).into_iter().map(f32::from_bits).collect();
+            let worst = ours
+                .iter()
+                .zip(&theirs)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            let recurrent = p.starts_with('h') && p.ends_with("kernel");
+            assert!(
+                if recurrent {
+                    worst <= 1e-5
+                } else {
+                    worst == 0.0
+                },
+                "{name} {p}: {worst}"
+            );
+            (p, Tree::leaf(tensor(&w["bits"], t.shape())))
+        }));
+        let params = nest(&flax_params);
+        let ys = unroll(&params, &x).unwrap();
+        check_values(&ys, &c["ys"], &format!("{name} outputs"), None);
+        let inputs = Tree::new().with("params", params.clone()).with("x", x);
+        let g = grad(
+            |t| {
+                Ok(unroll(&t.subtree("params").unwrap(), t.tensor("x")?)?
+                    .mul(&w)?
+                    .sum_all())
+            },
+            &inputs,
+        )
+        .unwrap();
+        // Biases are exact. A kernel's gradient sums x_tᵀ g_t over the
+        // steps; the small products (two batch rows) differ from XLA's in
+        // the last bits (measured up to 4 ulp; the exact-order issue's
+        // small transposed products).
+        for (p, t) in g.subtree("params").unwrap().paths() {
+            let scaled = p.ends_with("kernel").then_some(4.0);
+            check_values(
+                t,
+                &c["grad_params"][&p]["bits"],
+                &format!("{name} grad {p}"),
+                scaled,
+            );
+        }
+        // The input's gradient of the last step is exact; earlier steps
+        // inherit the small products' last bits through the recurrence.
+        check_values(
+            g.tensor("x").unwrap(),
+            &c["grad_x"],
+            &format!("{name} grad x"),
+            Some(4.0),
         );
     }
 }

@@ -141,6 +141,31 @@ def pool_cases():
     return out
 
 
+def rnn_cases():
+    """One LSTMCell and one GRUCell unrolled over 3 steps from zero carries:
+    parameters, outputs, and gradients of sum(outputs * w)."""
+    out = {}
+    x = arr((3, 2, 5), 70)  # time, batch, features
+    for name, cell in [("lstm", nn.LSTMCell(4)), ("gru", nn.GRUCell(4))]:
+        carry = cell.initialize_carry(jax.random.key(1), x[0].shape)
+        v = cell.init(jax.random.key(2), carry, x[0])
+
+        def unroll(p, x):
+            c = carry
+            ys = []
+            for t in range(x.shape[0]):
+                c, y = cell.apply({"params": p}, c, x[t])
+                ys.append(y)
+            return jnp.stack(ys)
+
+        ys = unroll(v["params"], x)
+        w = arr(ys.shape, 71)
+        gp, gx = jax.grad(lambda p, x: jnp.sum(unroll(p, x) * w), argnums=(0, 1))(v["params"], x)
+        out[name] = {"x": f32_bits(x), "params": tree_bits(v["params"]), "ys": f32_bits(ys),
+                     "w": f32_bits(w), "grad_params": tree_bits(gp), "grad_x": f32_bits(gx)}
+    return out
+
+
 def main():
     check_versions()
     out = {
@@ -157,6 +182,7 @@ def main():
         "batchnorm_3d": batchnorm_3d(),
         "convs": conv_cases(),
         "pools": pool_cases(),
+        "rnn": rnn_cases(),
         "embed": embed_case([[1, 2, -1], [9, 0, 3]]),
         # The same ids as one axis: attend's gradient is then a product
         # with one contracting axis.
