@@ -3,10 +3,12 @@
 //! the functional core ([`crate::core`]).
 
 mod activation;
+mod attention;
 mod autodiff;
 mod control_flow;
 mod conv;
 mod dense;
+mod dense_general;
 mod dropout;
 mod embed;
 mod group_norm;
@@ -24,10 +26,15 @@ mod while_loop;
 
 pub use crate::core::lift::VariableAxis;
 pub use activation::{gelu, leaky_relu, log_softmax, relu, sigmoid, silu, softmax, tanh};
+pub use attention::{
+    combine_masks, dot_product_attention, dot_product_attention_weights, make_attention_mask,
+    make_causal_mask, AttentionDropout, AttentionInputs, MultiHeadDotProductAttention,
+};
 pub use autodiff::{grad, grad_with_aux, value_and_grad, value_and_grad_with_aux};
 pub use control_flow::{cond, switch, Branch};
 pub use conv::{Conv, Padding};
 pub use dense::Dense;
+pub use dense_general::DenseGeneral;
 pub use dropout::Dropout;
 pub use embed::Embed;
 pub use group_norm::GroupNorm;

@@ -166,6 +166,40 @@ def rnn_cases():
     return out
 
 
+def attention_cases():
+    """DenseGeneral, dot_product_attention with a bias and a mask, and
+    MultiHeadDotProductAttention (causal self-attention; with dropout from
+    the `dropout` stream), with gradients."""
+    out = {"dense_general": norm_case("dense_general", nn.DenseGeneral((2, 3)), (2, 4, 5), 80)}
+    out["dense_general_axes"] = norm_case(
+        "dense_general_axes", nn.DenseGeneral(4, axis=(-2, -1)), (2, 3, 5), 81)
+    q, k, v = arr((2, 3, 2, 4), 82), arr((2, 5, 2, 4), 83), arr((2, 5, 2, 4), 84)
+    bias = arr((2, 2, 3, 5), 85)
+    mask = nn.make_attention_mask(jnp.array([[1, 1, 1], [1, 1, 0]]) > 0,
+                                  jnp.array([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]]) > 0)
+    y = nn.dot_product_attention(q, k, v, bias=bias, mask=mask)
+    w = arr(y.shape, 86)
+    gq, gk, gv = jax.grad(lambda q, k, v: jnp.sum(nn.dot_product_attention(q, k, v, bias=bias, mask=mask) * w),
+                          argnums=(0, 1, 2))(q, k, v)
+    out["dpa"] = {"q": f32_bits(q), "k": f32_bits(k), "v": f32_bits(v), "bias": f32_bits(bias),
+                  "mask": np.asarray(mask).reshape(-1).astype(int).tolist(), "mask_shape": list(mask.shape),
+                  "y": f32_bits(y), "w": f32_bits(w), "gq": f32_bits(gq), "gk": f32_bits(gk), "gv": f32_bits(gv)}
+    x = arr((2, 3, 8), 87)
+    causal = nn.make_causal_mask(jnp.ones((2, 3)))
+    mha = nn.MultiHeadDotProductAttention(num_heads=2)
+    vv = mha.init(jax.random.key(0), x, mask=causal)
+    y = mha.apply(vv, x, mask=causal)
+    w = arr(y.shape, 88)
+    gp, gx = jax.grad(lambda p, x: jnp.sum(mha.apply({"params": p}, x, mask=causal) * w),
+                      argnums=(0, 1))(vv["params"], x)
+    drop = nn.MultiHeadDotProductAttention(num_heads=2, dropout_rate=0.5)
+    yd = drop.apply(vv, x, mask=causal, deterministic=False, rngs={"dropout": jax.random.key(5)})
+    out["mha"] = {"x": f32_bits(x), "params": tree_bits(vv["params"]), "y": f32_bits(y), "w": f32_bits(w),
+                  "grad_params": tree_bits(gp), "grad_x": f32_bits(gx), "y_dropout": f32_bits(yd),
+                  "causal": np.asarray(causal).reshape(-1).astype(int).tolist()}
+    return out
+
+
 def main():
     check_versions()
     out = {
@@ -183,6 +217,7 @@ def main():
         "convs": conv_cases(),
         "pools": pool_cases(),
         "rnn": rnn_cases(),
+        "attention": attention_cases(),
         "embed": embed_case([[1, 2, -1], [9, 0, 3]]),
         # The same ids as one axis: attend's gradient is then a product
         # with one contracting axis.
