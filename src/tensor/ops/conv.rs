@@ -210,30 +210,77 @@ impl Dims {
     }
 }
 
+/// Runs `f` compiled with FMA where the CPU has it: `f32::mul_add` rounds
+/// once either way, so the bits do not depend on the CPU, but without the
+/// instruction every `mul_add` is a library call.
+#[inline(always)]
+fn with_fma<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
+        /// `f`, compiled for FMA and AVX2.
+        ///
+        /// # Safety
+        ///
+        /// The CPU must support FMA and AVX2.
+        #[target_feature(enable = "fma,avx2")]
+        unsafe fn fast<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        // SAFETY: both features were detected just above; they are the only
+        // requirement of `fast`, whose body is safe code.
+        return unsafe { fast(f) };
+    }
+    f()
+}
+
 /// The forward pass in XLA:CPU's order: every output is one sequential
 /// chain of fused multiply-adds over its window, tap by tap (row-major),
 /// input feature by input feature, padding included as zeros (measured
-/// against `lax.conv_general_dilated` on CPU).
+/// against `lax.conv_general_dilated` on CPU). Vectorized across the
+/// outputs of a position, each keeping its own chain.
 fn conv_forward(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
     use rayon::prelude::*;
+    /// Positions computed together: independent chains keep the FMA
+    /// units busy (each chain is sequential).
+    const TILE: usize = 4;
     let mut out = vec![0.0f32; d.n * d.p * d.o];
-    out.par_chunks_mut(d.o.max(1))
+    let o = d.o.max(1);
+    out.par_chunks_mut(o * TILE)
         .enumerate()
-        .for_each(|(row, acc)| {
-            let (n, m) = (row / d.p, row % d.p);
-            for g in 0..d.groups {
-                let outs = g * d.og()..(g + 1) * d.og();
-                for t in 0..d.t {
-                    let src = idx[m * d.t + t];
-                    for c in 0..d.cg {
-                        let xv = src.map_or(0.0, |s| x[(n * d.s + s) * d.c + g * d.cg + c]);
-                        let kr = &k[(t * d.cg + c) * d.o..(t * d.cg + c + 1) * d.o];
-                        for o in outs.clone() {
-                            acc[o] = xv.mul_add(kr[o], acc[o]);
+        .for_each(|(tile, accs)| {
+            with_fma(
+                #[inline(always)]
+                || {
+                    let first = tile * TILE;
+                    let rows = accs.len() / o;
+                    // Per tap, the offset of each row's window element.
+                    for g in 0..d.groups {
+                        let outs = g * d.og()..(g + 1) * d.og();
+                        let og = outs.len();
+                        for t in 0..d.t {
+                            let base: [Option<usize>; TILE] = std::array::from_fn(|r| {
+                                if r < rows {
+                                    let row = first + r;
+                                    let (n, m) = (row / d.p, row % d.p);
+                                    idx[m * d.t + t].map(|s| (n * d.s + s) * d.c + g * d.cg)
+                                } else {
+                                    None
+                                }
+                            });
+                            for c in 0..d.cg {
+                                let kr = &k[(t * d.cg + c) * d.o + outs.start..][..og];
+                                for (r, b) in base.iter().enumerate().take(rows) {
+                                    let xv = b.map_or(0.0, |b| x[b + c]);
+                                    let acc = &mut accs[r * o + outs.start..][..og];
+                                    for (a, &w) in acc.iter_mut().zip(kr) {
+                                        *a = xv.mul_add(w, *a);
+                                    }
+                                }
+                            }
                         }
                     }
-                }
-            }
+                },
+            )
         });
     out
 }
@@ -243,52 +290,75 @@ fn conv_forward(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32
 /// reverse order (the flipped kernel) and, per tap, the outputs of its
 /// group; a tap whose output position does not exist contributes zeros.
 /// `inv[s * t + tap]` is the output position reading input `s` through
-/// `tap`.
+/// `tap`. Vectorized across the input features of a position (the kernel
+/// transposed to `[tap, out, in]` for that).
 fn conv_input_grad(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) -> Vec<f32> {
     use rayon::prelude::*;
+    // kt[(t * O + o) * cg + c] = k[(t * cg + c) * O + o].
+    let mut kt = vec![0.0f32; k.len()];
+    for t in 0..d.t {
+        for c in 0..d.cg {
+            for o in 0..d.o {
+                kt[(t * d.o + o) * d.cg + c] = k[(t * d.cg + c) * d.o + o];
+            }
+        }
+    }
     let mut dx = vec![0.0f32; d.n * d.s * d.c];
     dx.par_chunks_mut(d.c.max(1))
         .enumerate()
         .for_each(|(row, out)| {
-            let (n, s) = (row / d.s, row % d.s);
-            for (cin, slot) in out.iter_mut().enumerate() {
-                let (grp, c) = (cin / d.cg, cin % d.cg);
-                let mut acc = 0.0f32;
-                for t in (0..d.t).rev() {
-                    let m = inv[s * d.t + t];
-                    for o in grp * d.og()..(grp + 1) * d.og() {
-                        let gv = m.map_or(0.0, |m| g[(n * d.p + m) * d.o + o]);
-                        acc = gv.mul_add(k[(t * d.cg + c) * d.o + o], acc);
+            with_fma(
+                #[inline(always)]
+                || {
+                    let (n, s) = (row / d.s, row % d.s);
+                    for grp in 0..d.groups {
+                        let acc = &mut out[grp * d.cg..(grp + 1) * d.cg];
+                        for t in (0..d.t).rev() {
+                            let m = inv[s * d.t + t];
+                            for o in grp * d.og()..(grp + 1) * d.og() {
+                                let gv = m.map_or(0.0, |m| g[(n * d.p + m) * d.o + o]);
+                                let kr = &kt[(t * d.o + o) * d.cg..(t * d.o + o + 1) * d.cg];
+                                for (a, &w) in acc.iter_mut().zip(kr) {
+                                    *a = gv.mul_add(w, *a);
+                                }
+                            }
+                        }
                     }
-                }
-                *slot = acc;
-            }
+                },
+            )
         });
     dx
 }
 
 /// The kernel's cotangent in XLA's order: for every kernel element, one
 /// chain of fused multiply-adds over the output positions (row-major) and,
-/// innermost, the batch.
+/// innermost, the batch. Vectorized across the outputs.
 fn conv_kernel_grad(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
     use rayon::prelude::*;
     let mut dk = vec![0.0f32; d.t * d.cg * d.o];
     dk.par_chunks_mut(d.o.max(1))
         .enumerate()
-        .for_each(|(row, out)| {
-            let (t, c) = (row / d.cg, row % d.cg);
-            for (o, slot) in out.iter_mut().enumerate() {
-                let grp = o / d.og();
-                let mut acc = 0.0f32;
-                for m in 0..d.p {
-                    let src = idx[m * d.t + t];
-                    for n in 0..d.n {
-                        let xv = src.map_or(0.0, |s| x[(n * d.s + s) * d.c + grp * d.cg + c]);
-                        acc = xv.mul_add(g[(n * d.p + m) * d.o + o], acc);
+        .for_each(|(row, acc)| {
+            with_fma(
+                #[inline(always)]
+                || {
+                    let (t, c) = (row / d.cg, row % d.cg);
+                    for m in 0..d.p {
+                        let src = idx[m * d.t + t];
+                        for n in 0..d.n {
+                            let gr = &g[(n * d.p + m) * d.o..(n * d.p + m + 1) * d.o];
+                            for grp in 0..d.groups {
+                                let xv =
+                                    src.map_or(0.0, |s| x[(n * d.s + s) * d.c + grp * d.cg + c]);
+                                let outs = grp * d.og()..(grp + 1) * d.og();
+                                for (a, &gv) in acc[outs.clone()].iter_mut().zip(&gr[outs]) {
+                                    *a = xv.mul_add(gv, *a);
+                                }
+                            }
+                        }
                     }
-                }
-                *slot = acc;
-            }
+                },
+            )
         });
     dk
 }
