@@ -200,6 +200,20 @@ def attention_cases():
     return out
 
 
+def rnn_module_cases():
+    """nn.RNN over LSTMCell (forward) and GRUCell (reverse, keep_order):
+    parameters, final carry and outputs (lax.scan runs the cell compiled)."""
+    x = arr((2, 5, 3), 90)
+    out = {"x": f32_bits(x)}
+    for name, rnn in [("lstm", nn.RNN(nn.LSTMCell(4), return_carry=True)),
+                      ("gru_reverse", nn.RNN(nn.GRUCell(4), return_carry=True, reverse=True, keep_order=True))]:
+        v = rnn.init(jax.random.key(0), x)
+        carry, y = rnn.apply(v, x)
+        flat_carry = carry if not isinstance(carry, tuple) else jnp.concatenate([c.reshape(-1) for c in carry])
+        out[name] = {"params": tree_bits(v["params"]), "y": f32_bits(y), "carry": f32_bits(flat_carry)}
+    return out
+
+
 def main():
     check_versions()
     out = {
@@ -218,6 +232,7 @@ def main():
         "pools": pool_cases(),
         "rnn": rnn_cases(),
         "attention": attention_cases(),
+        "rnn_module": rnn_module_cases(),
         "embed": embed_case([[1, 2, -1], [9, 0, 3]]),
         # The same ids as one axis: attend's gradient is then a product
         # with one contracting axis.
