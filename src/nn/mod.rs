@@ -7,6 +7,7 @@ mod attention;
 mod autodiff;
 mod control_flow;
 mod conv;
+mod conv_transpose;
 mod dense;
 mod dense_general;
 mod dropout;
@@ -34,6 +35,7 @@ pub use attention::{
 pub use autodiff::{grad, grad_with_aux, value_and_grad, value_and_grad_with_aux};
 pub use control_flow::{cond, switch, Branch};
 pub use conv::{Conv, Padding};
+pub use conv_transpose::ConvTranspose;
 pub use dense::Dense;
 pub use dense_general::DenseGeneral;
 pub use dropout::Dropout;

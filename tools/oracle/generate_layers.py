@@ -109,6 +109,18 @@ CONVS = [
 ]
 
 
+CONV_TRANSPOSES = [
+    ("convT_same_stride2", dict(features=3, kernel_size=(3, 3), strides=(2, 2)), (2, 4, 4, 2)),
+    ("convT_valid", dict(features=2, kernel_size=(2, 2), padding="VALID"), (1, 3, 3, 2)),
+    ("convT_1d_stride1", dict(features=2, kernel_size=(3,)), (2, 5, 3)),
+]
+
+
+def conv_transpose_cases():
+    return [norm_case(name, nn.ConvTranspose(**kw), shape, 40 + i) | {"config": kw}
+            for i, (name, kw, shape) in enumerate(CONV_TRANSPOSES)]
+
+
 def conv_cases():
     out = []
     for i, (name, kw, shape) in enumerate(CONVS):
@@ -229,6 +241,7 @@ def main():
         ],
         "batchnorm_3d": batchnorm_3d(),
         "convs": conv_cases(),
+        "conv_transposes": conv_transpose_cases(),
         "pools": pool_cases(),
         "rnn": rnn_cases(),
         "attention": attention_cases(),
