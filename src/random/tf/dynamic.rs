@@ -169,14 +169,14 @@ macro_rules! from_i64 {
 }
 from_i64!(i32, i64, u32, u64);
 
-/// Converts TensorFlow's 16-bit float arrays to the `half` crate's types.
+/// TensorFlow's 16-bit float arrays are the `half` crate's already.
 pub(crate) fn f16_array(a: ArrayD<F16>) -> ArrayD<half::f16> {
-    a.mapv(|x| half::f16::from_bits(x.to_bits()))
+    a
 }
 
 /// See [`f16_array`].
 pub(crate) fn bf16_array(a: ArrayD<BF16>) -> ArrayD<half::bf16> {
-    a.mapv(|x| half::bf16::from_bits(x.to_bits()))
+    a
 }
 
 /// Runs `$body` with the type `$t` of a run-time float dtype and wraps its
