@@ -16,13 +16,14 @@ use std::sync::Arc;
 use ndarray::{ArcArray, IxDyn};
 use smallvec::SmallVec;
 
+use super::batched::current_layout;
 use super::debug_nans::{check_gradients, check_nans, debug_nans};
 use super::error::{Result, TensorError};
 use super::grad::{pull, stop_gradient, trace_on};
 use super::ops::binary::{
     is_trailing, Rule, DIV, DIV_DA, DIV_DB, DIV_TRACED_DA, DIV_TRACED_DB, MUL, MUL_DA, MUL_DB,
 };
-use super::ops::matmul::matmul_slices_into;
+use super::ops::matmul::{exact_matmul_limit, matmul_slices_into, DotRoute};
 use super::ops::rows;
 use super::shape::broadcast_shapes_for;
 use super::tape::{OpKind, Tape};
@@ -209,7 +210,24 @@ struct Step {
     inputs: SmallVec<[Src; 2]>,
     in_shapes: SmallVec<[Vec<usize>; 2]>,
     shape: Vec<usize>,
+    /// For a product: how its forward and its two cotangents are summed,
+    /// decided when planned (see [`DotRoute`]).
+    routes: Option<[DotRoute; 3]>,
 }
+
+/// The shapes (`m, k, n`) and strides of a product's forward (`a @ b`)
+/// and of its cotangents `g @ b^T` and `a^T @ g`, in [`backward`]'s
+/// operand order.
+fn dot_shapes(m: usize, k: usize, n: usize) -> [DotCall; 3] {
+    [
+        ((k, 1), (n, 1), (m, k, n)),
+        ((n, 1), (1, n), (m, n, k)),
+        ((1, k), (n, 1), (k, m, n)),
+    ]
+}
+
+/// Strides of the left and right operands and the product's `(m, k, n)`.
+type DotCall = ((usize, usize), (usize, usize), (usize, usize, usize));
 
 /// A compiled tape with its buffers.
 struct Plan {
@@ -236,6 +254,18 @@ struct Plan {
     loss: ArcArray<f32, IxDyn>,
     out_grads: Vec<ArcArray<f32, IxDyn>>,
     tmp: Vec<f32>,
+    scratch: Scratch,
+    /// [`exact_matmul_limit`] when the routes were decided.
+    limit: usize,
+}
+
+/// Buffers the replay reuses between calls, and whether the planned
+/// product routes hold for this call.
+#[derive(Default)]
+struct Scratch {
+    routes: bool,
+    packed: Vec<f32>,
+    rows: Vec<f32>,
 }
 
 fn unsupported(message: String) -> TensorError {
@@ -315,11 +345,16 @@ impl Plan {
                 OpKind::SoftmaxLast | OpKind::LogSoftmaxLast => in_shapes[0].clone(),
             };
             shapes.push(shape.clone());
+            let routes = matches!(node.kind, OpKind::Matmul).then(|| {
+                dot_shapes(in_shapes[0][0], in_shapes[0][1], shape[1])
+                    .map(|(sa, sb, mkn)| DotRoute::new(sa, sb, mkn, (1, 1)))
+            });
             steps.push(Step {
                 kind: node.kind,
                 inputs,
                 in_shapes,
                 shape,
+                routes,
             });
         }
         drop(nodes);
@@ -370,6 +405,8 @@ impl Plan {
             loss: ArcArray::zeros(IxDyn(&[])),
             out_grads,
             tmp: Vec::new(),
+            scratch: Scratch::default(),
+            limit: exact_matmul_limit(),
         })
     }
 
@@ -402,7 +439,12 @@ impl Plan {
             loss,
             out_grads,
             tmp,
+            scratch,
+            limit,
         } = self;
+        // The routes were decided outside a `vmap` layout and for this
+        // limit; otherwise each product decides again.
+        scratch.routes = current_layout().is_none() && exact_matmul_limit() == *limit;
         let (n_params, leaves) = (*n_params, *leaves);
         let mut leaf: SmallVec<[&[f32]; 16]> = SmallVec::new();
         let all = params.leaves().iter().chain(inputs.leaves());
@@ -428,7 +470,7 @@ impl Plan {
                     Some(Src::Const(c)) => &consts[*c],
                 }
             };
-            forward(step, [input(0), input(1)], &mut rest[0]);
+            forward(step, [input(0), input(1)], &mut rest[0], scratch);
         }
         // Backward, in the eager order. Parameter gradients go straight into
         // the output buffers (copied first only if the caller still holds
@@ -471,10 +513,10 @@ impl Plan {
                 };
                 if has_grad[target] {
                     tmp.resize(acc.len(), 0.0);
-                    backward(step, k, &g, ins, &values[id], tmp);
+                    backward(step, k, &g, ins, &values[id], tmp, scratch);
                     acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
                 } else {
-                    backward(step, k, &g, ins, &values[id], acc);
+                    backward(step, k, &g, ins, &values[id], acc, scratch);
                     has_grad[target] = true;
                 }
             }
@@ -526,7 +568,7 @@ fn last(step: &Step) -> usize {
 }
 
 /// The forward computation of one step into `out`.
-fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
+fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32], scratch: &mut Scratch) {
     let [a, b] = ins;
     match step.kind {
         OpKind::Neg => out.iter_mut().zip(a).for_each(|(o, &x)| *o = -x),
@@ -535,10 +577,7 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32]) {
         OpKind::Sub => zip_into(step, a, b, out, |x, y| x - y),
         OpKind::Mul => zip_into(step, a, b, out, MUL),
         OpKind::Div | OpKind::DivTraced => zip_into(step, a, b, out, DIV),
-        OpKind::Matmul => {
-            let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
-            matmul_slices_into(a, (k, 1), b, (n, 1), m, k, n, out)
-        }
+        OpKind::Matmul => product(step, 0, a, b, out, scratch),
         OpKind::SumAll => out[0] = rows::sum_all(a, step.in_shapes[0].len()),
         OpKind::SumLast { mean, .. } => {
             let n = *step.in_shapes[0].last().expect("at least 2-D");
@@ -565,19 +604,61 @@ fn sum_rows_into(g: &[f32], dst: &mut [f32]) {
 
 /// `rule(g, a, b, out)` over the broadcast, then summed to the input's
 /// length (`dst`), as eager `scale_grad` does.
-fn scaled_into(g: &[f32], a: &[f32], b: &[f32], o: &[f32], rule: Rule, dst: &mut [f32]) {
+#[allow(clippy::too_many_arguments)]
+fn scaled_into(
+    g: &[f32],
+    a: &[f32],
+    b: &[f32],
+    o: &[f32],
+    rule: Rule,
+    dst: &mut [f32],
+    rows: &mut Vec<f32>,
+) {
     let (la, lb) = (a.len(), b.len());
     let scaled = (0..g.len()).map(|j| rule(g[j], a[j % la], b[j % lb], o[j]));
     if dst.len() == g.len() {
         dst.iter_mut().zip(scaled).for_each(|(d, v)| *d = v);
     } else {
-        sum_rows_into(&scaled.collect::<Vec<f32>>(), dst);
+        rows.clear();
+        rows.extend(scaled);
+        sum_rows_into(rows, dst);
+    }
+}
+
+/// Product `which` of a matmul step (0: forward `a @ b`, 1: `g @ b^T`, 2:
+/// `a^T @ g`) of `x` and `y` into `out`, along its planned route when the
+/// routes hold.
+fn product(
+    step: &Step,
+    which: usize,
+    x: &[f32],
+    y: &[f32],
+    out: &mut [f32],
+    scratch: &mut Scratch,
+) {
+    let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
+    let (sa, sb, mkn) = dot_shapes(m, k, n)[which];
+    match &step.routes {
+        Some(routes) if scratch.routes => {
+            routes[which].run(x, sa, y, sb, mkn, out, &mut scratch.packed)
+        }
+        _ => matmul_slices_into(x, sa, y, sb, mkn.0, mkn.1, mkn.2, out),
     }
 }
 
 /// The gradient of input `input` of one step, given the output gradient
 /// `g`, into `dst`.
-fn backward(step: &Step, input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32], dst: &mut [f32]) {
+#[allow(clippy::too_many_arguments)]
+fn backward(
+    step: &Step,
+    input: usize,
+    g: &[f32],
+    ins: [&[f32]; 2],
+    out: &[f32],
+    dst: &mut [f32],
+    scratch: &mut Scratch,
+) {
+    let rows = &mut scratch.rows;
     let [a, b] = ins;
     match step.kind {
         OpKind::Neg => dst.iter_mut().zip(g).for_each(|(d, &g)| *d = -g),
@@ -589,28 +670,29 @@ fn backward(step: &Step, input: usize, g: &[f32], ins: [&[f32]; 2], out: &[f32],
         OpKind::Add => sum_rows_into(g, dst),
         OpKind::Sub if input == 0 => sum_rows_into(g, dst),
         OpKind::Sub => {
-            let neg: Vec<f32> = g.iter().map(|&x| -x).collect();
-            sum_rows_into(&neg, dst)
+            rows.clear();
+            rows.extend(g.iter().map(|&x| -x));
+            sum_rows_into(rows, dst)
         }
-        OpKind::Mul => scaled_into(g, a, b, out, if input == 0 { MUL_DA } else { MUL_DB }, dst),
-        OpKind::Div => scaled_into(g, a, b, out, if input == 0 { DIV_DA } else { DIV_DB }, dst),
+        OpKind::Mul => {
+            let rule = if input == 0 { MUL_DA } else { MUL_DB };
+            scaled_into(g, a, b, out, rule, dst, rows)
+        }
+        OpKind::Div => {
+            let rule = if input == 0 { DIV_DA } else { DIV_DB };
+            scaled_into(g, a, b, out, rule, dst, rows)
+        }
         OpKind::DivTraced => {
             let rule = if input == 0 {
                 DIV_TRACED_DA
             } else {
                 DIV_TRACED_DB
             };
-            scaled_into(g, a, b, out, rule, dst)
+            scaled_into(g, a, b, out, rule, dst, rows)
         }
-        OpKind::Matmul => {
-            // dA = g @ B^T ([m, n] @ [n, k]), dB = A^T @ g ([k, m] @ [m, n]).
-            let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
-            if input == 0 {
-                matmul_slices_into(g, (n, 1), b, (1, n), m, n, k, dst)
-            } else {
-                matmul_slices_into(a, (1, k), g, (n, 1), k, m, n, dst)
-            }
-        }
+        // dA = g @ B^T ([m, n] @ [n, k]), dB = A^T @ g ([k, m] @ [m, n]).
+        OpKind::Matmul if input == 0 => product(step, 1, g, b, dst, scratch),
+        OpKind::Matmul => product(step, 2, a, g, dst, scratch),
         OpKind::SumAll => dst.fill(g[0]),
         OpKind::SumLast { mean, .. } => {
             let n = last(step);

@@ -114,6 +114,9 @@ pub(crate) struct Tape {
     /// Whether the values of a tensor traced on this tape were read (a
     /// value-dependent branch: a compiled step must not replay it).
     read: AtomicBool,
+    /// Whether the tape holds an item's view of a shared tensor (a `vmap`
+    /// traced in place): only then do products keep [`DotFactors`].
+    views: AtomicBool,
     nodes: Mutex<Vec<Node>>,
 }
 
@@ -126,6 +129,7 @@ impl Tape {
             open: AtomicBool::new(true),
             nested: AtomicBool::new(false),
             read: AtomicBool::new(false),
+            views: AtomicBool::new(false),
             nodes: Mutex::new(Vec::with_capacity(16)),
         })
     }
@@ -167,8 +171,16 @@ impl Tape {
         self.nodes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether an item's view was recorded on this tape.
+    pub(crate) fn has_views(&self) -> bool {
+        self.views.load(Ordering::Relaxed)
+    }
+
     /// Appends a node and returns its id.
     pub(crate) fn push(&self, node: Node) -> usize {
+        if node.view.is_some() {
+            self.views.store(true, Ordering::Relaxed);
+        }
         let mut nodes = self.nodes();
         nodes.push(node);
         nodes.len() - 1

@@ -5,6 +5,7 @@
 //! [`exact_matmul_limit`] use the `gemm` crate's faster kernels instead.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use ndarray::{ArcArray, ArrayD, ArrayView2, ArrayViewD, Axis, Ix2, IxDyn};
 
@@ -84,12 +85,12 @@ fn small_matmul_body(
     k: usize,
     n: usize,
     o: &mut [f32],
+    plain: Option<usize>,
 ) {
     if k == 0 {
         o.fill(0.0);
         return;
     }
-    let plain = plain_column(m, k, n);
     // One output at a time, its sum in a register: the chains of different
     // outputs are independent, so the CPU overlaps them.
     for i in 0..m {
@@ -130,12 +131,13 @@ unsafe fn small_matmul_fma(
     k: usize,
     n: usize,
     o: &mut [f32],
+    plain: Option<usize>,
 ) {
-    small_matmul_body(x, sa, y, sb, m, k, n, o)
+    small_matmul_body(x, sa, y, sb, m, k, n, o, plain)
 }
 
 /// `out = a @ b` for operands in contiguous slices with strides; see
-/// [`small_matmul_body`].
+/// [`small_matmul_body`]; `plain`: [`plain_column`]'s answer.
 #[allow(clippy::too_many_arguments)]
 fn small_matmul_strided(
     x: &[f32],
@@ -146,15 +148,16 @@ fn small_matmul_strided(
     k: usize,
     n: usize,
     o: &mut [f32],
+    plain: Option<usize>,
 ) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU supports FMA, checked just above; that is the only
         // requirement of `small_matmul_fma`, whose body is safe code.
-        unsafe { small_matmul_fma(x, sa, y, sb, m, k, n, o) };
+        unsafe { small_matmul_fma(x, sa, y, sb, m, k, n, o, plain) };
         return;
     }
-    small_matmul_body(x, sa, y, sb, m, k, n, o)
+    small_matmul_body(x, sa, y, sb, m, k, n, o, plain)
 }
 
 /// `out = a @ b` for 2-D operands; `out` is row-major zeros.
@@ -165,7 +168,7 @@ fn small_matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, o: &mut [f32])
         (Some(x), Some(y)) if sa.iter().chain(sb).all(|&s| s >= 0) => {
             let sa = (sa[0] as usize, sa[1] as usize);
             let sb = (sb[0] as usize, sb[1] as usize);
-            small_matmul_strided(x, sa, y, sb, m, k, n, o);
+            small_matmul_strided(x, sa, y, sb, m, k, n, o, plain_column(m, k, n));
         }
         _ => {
             let plain = plain_column(m, k, n);
@@ -199,6 +202,124 @@ fn ynn_route(m: usize, k: usize, n: usize, sa: (isize, isize), sb: (isize, isize
     }
 }
 
+/// How one product of a given shape and strides is summed: decided once
+/// per shape (compiled steps keep it), then run by [`DotRoute::run`].
+#[derive(Clone, Debug)]
+pub(crate) enum DotRoute {
+    /// An empty output (`m` or `n` is 0).
+    Empty,
+    /// No terms (`k` is 0): zeros.
+    Zeros,
+    /// XLA's own emitter for a small product: plain chains (but for the
+    /// column [`plain_column`] names).
+    Small(Option<usize>),
+    /// A plan summed one output at a time (small products, B read through
+    /// its strides).
+    Scalar(Arc<DotPlan>),
+    /// A plan run by the blocked kernels (B packed row-major first if it is
+    /// not).
+    Planned(Arc<DotPlan>),
+    /// Above [`exact_matmul_limit`]: the `gemm` crate.
+    Fast,
+}
+
+impl DotRoute {
+    /// The route of `[m, k] @ [k, n]` for operands with (row, column)
+    /// strides `sa`, `sb`, outside a `vmap` layout; `batches` as for
+    /// [`dot_into`].
+    pub(crate) fn new(
+        sa: (usize, usize),
+        sb: (usize, usize),
+        (m, k, n): (usize, usize, usize),
+        batches: (usize, usize),
+    ) -> DotRoute {
+        Self::with_plan_shape(sa, sb, (m, k, n), (m, n, batches), false)
+    }
+
+    /// [`DotRoute::new`] for a product planned as `pm x pn` with `batches`
+    /// (the shape XLA sees inside a `vmap`); `offset`: this item's columns
+    /// sit among others' (no per-output route then).
+    fn with_plan_shape(
+        sa: (usize, usize),
+        sb: (usize, usize),
+        (m, k, n): (usize, usize, usize),
+        (pm, pn, batches): (usize, usize, (usize, usize)),
+        offset: bool,
+    ) -> DotRoute {
+        if m == 0 || n == 0 {
+            return DotRoute::Empty;
+        }
+        if k == 0 {
+            return DotRoute::Zeros;
+        }
+        if m * k * n > exact_matmul_limit() {
+            return DotRoute::Fast;
+        }
+        let route = ynn_route(
+            pm,
+            k,
+            pn,
+            (sa.0 as isize, sa.1 as isize),
+            (sb.0 as isize, sb.1 as isize),
+        );
+        let plan = match route {
+            None if pm * pn * k <= SMALL => return DotRoute::Small(plain_column(m, k, n)),
+            None => Arc::new(DotPlan::chain(k, pn)),
+            Some(b_transposed) => {
+                ynn_dot::cached_plan(pm, k, pn, b_transposed, batches.0, batches.1)
+            }
+        };
+        if !offset && m * k * n <= ynn_dot::SCALAR_LIMIT {
+            DotRoute::Scalar(plan)
+        } else {
+            DotRoute::Planned(plan)
+        }
+    }
+
+    /// `out = a @ b` along this route, for `a` in `x` with strides `sa`,
+    /// `b` in `y` with strides `sb` (the strides the route was decided
+    /// for), outside a `vmap` layout. `packed`: scratch for B row-major.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run(
+        &self,
+        x: &[f32],
+        sa: (usize, usize),
+        y: &[f32],
+        sb: (usize, usize),
+        (m, k, n): (usize, usize, usize),
+        out: &mut [f32],
+        packed: &mut Vec<f32>,
+    ) {
+        match self {
+            DotRoute::Empty => {}
+            DotRoute::Zeros => out.fill(0.0),
+            DotRoute::Small(plain) => small_matmul_strided(x, sa, y, sb, m, k, n, out, *plain),
+            DotRoute::Scalar(plan) if sa.1 == 1 && sb.1 == 1 && sb.0 != 1 => {
+                // B's columns gathered, so that every output is a dot of
+                // two contiguous slices.
+                packed.clear();
+                packed.extend((0..n).flat_map(|j| (0..k).map(move |p| y[p * sb.0 + j])));
+                ynn_dot::planned_scalar(x, sa, packed, (1, k), (m, k, n), plan, out)
+            }
+            DotRoute::Scalar(plan) => ynn_dot::planned_scalar(x, sa, y, sb, (m, k, n), plan, out),
+            DotRoute::Fast => fast_matmul(x, sa, y, sb, (m, k, n), out),
+            DotRoute::Planned(plan) if sb == (n, 1) => planned_matmul(x, sa, y, m, k, n, plan, out),
+            DotRoute::Planned(plan) => {
+                // B row-major for the kernels (rows of B are read
+                // contiguously).
+                packed.clear();
+                packed.resize(k * n, 0.0);
+                for p in 0..k {
+                    for j in 0..n {
+                        packed[p * n + j] = y[p * sb.0 + j * sb.1];
+                    }
+                }
+                planned_matmul(x, sa, packed, m, k, n, plan, out)
+            }
+        }
+    }
+}
+
 /// `out = a @ b` for operands in contiguous slices with non-negative
 /// (row, column) strides, summed in XLA's order (see [`ynn_route`]);
 /// `batches`: how many matrices the left and right operands of the whole
@@ -213,60 +334,29 @@ fn dot_into(
     batches: (usize, usize),
     out: &mut [f32],
 ) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        out.fill(0.0);
-        return;
-    }
-    if m * k * n > exact_matmul_limit() {
-        fast_matmul(x, sa, y, sb, (m, k, n), out);
-        return;
-    }
     let layout = current_layout();
-    let (pm, pn, batches) = planned_shape(m, n, batches);
-    let route = ynn_route(
-        pm,
-        k,
-        pn,
-        (sa.0 as isize, sa.1 as isize),
-        (sb.0 as isize, sb.1 as isize),
-    );
-    let plan = match route {
-        None if pm * pn * k <= SMALL => {
-            out.fill(0.0);
-            small_matmul_strided(x, sa, y, sb, m, k, n, out);
-            return;
-        }
-        None => std::rc::Rc::new(DotPlan::chain(k, pn)),
-        Some(b_transposed) => ynn_dot::cached_plan(pm, k, pn, b_transposed, batches.0, batches.1),
-    };
-    // B row-major for the kernels (rows of B are read contiguously); with
-    // the items folded into the columns, this item's columns sit at their
-    // place among zero columns, since a column's sum depends on where it
-    // falls in the kernels' tiles.
+    let planned = planned_shape(m, n, batches);
+    let pn = planned.1;
+    // With the items folded into the columns, this item's columns sit at
+    // their place among zero columns, since a column's sum depends on where
+    // it falls in the kernels' tiles.
     let offset = match layout {
         Some(Virtual::Cols { offset, .. }) if pn != n => Some(offset),
         _ => None,
     };
-    if offset.is_none() && sb == (n, 1) {
-        planned_matmul(x, sa, y, m, k, n, &plan, out);
+    let route = DotRoute::with_plan_shape(sa, sb, (m, k, n), planned, offset.is_some());
+    let (DotRoute::Planned(plan), Some(start)) = (&route, offset) else {
+        route.run(x, sa, y, sb, (m, k, n), out, &mut Vec::new());
         return;
-    }
-    let start = offset.unwrap_or(0);
+    };
     let mut packed = vec![0.0; k * pn];
     for p in 0..k {
         for j in 0..n {
             packed[p * pn + start + j] = y[p * sb.0 + j * sb.1];
         }
     }
-    if offset.is_none() {
-        planned_matmul(x, sa, &packed, m, k, n, &plan, out);
-        return;
-    }
     let mut wide = vec![0.0; m * pn];
-    planned_matmul(x, sa, &packed, m, k, pn, &plan, &mut wide);
+    planned_matmul(x, sa, &packed, m, k, pn, plan, &mut wide);
     for (row, o) in wide.chunks_exact(pn).zip(out.chunks_exact_mut(n)) {
         o.copy_from_slice(&row[start..start + n]);
     }
@@ -604,17 +694,21 @@ impl Tensor {
         // Without the unit axes of vector operands ([..., 1, n] and
         // [..., m, 1]).
         let full = out.shape().to_vec();
-        let mut squeezed = full.clone();
-        let r = full.len();
-        if rhs_vec {
-            squeezed.remove(r - 1);
-        }
-        if lhs_vec {
-            squeezed.remove(r - 2);
-        }
-        let out = out
-            .into_shape_with_order(IxDyn(&squeezed))
-            .expect("only unit axes removed");
+        let vectors = lhs_vec || rhs_vec;
+        let out = if vectors {
+            let mut squeezed = full.clone();
+            let r = full.len();
+            if rhs_vec {
+                squeezed.remove(r - 1);
+            }
+            if lhs_vec {
+                squeezed.remove(r - 2);
+            }
+            out.into_shape_with_order(IxDyn(&squeezed))
+                .expect("only unit axes removed")
+        } else {
+            out
+        };
         if !self.is_traced() && !other.is_traced() {
             // Nothing to record (and no backward closures to build).
             return Ok(Tensor::constant(out.into_shared()));
@@ -630,8 +724,12 @@ impl Tensor {
             // Compiled steps do not replay fused accumulations.
             OpKind::Other
         };
-        // The output's cotangent with the unit axes back.
-        let widen = move |full: &[usize], g: &ArrayD<f32>| -> ArrayD<f32> {
+        // The output's cotangent with the unit axes back (a copy only for
+        // vector operands).
+        let widen = move |full: &[usize], g: ArrayD<f32>| -> ArrayD<f32> {
+            if !vectors {
+                return g;
+            }
             g.to_shape(IxDyn(full))
                 .expect("only unit axes added")
                 .into_owned()
@@ -639,10 +737,14 @@ impl Tensor {
         let full_dot = full.clone();
         let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
         let (a2, b2) = (ad.clone(), bd.clone());
-        let dot: Option<DotFactors> = two_d.then(|| -> DotFactors {
+        // Only a tape with items' views (a `vmap`) needs the cotangents as
+        // unevaluated products.
+        let on_views = |t: &Tensor| t.tracer.as_ref().is_some_and(|tr| tr.tape.has_views());
+        let keep_dot = two_d && (on_views(self) || on_views(other));
+        let dot: Option<DotFactors> = keep_dot.then(|| -> DotFactors {
             let (sa, sb) = (sa.clone(), sb.clone());
             Box::new(move |g, input| {
-                let g = widen(&full_dot, g);
+                let g = widen(&full_dot, g.clone());
                 if input == 1 {
                     (a2.to_owned(), g, sb.clone())
                 } else {
@@ -655,7 +757,7 @@ impl Tensor {
             &[self, other],
             kind,
             move |g, needs| {
-                let g = widen(&full, &g);
+                let g = widen(&full, g);
                 // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch
                 // axes, in the operands' own shapes.
                 let ga = needs[0].then(|| {

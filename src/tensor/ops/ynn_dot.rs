@@ -327,7 +327,7 @@ impl std::hash::Hasher for KeyHasher {
 
 type PlanMap = std::collections::HashMap<
     PlanKey,
-    std::rc::Rc<DotPlan>,
+    std::sync::Arc<DotPlan>,
     std::hash::BuildHasherDefault<KeyHasher>,
 >;
 
@@ -343,19 +343,19 @@ pub(crate) fn cached_plan(
     b_transposed: bool,
     a_batch: usize,
     b_batch: usize,
-) -> std::rc::Rc<DotPlan> {
+) -> std::sync::Arc<DotPlan> {
     let key = (m, k, n, b_transposed, a_batch, b_batch);
     if let Some(p) = PLANS.with(|c| c.borrow().get(&key).cloned()) {
         return p;
     }
-    let p = std::rc::Rc::new(plan(m, k, n, b_transposed, a_batch, b_batch));
+    let p = std::sync::Arc::new(plan(m, k, n, b_transposed, a_batch, b_batch));
     PLANS.with(|c| {
         let mut c = c.borrow_mut();
         // A bound on memory for programs that see endless new shapes.
         if c.len() >= 4096 {
             c.clear();
         }
-        c.insert(key, std::rc::Rc::clone(&p));
+        c.insert(key, std::sync::Arc::clone(&p));
     });
     p
 }
@@ -706,6 +706,171 @@ fn rows(
     rows_dispatch(x, sa, y, k, n, plan, r, o)
 }
 
+/// Products of at most this many multiply-adds are summed one output at a
+/// time by [`planned_scalar`]: for them, clearing and reducing the
+/// kernels' accumulator blocks costs more than the arithmetic.
+pub(crate) const SCALAR_LIMIT: usize = 1024;
+
+/// The partial sums of one kernel call for one output: terms `s..e`, lane
+/// `(p - s) % T`, reduced as [`reduce`] does (zero lanes included, which
+/// decide the sign of a zero sum as YNNPACK's padded lanes do).
+/// `chain_first`: the first term is a plain product (XLA's own emitter,
+/// `T == 1`).
+#[inline(always)]
+fn scalar_call<const T: usize>(
+    term: impl Fn(usize) -> (f32, f32),
+    (s, e): (usize, usize),
+    chain_first: bool,
+) -> f32 {
+    let mut lanes = [0.0f32; T];
+    let mut p = s;
+    if chain_first && p < e {
+        let (x, y) = term(p);
+        lanes[0] = x * y;
+        p += 1;
+    }
+    while p + T <= e {
+        for (q, lane) in lanes.iter_mut().enumerate() {
+            let (x, y) = term(p + q);
+            *lane = x.mul_add(y, *lane);
+        }
+        p += T;
+    }
+    for (q, lane) in lanes.iter_mut().enumerate().take(e - p) {
+        let (x, y) = term(p + q);
+        *lane = x.mul_add(y, *lane);
+    }
+    match T {
+        1 => lanes[0],
+        2 => lanes[0] + lanes[1],
+        _ => (lanes[0] + lanes[1]) + (lanes[2 % T] + lanes[3 % T]),
+    }
+}
+
+/// One output of the product under `plan`, summed as [`rows_body`] sums
+/// it: `kc`-term chunks of the multiple of `T`, then the tail.
+#[inline(always)]
+fn scalar_output<const T: usize>(
+    term: impl Fn(usize) -> (f32, f32) + Copy,
+    k: usize,
+    kc: usize,
+    chain: bool,
+) -> f32 {
+    let kmain = k / T * T;
+    let mut tot = 0.0f32;
+    let mut first = true;
+    let mut s = 0;
+    while s < kmain {
+        let e = (s + kc).min(kmain);
+        let v = scalar_call::<T>(term, (s, e), chain && first);
+        tot = if first { v } else { v + tot };
+        first = false;
+        s = e;
+    }
+    if kmain < k {
+        let v = scalar_call::<T>(term, (kmain, k), chain && first);
+        tot = if first { v } else { v + tot };
+    }
+    tot
+}
+
+/// [`planned_scalar`]'s loops for `tile_k == T`.
+#[inline(always)]
+fn scalar_tiles<const T: usize>(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    (m, k, n): (usize, usize, usize),
+    plan: &DotPlan,
+    out: &mut [f32],
+) {
+    if sa.1 == 1 && sb.0 == 1 {
+        // Rows of A and columns of B contiguous: each output a dot of two
+        // slices (bounds checked once per output).
+        for &(j0, j1, kc) in &plan.tiles {
+            for i in 0..m {
+                let xr = &x[i * sa.0..i * sa.0 + k];
+                for j in j0..j1 {
+                    let yc = &y[j * sb.1..j * sb.1 + k];
+                    let term = |p: usize| (xr[p], yc[p]);
+                    out[i * n + j] = scalar_output::<T>(term, k, kc, plan.chain);
+                }
+            }
+        }
+        return;
+    }
+    for &(j0, j1, kc) in &plan.tiles {
+        for i in 0..m {
+            for j in j0..j1 {
+                let term = |p: usize| (x[i * sa.0 + p * sa.1], y[p * sb.0 + j * sb.1]);
+                out[i * n + j] = scalar_output::<T>(term, k, kc, plan.chain);
+            }
+        }
+    }
+}
+
+/// [`planned_matmul`] for small products (at most [`SCALAR_LIMIT`]
+/// multiply-adds), one output at a time, with B read through its strides
+/// `sb` (no packing): the same arithmetic in the same order, same bits.
+pub(crate) fn planned_scalar(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    mkn: (usize, usize, usize),
+    plan: &DotPlan,
+    out: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU supports FMA, checked just above; that is the only
+        // requirement of `planned_scalar_fma`, whose body is safe code.
+        unsafe { planned_scalar_fma(x, sa, y, sb, mkn, plan, out) };
+        return;
+    }
+    planned_scalar_body(x, sa, y, sb, mkn, plan, out)
+}
+
+/// [`planned_scalar_body`] compiled with FMA instructions (`mul_add` is
+/// one instruction instead of a call to libm's `fmaf`; same bits).
+///
+/// # Safety
+///
+/// The CPU must support FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn planned_scalar_fma(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    mkn: (usize, usize, usize),
+    plan: &DotPlan,
+    out: &mut [f32],
+) {
+    planned_scalar_body(x, sa, y, sb, mkn, plan, out)
+}
+
+/// The loops of [`planned_scalar`].
+#[inline(always)]
+fn planned_scalar_body(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    (m, k, n): (usize, usize, usize),
+    plan: &DotPlan,
+    out: &mut [f32],
+) {
+    debug_assert!(out.len() == m * n && m * k * n <= SCALAR_LIMIT);
+    match plan.tile_k {
+        1 => scalar_tiles::<1>(x, sa, y, sb, (m, k, n), plan, out),
+        2 => scalar_tiles::<2>(x, sa, y, sb, (m, k, n), plan, out),
+        _ => scalar_tiles::<4>(x, sa, y, sb, (m, k, n), plan, out),
+    }
+}
+
 /// Below this many multiply-adds a product runs on the calling thread.
 const PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
 
@@ -740,6 +905,48 @@ pub(crate) fn planned_matmul(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_output_sums_match_the_blocked_kernels() {
+        // Same order, same bits: every small shape, plan and stride pattern
+        // (B row-major, transposed, and A transposed), with values whose
+        // sums round differently in other orders, signed zeros included.
+        let mut seed = 7u64;
+        let mut value = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            match seed >> 60 {
+                0 => -0.0,
+                1 => 0.0,
+                _ => ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 3.0,
+            }
+        };
+        for (m, k, n) in [(1, 1, 1), (8, 2, 3), (8, 3, 2), (3, 9, 8), (5, 13, 11), (9, 4, 16)] {
+            let x: Vec<f32> = (0..m * k).map(|_| value()).collect();
+            let y: Vec<f32> = (0..k * n).map(|_| value()).collect();
+            let yt: Vec<f32> = (0..n * k).map(|i| y[(i % k) * n + i / k]).collect();
+            let xt: Vec<f32> = (0..k * m).map(|i| x[(i % m) * k + i / m]).collect();
+            let plans = [
+                plan(m, k, n, false, 1, 1),
+                plan(m, k, n, true, 1, 1),
+                DotPlan::chain(k, n),
+            ];
+            for p in &plans {
+                let mut blocked = vec![0.0; m * n];
+                planned_matmul(&x, (k, 1), &y, m, k, n, p, &mut blocked);
+                let cases: [(&[f32], (usize, usize), &[f32], (usize, usize)); 3] = [
+                    (&x, (k, 1), &y, (n, 1)),
+                    (&x, (k, 1), &yt, (1, k)),
+                    (&xt, (1, m), &y, (n, 1)),
+                ];
+                for (xs, sa, ys, sb) in cases {
+                    let mut single = vec![0.0; m * n];
+                    planned_scalar(xs, sa, ys, sb, (m, k, n), p, &mut single);
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&single), bits(&blocked), "{m}x{k}x{n} {p:?} {sa:?} {sb:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn plans_of_measured_shapes() {
