@@ -17,7 +17,7 @@ use crate::random::{self, Key, RandomError};
 use crate::tensor::{Leaf, Tensor, Tree};
 
 /// The state one `init`/`apply` call shares between all its scopes.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct State {
     pub(crate) variables: Variables,
     /// Shared between the items of lifted transforms, which never change it.

@@ -6,7 +6,7 @@ use ndarray::{ArrayD, IxDyn};
 use smallvec::SmallVec;
 
 use super::debug_nans::{check_gradients, check_nans};
-use super::error::{Result, TensorError};
+use super::error::TensorError;
 /// Transforms take functions that may fail with any error of the crate.
 type FnResult<T> = crate::Result<T>;
 use super::tape::{backward, Node, OpKind, Tape, Tracer};
@@ -64,11 +64,16 @@ pub(crate) fn pull(
     seed: ArrayD<f32>,
     params: &Tree,
     ids: &[usize],
-) -> Tree {
+) -> FnResult<Tree> {
+    // A backward rule's error (custom_vjp) is reported when the pass ends.
+    let _earlier = super::custom::take_failure();
     let mut grads = match &out.tracer {
         Some(tr) if Arc::ptr_eq(&tr.tape, tape) => backward(tape, tr.node, seed, ids),
         _ => vec![None; ids.len()],
     };
+    if let Some(e) = super::custom::take_failure() {
+        return Err(e);
+    }
     let leaves = params
         .leaves()
         .iter()
@@ -77,7 +82,7 @@ pub(crate) fn pull(
             Tensor::from_array(g.take().unwrap_or_else(|| ArrayD::zeros(IxDyn(p.shape()))))
         })
         .collect();
-    params.with_leaves(leaves).expect("one gradient per leaf")
+    Ok(params.with_leaves(leaves).expect("one gradient per leaf"))
 }
 
 /// `jax.value_and_grad`: the value of `f(params)` and its gradient with
@@ -144,7 +149,7 @@ where
         .into());
     }
     let seed = ArrayD::ones(IxDyn(&[]));
-    let grads = pull(&tape, &out, seed, params, &ids);
+    let grads = pull(&tape, &out, seed, params, &ids)?;
     check_gradients(&grads)?;
     Ok(((stop_gradient(&out), aux), grads))
 }
@@ -199,17 +204,21 @@ pub struct Pullback {
 impl Pullback {
     /// The cotangents of the parameters for the output cotangent
     /// `cotangent`, which must have the output's shape
-    /// ([`TensorError::Incompatible`] otherwise).
-    pub fn call(&self, cotangent: &Tensor) -> Result<Tree> {
+    /// ([`TensorError::Incompatible`] otherwise). A [`custom_vjp`]
+    /// backward rule's error is returned as it is.
+    ///
+    /// [`custom_vjp`]: super::custom_vjp
+    pub fn call(&self, cotangent: &Tensor) -> FnResult<Tree> {
         if cotangent.shape() != self.out.shape() {
             return Err(TensorError::Incompatible {
                 op: "vjp",
                 lhs: self.out.shape().to_vec(),
                 rhs: cotangent.shape().to_vec(),
-            });
+            }
+            .into());
         }
         let seed = cotangent.to_array();
-        Ok(pull(&self.tape, &self.out, seed, &self.params, &self.ids))
+        pull(&self.tape, &self.out, seed, &self.params, &self.ids)
     }
 }
 

@@ -165,7 +165,7 @@ where
             .into());
         }
         let seed = ndarray::ArrayD::ones(IxDyn(&[]));
-        let grads = pull(&tape, &out, seed, params, &ids);
+        let grads = pull(&tape, &out, seed, params, &ids)?;
         check_gradients(&grads)?;
         // A function that read traced values may branch on them: it runs
         // eagerly on every call rather than replaying this trace.

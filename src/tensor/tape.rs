@@ -202,10 +202,25 @@ pub(crate) fn backward(
     seed: ArrayD<f32>,
     wanted: &[usize],
 ) -> Vec<Option<ArrayD<f32>>> {
+    backward_from(tape, vec![(root, seed)], wanted)
+}
+
+/// [`backward`] from several nodes at once, each with its output gradient
+/// (seeds of the same node are added in order).
+pub(crate) fn backward_from(
+    tape: &Tape,
+    seeds: Vec<(usize, ArrayD<f32>)>,
+    wanted: &[usize],
+) -> Vec<Option<ArrayD<f32>>> {
+    let Some(root) = seeds.iter().map(|(r, _)| *r).max() else {
+        return vec![None; wanted.len()];
+    };
     let nodes = tape.nodes();
     let mut grads: Vec<Option<ArrayD<f32>>> = Vec::new();
     grads.resize_with(root + 1, || None);
-    grads[root] = Some(seed);
+    for (r, seed) in seeds {
+        accumulate(&mut grads[r], seed);
+    }
     // Cotangents of items' views, per view in arrival order, and the views'
     // groups waiting for their other items.
     let mut views: HashMap<usize, Vec<Contribution>> = HashMap::new();

@@ -12,6 +12,7 @@ pub(crate) mod collective;
 mod cond;
 mod map_variables;
 mod pack;
+mod remat;
 mod scan;
 mod vmap;
 mod while_loop;

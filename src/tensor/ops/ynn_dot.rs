@@ -920,7 +920,14 @@ mod tests {
                 _ => ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 3.0,
             }
         };
-        for (m, k, n) in [(1, 1, 1), (8, 2, 3), (8, 3, 2), (3, 9, 8), (5, 13, 11), (9, 4, 16)] {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (8, 2, 3),
+            (8, 3, 2),
+            (3, 9, 8),
+            (5, 13, 11),
+            (9, 4, 16),
+        ] {
             let x: Vec<f32> = (0..m * k).map(|_| value()).collect();
             let y: Vec<f32> = (0..k * n).map(|_| value()).collect();
             let yt: Vec<f32> = (0..n * k).map(|i| y[(i % k) * n + i / k]).collect();
@@ -933,7 +940,8 @@ mod tests {
             for p in &plans {
                 let mut blocked = vec![0.0; m * n];
                 planned_matmul(&x, (k, 1), &y, m, k, n, p, &mut blocked);
-                let cases: [(&[f32], (usize, usize), &[f32], (usize, usize)); 3] = [
+                type Operands<'a> = (&'a [f32], (usize, usize), &'a [f32], (usize, usize));
+                let cases: [Operands<'_>; 3] = [
                     (&x, (k, 1), &y, (n, 1)),
                     (&x, (k, 1), &yt, (1, k)),
                     (&xt, (1, m), &y, (n, 1)),
@@ -942,7 +950,11 @@ mod tests {
                     let mut single = vec![0.0; m * n];
                     planned_scalar(xs, sa, ys, sb, (m, k, n), p, &mut single);
                     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&single), bits(&blocked), "{m}x{k}x{n} {p:?} {sa:?} {sb:?}");
+                    assert_eq!(
+                        bits(&single),
+                        bits(&blocked),
+                        "{m}x{k}x{n} {p:?} {sa:?} {sb:?}"
+                    );
                 }
             }
         }

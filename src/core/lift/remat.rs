@@ -1,0 +1,111 @@
+//! `checkpoint` on the functional core (Flax's `lift.checkpoint`, behind
+//! `nn.remat`): the body's intermediate values are not kept for the
+//! backward pass of an enclosing `grad`; the backward pass runs the body
+//! again, on the same variables, RNG streams and inputs, to get them.
+
+use std::cell::RefCell;
+
+use super::pack::{Packed, VarMode};
+use crate::core::filter::Filter;
+use crate::core::scope::{Scope, State};
+use crate::core::variables::Variables;
+use crate::error::Result;
+use crate::tensor::custom::{recompute, record_custom, recorded, untraced};
+use crate::tensor::{stop_gradient, Tensor, Tensors};
+
+/// Every tensor of `variables`, collection by collection.
+fn variable_tensors(variables: &Variables) -> Vec<Tensor> {
+    variables
+        .iter()
+        .flat_map(|(_, tree)| tree.leaves().to_vec())
+        .collect()
+}
+
+/// `variables` with its tensors taken, in [`variable_tensors`]' order, from
+/// `leaves`.
+fn with_variable_tensors(
+    variables: &Variables,
+    leaves: &mut impl Iterator<Item = Tensor>,
+) -> Result<Variables> {
+    let mut out = Variables::new();
+    for (name, tree) in variables.iter() {
+        let taken: Vec<Tensor> = leaves.take(tree.leaves().len()).collect();
+        out.insert(name, tree.with_leaves(taken)?);
+    }
+    Ok(out)
+}
+
+impl<'s> Scope<'s> {
+    /// Runs `body(scope, input)` on a scope at this scope's path with every
+    /// collection and RNG stream passed in unchanged (Flax's
+    /// `lift.checkpoint`), recording it on an enclosing `grad`'s tape as
+    /// one operation: its intermediate values are dropped, and the backward
+    /// pass runs `body` again, with the same variables, RNG keys and
+    /// input, to get them. Values and gradients are those of running `body`
+    /// directly, bit for bit; what it saves is memory.
+    ///
+    /// Writable collections (batch statistics) are updated by the first
+    /// run only. At `init`, or when no tensor of the variables or the input
+    /// is differentiated, `body` simply runs.
+    pub fn checkpoint<I, O>(
+        &self,
+        input: &I,
+        body: impl Fn(&Scope<'_>, &I) -> Result<O> + Send + Sync + 'static,
+    ) -> Result<O>
+    where
+        I: Tensors + Send + Sync + 'static,
+        O: Tensors,
+    {
+        if self.is_initializing() {
+            return body(self, input);
+        }
+        let modes = vec![(Filter::All, VarMode::Broadcast)];
+        let packed = Packed::new(self, "remat", modes, &[(Filter::All, false)]);
+        let rngs = packed.item_rngs(1)?.pop().unwrap_or_default();
+        let state = packed.item_state(1, 0, rngs, &[], packed.counters.clone())?;
+        let mut inputs = input.tensors();
+        inputs.extend(variable_tensors(&state.variables));
+        if !inputs.iter().any(recorded) {
+            return body(self, input);
+        }
+        // Everything the body reads, detached: the first run records
+        // nothing, and the rule's run records on a tape of its own.
+        let free: Vec<Tensor> = inputs.iter().map(stop_gradient).collect();
+        let n_input = input.tensors().len();
+        let free_input = input
+            .rebuild(&mut free[..n_input].iter().cloned())
+            .expect("as many tensors as flattened");
+        let mut free_state: State = state;
+        free_state.variables =
+            with_variable_tensors(&free_state.variables, &mut free[n_input..].iter().cloned())?;
+        let path = self.path().to_vec();
+
+        let cell = RefCell::new(free_state.clone());
+        let out = body(&Scope::at(&cell, path.clone()), &free_input)?;
+        let mut finished = cell.into_inner();
+        packed.trim_for_repack(&mut finished);
+        let counters = finished.counters.clone();
+        let collections = packed.repack(&[finished])?;
+        packed.commit(self, collections, &counters)?;
+        let leaves = untraced("remat", &out)?;
+
+        // The rule runs the body again from the state as the first run
+        // found it (same RNG counters, the variables' values before any
+        // update); what it writes is dropped.
+        let rerun_state = free_state;
+        let rule = recompute(free, move |traced: Vec<Tensor>| {
+            let mut leaves = traced.into_iter();
+            let input = free_input
+                .rebuild(&mut leaves)
+                .expect("as many tensors as flattened");
+            let mut state = rerun_state.clone();
+            state.variables = with_variable_tensors(&state.variables, &mut leaves)?;
+            let cell = RefCell::new(state);
+            Ok(body(&Scope::at(&cell, path.clone()), &input)?.tensors())
+        });
+        let outputs = record_custom("remat", &inputs, leaves, rule);
+        Ok(out
+            .rebuild(&mut outputs.into_iter())
+            .expect("as many tensors as flattened"))
+    }
+}

@@ -1,0 +1,331 @@
+//! Operations with a rule of their own for the backward pass:
+//! [`checkpoint`] (`jax.checkpoint`, also called `remat`: the forward pass
+//! is recomputed during the backward pass instead of kept) and
+//! [`custom_vjp`] (`jax.custom_vjp`: a user-written backward rule).
+//!
+//! Both record a single operation on the enclosing differentiation's tape,
+//! whatever their function computes: its inputs are the function's input
+//! tensors, its outputs the function's output tensors, and its backward
+//! rule maps the outputs' cotangents to the inputs'. The function itself
+//! runs on the inputs' values with nothing recorded, so that none of its
+//! intermediate values outlive it.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use ndarray::{ArcArray, ArrayD, IxDyn};
+use smallvec::SmallVec;
+
+use super::error::TensorError;
+use super::grad::{stop_gradient, trace};
+use super::tape::{backward_from, OpKind};
+use super::tensors::Tensors;
+use super::{Tensor, Tree};
+use crate::error::{Error, Result};
+
+thread_local! {
+    /// The first error a backward rule returned during the running
+    /// backward pass (a backward pass cannot stop halfway; the error is
+    /// reported when it ends).
+    static FAILURE: RefCell<Option<Error>> = const { RefCell::new(None) };
+}
+
+/// Takes the error a backward rule reported on this thread, if any.
+pub(crate) fn take_failure() -> Option<Error> {
+    FAILURE.with(|f| f.borrow_mut().take())
+}
+
+/// Keeps the first error of this backward pass.
+fn fail(error: Error) {
+    FAILURE.with(|f| {
+        f.borrow_mut().get_or_insert(error);
+    });
+}
+
+/// A backward rule: the outputs' cotangents to the inputs'.
+pub(crate) type Rule = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync;
+
+/// Whether a tensor is traced on a tape that is still recording.
+pub(crate) fn recorded(t: &Tensor) -> bool {
+    t.tracer.as_ref().is_some_and(|tr| tr.tape.is_open())
+}
+
+/// An argument error of `op`.
+fn argument(op: &'static str, message: String) -> Error {
+    TensorError::Argument { op, message }.into()
+}
+
+/// Records one operation of `inputs` whose results are `outputs` (values
+/// computed without recording) and whose backward pass is `rule`. Several
+/// outputs are recorded as one node holding them all, flattened one after
+/// another, and a node per output that reads its part.
+pub(crate) fn record_custom(
+    op: &'static str,
+    inputs: &[Tensor],
+    outputs: Vec<Tensor>,
+    rule: Arc<Rule>,
+) -> Vec<Tensor> {
+    if !inputs.iter().any(recorded) {
+        return outputs;
+    }
+    let shapes: Vec<Vec<usize>> = outputs.iter().map(|t| t.shape().to_vec()).collect();
+    let in_shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape().to_vec()).collect();
+    let sizes: Vec<usize> = shapes.iter().map(|s| s.iter().product()).collect();
+    let total: usize = sizes.iter().sum();
+    let mut joined = Vec::with_capacity(total);
+    for t in &outputs {
+        joined.extend(t.data.iter().copied());
+    }
+    let joined = ArcArray::from_shape_vec(IxDyn(&[total]), joined).expect("sizes add up");
+    let out_shapes = shapes.clone();
+    let backward = move |g: ArrayD<f32>, needs: &[bool]| {
+        let g = g.as_standard_layout();
+        let flat = g.as_slice().expect("standard layout");
+        let mut start = 0;
+        let cotangents: Vec<Tensor> = out_shapes
+            .iter()
+            .zip(&sizes)
+            .map(|(shape, &n)| {
+                let part = flat[start..start + n].to_vec();
+                start += n;
+                Tensor::from_vec(part, shape).expect("sizes add up")
+            })
+            .collect();
+        let mut grads: SmallVec<[Option<ArrayD<f32>>; 2]> = SmallVec::new();
+        match rule(&cotangents).and_then(|cts| checked(op, &in_shapes, cts)) {
+            Ok(cts) => {
+                for (ct, &need) in cts.into_iter().zip(needs) {
+                    grads.push(need.then(|| ct.to_array()));
+                }
+            }
+            Err(e) => {
+                fail(e);
+                grads.extend(needs.iter().map(|_| None));
+            }
+        }
+        grads
+    };
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    let node = Tensor::record_kind(joined, &refs, OpKind::Other, backward);
+    // Each output reads its part; the other parts of its cotangent are
+    // -0.0, which leaves any value it is added to unchanged (+0.0 would
+    // turn a -0.0 cotangent into +0.0).
+    let mut start = 0;
+    outputs
+        .into_iter()
+        .zip(shapes)
+        .map(|(t, shape)| {
+            let n: usize = shape.iter().product();
+            let at = start;
+            start += n;
+            Tensor::record_kind(t.data.clone(), &[&node], OpKind::Other, move |g, _| {
+                let mut full = vec![-0.0f32; total];
+                let g = g.as_standard_layout();
+                full[at..at + n].copy_from_slice(g.as_slice().expect("standard layout"));
+                smallvec::smallvec![Some(
+                    ArrayD::from_shape_vec(IxDyn(&[total]), full).expect("sizes add up")
+                )]
+            })
+        })
+        .collect()
+}
+
+/// Checks that a rule returned one cotangent of the right shape per input.
+fn checked(op: &'static str, shapes: &[Vec<usize>], cts: Vec<Tensor>) -> Result<Vec<Tensor>> {
+    if cts.len() != shapes.len() {
+        return Err(argument(
+            op,
+            format!(
+                "the backward rule returned {} cotangents for {} input tensors",
+                cts.len(),
+                shapes.len()
+            ),
+        ));
+    }
+    for (i, (ct, shape)) in cts.iter().zip(shapes).enumerate() {
+        if ct.shape() != &shape[..] {
+            return Err(argument(
+                op,
+                format!(
+                    "the backward rule returned a cotangent of shape {:?} for input tensor {i} \
+                     of shape {shape:?}",
+                    ct.shape()
+                ),
+            ));
+        }
+    }
+    Ok(cts)
+}
+
+/// `input` with every tensor detached from any tape.
+fn detached<I: Tensors>(input: &I) -> I {
+    let leaves: Vec<Tensor> = input.tensors().iter().map(stop_gradient).collect();
+    input
+        .rebuild(&mut leaves.into_iter())
+        .expect("as many tensors as flattened")
+}
+
+/// Refuses outputs that an enclosing differentiation traces: the function
+/// read a traced tensor that is not among its inputs, whose gradient the
+/// single recorded operation would lose.
+pub(crate) fn untraced<O: Tensors>(op: &'static str, out: &O) -> Result<Vec<Tensor>> {
+    let leaves = out.tensors();
+    if leaves.iter().any(recorded) {
+        return Err(argument(
+            op,
+            "the function reads a tensor that an enclosing grad differentiates but that is not \
+             among its inputs; pass it as an input"
+                .into(),
+        ));
+    }
+    Ok(leaves)
+}
+
+/// The backward rule of a checkpoint: `run` (the forward pass, from the
+/// detached input tensors `free`) again, recorded this time on a tape of its
+/// own, then its backward pass from every output at once; the cotangents of
+/// `free`.
+pub(crate) fn recompute(
+    free: Vec<Tensor>,
+    run: impl Fn(Vec<Tensor>) -> Result<Vec<Tensor>> + Send + Sync + 'static,
+) -> Arc<Rule> {
+    Arc::new(move |cts: &[Tensor]| -> Result<Vec<Tensor>> {
+        let mut flat = Tree::new();
+        for (i, t) in free.iter().enumerate() {
+            flat.insert(format!("{i:08}"), t.clone())?;
+        }
+        let (tape, traced, ids) = trace(&flat);
+        let result = run(traced.leaves().to_vec());
+        tape.close();
+        let outs = result?;
+        let seeds = outs
+            .iter()
+            .zip(cts)
+            .filter_map(|(o, ct)| {
+                let tr = o
+                    .tracer
+                    .as_ref()
+                    .filter(|tr| Arc::ptr_eq(&tr.tape, &tape))?;
+                Some((tr.node, ct.to_array()))
+            })
+            .collect();
+        let grads = backward_from(&tape, seeds, &ids);
+        Ok(grads
+            .into_iter()
+            .zip(&free)
+            .map(|(g, x)| Tensor::from_array(g.unwrap_or_else(|| ArrayD::zeros(IxDyn(x.shape())))))
+            .collect())
+    })
+}
+
+/// `jax.checkpoint` (`jax.remat`): `f(input)`, whose intermediate values
+/// are not kept for the backward pass of an enclosing `grad`; the backward
+/// pass runs `f` again to get them. Values and gradients are those of
+/// `f(input)` itself, bit for bit: the same operations run in the same
+/// order, twice. Outside a differentiation, this is just `f(input)`.
+///
+/// `f` must read every tensor it differentiates through from `input`
+/// (capturing a tensor the enclosing `grad` traces is an error); values
+/// that hold no tensor (`usize`, `bool`, ... — JAX's `static_argnums`)
+/// pass through `input` unchanged.
+///
+/// ```
+/// use flaxen::tensor::{checkpoint, grad, Tensor, Tree};
+///
+/// let block = |x: &Tensor| -> flaxen::Result<Tensor> { Ok(x.sin().sin().sin()) };
+/// let p = Tree::from(Tensor::from_vec(vec![0.5, 1.0], &[2]).unwrap());
+/// let x = |p: &Tree| p.as_tensor().unwrap().clone();
+/// let plain = grad(|p| Ok(block(&x(p))?.sum_all()), &p).unwrap();
+/// let remat = grad(|p| Ok(checkpoint(block, &x(p))?.sum_all()), &p).unwrap();
+/// assert_eq!(plain.as_tensor().unwrap().to_vec(), remat.as_tensor().unwrap().to_vec());
+/// ```
+pub fn checkpoint<I, O, F>(f: F, input: &I) -> Result<O>
+where
+    I: Tensors + Send + Sync + 'static,
+    O: Tensors,
+    F: Fn(&I) -> Result<O> + Send + Sync + 'static,
+{
+    let inputs = input.tensors();
+    if !inputs.iter().any(recorded) {
+        return f(input);
+    }
+    let free = detached(input);
+    let out = f(&free)?;
+    let leaves = untraced("checkpoint", &out)?;
+    let rule = recompute(free.tensors(), move |traced: Vec<Tensor>| {
+        let rebuilt = free
+            .rebuild(&mut traced.into_iter())
+            .expect("as many tensors as flattened");
+        Ok(f(&rebuilt)?.tensors())
+    });
+    let outputs = record_custom("checkpoint", &inputs, leaves, rule);
+    Ok(out
+        .rebuild(&mut outputs.into_iter())
+        .expect("as many tensors as flattened"))
+}
+
+/// `jax.custom_vjp`: a function with a backward rule of your own. `fwd`
+/// computes the output and residuals (what the rule needs) from `input`;
+/// under an enclosing `grad`, `bwd(residuals, cotangent)` receives the
+/// output's cotangent (in the output's structure) and returns the input's
+/// (in the input's structure: one tensor of the same shape per input
+/// tensor; anything else is an error of the `grad`). Outside a
+/// differentiation only `fwd` runs.
+///
+/// A straight-through estimator: the forward pass rounds, the backward pass
+/// lets the cotangent through unchanged.
+///
+/// ```
+/// use flaxen::tensor::{custom_vjp, grad, Tensor, Tree};
+///
+/// let round_ste = |x: &Tensor| {
+///     custom_vjp(
+///         |x: &Tensor| {
+///             let rounded: Vec<f32> = x.to_vec().iter().map(|v| v.round()).collect();
+///             Ok((Tensor::from_vec(rounded, x.shape())?, ()))
+///         },
+///         |_: &(), g: &Tensor| Ok(g.clone()),
+///         x,
+///     )
+/// };
+/// let p = Tree::from(Tensor::from_vec(vec![0.3, 1.7], &[2]).unwrap());
+/// let g = grad(|p| Ok(round_ste(p.as_tensor().unwrap())?.sum_all()), &p).unwrap();
+/// assert_eq!(g.as_tensor().unwrap().to_vec(), [1.0, 1.0]);
+/// ```
+pub fn custom_vjp<I, O, R, Fwd, Bwd>(fwd: Fwd, bwd: Bwd, input: &I) -> Result<O>
+where
+    I: Tensors,
+    O: Tensors + Send + Sync + 'static,
+    R: Send + Sync + 'static,
+    Fwd: FnOnce(&I) -> Result<(O, R)>,
+    Bwd: Fn(&R, &O) -> Result<I> + Send + Sync + 'static,
+{
+    let inputs = input.tensors();
+    if !inputs.iter().any(recorded) {
+        return Ok(fwd(input)?.0);
+    }
+    let (out, residuals) = fwd(&detached(input))?;
+    let leaves = untraced("custom_vjp", &out)?;
+    let template = out.clone();
+    let count = inputs.len();
+    let rule = move |cts: &[Tensor]| -> Result<Vec<Tensor>> {
+        let ct = template
+            .rebuild(&mut cts.iter().cloned())
+            .expect("one cotangent per output tensor");
+        let result = bwd(&residuals, &ct)?.tensors();
+        if result.len() != count {
+            return Err(argument(
+                "custom_vjp",
+                format!(
+                    "the backward rule returned {} cotangent tensors for an input of {count}",
+                    result.len(),
+                ),
+            ));
+        }
+        Ok(result)
+    };
+    let outputs = record_custom("custom_vjp", &inputs, leaves, Arc::new(rule));
+    Ok(out
+        .rebuild(&mut outputs.into_iter())
+        .expect("as many tensors as flattened"))
+}
