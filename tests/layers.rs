@@ -742,14 +742,9 @@ fn dot_product_attention_matches_flax() {
         &inputs,
     )
     .unwrap();
-    // Exact, except that masked positions of the key's and value's cotangents are -0
-    // where XLA's product, accumulating from +0, gives +0 (the sign of
-    // zero of products: the exact-order issue).
-    for (name, want, scaled) in [
-        ("q", "gq", None),
-        ("k", "gk", Some(0.0)),
-        ("v", "gv", Some(0.0)),
-    ] {
+    // Exact, the signs of the zeros at masked positions of the key's and
+    // value's cotangents included (products accumulate from +0, as XLA's).
+    for (name, want, scaled) in [("q", "gq", None), ("k", "gk", None), ("v", "gv", None)] {
         check_values(
             g.tensor(name).unwrap(),
             &c[want],

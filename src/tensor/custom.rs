@@ -189,7 +189,11 @@ pub(crate) fn recompute(
     free: Vec<Tensor>,
     run: impl Fn(Vec<Tensor>) -> Result<Vec<Tensor>> + Send + Sync + 'static,
 ) -> Arc<Rule> {
+    // Inside a compiled region (a scan's body) the forward pass again
+    // records what XLA fuses there, as it did the first time.
+    let compiled = super::in_compiled_region();
     Arc::new(move |cts: &[Tensor]| -> Result<Vec<Tensor>> {
+        let _region = compiled.then(super::compiled::CompiledRegion::enter);
         let mut flat = Tree::new();
         for (i, t) in free.iter().enumerate() {
             flat.insert(format!("{i:08}"), t.clone())?;

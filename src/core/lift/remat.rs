@@ -46,7 +46,7 @@ impl<'s> Scope<'s> {
     ///
     /// Writable collections (batch statistics) are updated by the first
     /// run only. At `init`, or when no tensor of the variables or the input
-    /// is differentiated, `body` simply runs.
+    /// is differentiated, `body` runs once and nothing is recorded.
     pub fn checkpoint<I, O>(
         &self,
         input: &I,
@@ -56,17 +56,28 @@ impl<'s> Scope<'s> {
         I: Tensors + Send + Sync + 'static,
         O: Tensors,
     {
-        if self.is_initializing() {
-            return body(self, input);
-        }
         let modes = vec![(Filter::All, VarMode::Broadcast)];
         let packed = Packed::new(self, "remat", modes, &[(Filter::All, false)]);
         let rngs = packed.item_rngs(1)?.pop().unwrap_or_default();
         let state = packed.item_state(1, 0, rngs, &[], packed.counters.clone())?;
+        let path = self.path().to_vec();
+        // One run of the body on `state`, its writable collections and
+        // counters committed (sorted, as from a JAX transform).
+        let run_once = |state: State, input: &I| -> Result<O> {
+            let cell = RefCell::new(state);
+            let out = body(&Scope::at(&cell, path.clone()), input)?;
+            let mut finished = cell.into_inner();
+            packed.trim_for_repack(&mut finished);
+            let counters = finished.counters.clone();
+            let collections = packed.repack(&[finished])?;
+            packed.commit(self, collections, &counters)?;
+            Ok(out)
+        };
         let mut inputs = input.tensors();
         inputs.extend(variable_tensors(&state.variables));
         if !inputs.iter().any(recorded) {
-            return body(self, input);
+            // At init, or outside a differentiation: nothing to recompute.
+            return run_once(state, input);
         }
         // Everything the body reads, detached: the first run records
         // nothing, and the rule's run records on a tape of its own.
@@ -78,15 +89,7 @@ impl<'s> Scope<'s> {
         let mut free_state: State = state;
         free_state.variables =
             with_variable_tensors(&free_state.variables, &mut free[n_input..].iter().cloned())?;
-        let path = self.path().to_vec();
-
-        let cell = RefCell::new(free_state.clone());
-        let out = body(&Scope::at(&cell, path.clone()), &free_input)?;
-        let mut finished = cell.into_inner();
-        packed.trim_for_repack(&mut finished);
-        let counters = finished.counters.clone();
-        let collections = packed.repack(&[finished])?;
-        packed.commit(self, collections, &counters)?;
+        let out = run_once(free_state.clone(), &free_input)?;
         let leaves = untraced("remat", &out)?;
 
         // The rule runs the body again from the state as the first run

@@ -63,7 +63,9 @@ fn gemv_plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
 #[inline(always)]
 fn dot_step(p: usize, j: usize, plain: Option<usize>, x: f32, y: f32, acc: f32) -> f32 {
     if p == 0 {
-        x * y
+        // XLA's accumulator starts at +0: the first product is exact, but
+        // a -0 product becomes +0.
+        x * y + 0.0
     } else if plain == Some(j) {
         acc + x * y
     } else {
@@ -97,7 +99,8 @@ fn small_matmul_body(
         let xrow = i * sa.0;
         for (j, out) in o[i * n..(i + 1) * n].iter_mut().enumerate() {
             let ycol = j * sb.1;
-            let mut acc = x[xrow] * y[ycol];
+            // From +0, as XLA accumulates (see `dot_step`).
+            let mut acc = x[xrow] * y[ycol] + 0.0;
             if plain == Some(j) {
                 for p in 1..k {
                     acc += x[xrow + p * sa.1] * y[p * sb.0 + ycol];

@@ -256,7 +256,8 @@ pub(crate) struct DotPlan {
     /// `tile_k`; `k` itself when not cut).
     pub(crate) tiles: Vec<(usize, usize, usize)>,
     /// XLA's own emitter instead: one sequential chain per output whose
-    /// first term is the plain product `x0 * y0` (not `fma(x0, y0, +0)`).
+    /// first term is the product `x0 * y0` rounded alone, added to XLA's
+    /// `+0` accumulator (which only turns a `-0` product into `+0`).
     pub(crate) chain: bool,
 }
 
@@ -477,7 +478,7 @@ fn kernel_call<const T: usize, const CHAIN: bool, const C: usize>(
             let xv = x[(i0 + r) * sa.0 + p * sa.1];
             if CHAIN && p == s && first {
                 for (acc, &bv) in lr[q][..w].iter_mut().zip(brow) {
-                    *acc = xv * bv;
+                    *acc = xv * bv + 0.0;
                 }
             } else {
                 for (acc, &bv) in lr[q][..w].iter_mut().zip(brow) {
@@ -526,7 +527,7 @@ fn kernel_block<const T: usize, const CHAIN: bool, const C: usize>(
                 let acc = &mut lr[q];
                 if CHAIN && p == s && first {
                     for j in 0..C {
-                        acc[j] = xv * brow[j];
+                        acc[j] = xv * brow[j] + 0.0;
                     }
                 } else {
                     for j in 0..C {
@@ -726,7 +727,7 @@ fn scalar_call<const T: usize>(
     let mut p = s;
     if chain_first && p < e {
         let (x, y) = term(p);
-        lanes[0] = x * y;
+        lanes[0] = x * y + 0.0;
         p += 1;
     }
     while p + T <= e {
