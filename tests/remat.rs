@@ -262,6 +262,6 @@ fn remat_computes_what_the_module_computes() {
     );
     for ((pa, a), (pb, b)) in g_remat.paths().iter().zip(g_plain.paths()) {
         assert_eq!(pa, &pb);
-        assert_eq!(bits(a), bits(&b), "{pa}");
+        assert_eq!(bits(a), bits(b), "{pa}");
     }
 }
