@@ -60,8 +60,11 @@ impl Module for Stack {
     }
 }
 
+/// A measured call and its name.
+type Call = (&'static str, Box<dyn FnMut()>);
+
 /// The three measured calls: forward, plain gradient step, remat step.
-fn calls() -> Vec<(&'static str, Box<dyn FnMut()>)> {
+fn calls() -> Vec<Call> {
     let x = Tensor::from_array(random::normal(random::key(1), &[BATCH, FEATURES]).unwrap());
     let params = Stack { remat: false }
         .init(random::key(0), x.clone())
