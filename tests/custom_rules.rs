@@ -361,3 +361,79 @@ fn rules_are_honoured_inside_vmap_and_scan() {
     };
     assert_ne!(bits(&first(&g2)), bits(&(&first(&g1) * 2.0)));
 }
+
+/// Flax's test_custom_vjp with a backward rule of the wrong parameter
+/// structure, and with the sign rule (`nn::custom_vjp`, `nn::vjp`).
+struct SignGrad {
+    drop_bias: bool,
+}
+
+impl Module for SignGrad {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn type_name(&self) -> &'static str {
+        "Foo"
+    }
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let drop_bias = self.drop_bias;
+        let y = flaxen::nn::custom_vjp(
+            s,
+            &x,
+            |s, x| {
+                let primals = Tree::new().with("x", x.clone());
+                flaxen::nn::vjp(
+                    s,
+                    |s, p| s.call(Dense::new(1), p.tensor("x")?.clone()),
+                    &primals,
+                )
+            },
+            move |vjp_fn, y_t| {
+                let (params_t, input_t) = vjp_fn.call(y_t)?;
+                let sign = |t: &Tensor| {
+                    let s: Vec<f32> = t.to_vec().iter().map(|v| v.signum()).collect();
+                    Tensor::from_vec(s, t.shape()).unwrap()
+                };
+                let mut params_t = flaxen::tensor::tree_map(&params_t, sign);
+                if drop_bias {
+                    params_t = Tree::new().with(
+                        "Dense_0",
+                        Tree::new().with("kernel", params_t.tensor("Dense_0/kernel")?.clone()),
+                    );
+                }
+                Ok((params_t, input_t.tensor("x")?.clone()))
+            },
+        )?;
+        Ok(y.reshape(&[])?)
+    }
+}
+
+#[test]
+fn module_custom_vjp_replaces_parameter_gradients() {
+    let x = Tensor::ones(&[2]);
+    let v = SignGrad { drop_bias: false }
+        .init(random::key(0), x.clone())
+        .unwrap();
+    assert!(v.get("params/Dense_0/kernel").is_some());
+    let loss = |drop_bias: bool| {
+        let x = x.clone();
+        move |p: &Tree| {
+            let v = Variables::new().with("params", p.clone());
+            SignGrad { drop_bias }.apply(&v, x.clone(), ())
+        }
+    };
+    let g = grad(loss(false), &v.params()).unwrap();
+    for leaf in g.leaves() {
+        assert!(leaf.to_vec().iter().all(|v| v.abs() == 1.0), "{leaf:?}");
+    }
+    let e = grad(loss(true), &v.params()).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::Tensor {
+                source: TensorError::TreeStructure { message },
+                ..
+            } if message.contains("Dense_0/bias")
+        ),
+        "{e:?}"
+    );
+}

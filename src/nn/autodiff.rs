@@ -4,8 +4,9 @@
 //! inside, as in Flax. Flax's `nn.grad` differentiates the inputs only,
 //! never the variables; so does this.
 
+use crate::core::lift::ScopeVjp;
 use crate::core::{Result, Scope};
-use crate::tensor::{self, Tensor, Tree};
+use crate::tensor::{self, Tensor, Tensors, Tree};
 
 /// `nn.value_and_grad(fn, mdl, *primals, has_aux=True)`: runs `f(s,
 /// primals)`, which returns a scalar and auxiliary data, and returns both
@@ -87,4 +88,118 @@ pub fn grad_with_aux<T>(
 ) -> Result<(Tree, T)> {
     let ((_, aux), grads) = value_and_grad_with_aux(s, f, primals)?;
     Ok((grads, aux))
+}
+
+/// `nn.vjp(fn, mdl, *primals)`: the output of `f(s, primals)` and its
+/// backward function, whose [`call`](ScopeVjp::call) gives the cotangents
+/// of the `params` of `s` (relative to `s`: a submodule `f` calls shows as
+/// `Bar_0/...`) and of `primals`.
+///
+/// ```
+/// use flaxen::core::{Result, Scope};
+/// use flaxen::nn::{self, Module};
+/// use flaxen::tensor::{Tensor, Tree};
+/// use flaxen::{init, random};
+///
+/// /// Flax's test_vjp: `p * x * y` with `p = 0.5`.
+/// struct Foo;
+///
+/// impl Module for Foo {
+///     type Input = (Tensor, Tensor);
+///     type Output = (Tree, Tree);
+///     fn call(&self, s: &Scope<'_>, (x, y): (Tensor, Tensor)) -> Result<(Tree, Tree)> {
+///         let primals = Tree::new().with("x", x).with("y", y);
+///         let (z, bwd) = nn::vjp(
+///             s,
+///             |s, p| {
+///                 let test = s.param("test", init::constant(0.5), &[])?;
+///                 Ok(&(&test * p.tensor("x")?) * p.tensor("y")?)
+///             },
+///             &primals,
+///         )?;
+///         bwd.call(&Tensor::ones(z.shape()))
+///     }
+/// }
+///
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap();
+/// let y = Tensor::from_vec(vec![4.0, 5.0, 6.0], &[3]).unwrap();
+/// let v = Foo.init(random::key(0), (x.clone(), y.clone()))?;
+/// let (params_grad, grads) = Foo.apply(&v, (x, y), ())?;
+/// assert_eq!(params_grad.tensor("test").unwrap().item().unwrap(), 32.0);
+/// assert_eq!(grads.tensor("x").unwrap().to_vec(), [2.0, 2.5, 3.0]);
+/// assert_eq!(grads.tensor("y").unwrap().to_vec(), [0.5, 1.0, 1.5]);
+/// # Ok::<(), flaxen::core::Error>(())
+/// ```
+pub fn vjp(
+    s: &Scope<'_>,
+    f: impl FnOnce(&Scope<'_>, &Tree) -> Result<Tensor>,
+    primals: &Tree,
+) -> Result<(Tensor, ScopeVjp)> {
+    s.vjp(f, primals)
+}
+
+/// `nn.custom_vjp(fn, forward_fn, backward_fn)`: `fwd(s, input)` gives
+/// the output and residuals; under a `grad`, `bwd(residuals, cotangent)`
+/// gives the cotangents of the `params` of `s` (as [`vjp`]'s backward
+/// function gives them) and of `input`. See [`Scope::custom_vjp`].
+///
+/// Flax's test_custom_vjp: a Dense layer whose parameter gradients are
+/// replaced by their signs.
+///
+/// ```
+/// use flaxen::core::{self, Result, Scope, Variables};
+/// use flaxen::nn::{self, Dense, Module};
+/// use flaxen::tensor::{tree_map, Tensor, Tree};
+/// use flaxen::random;
+///
+/// struct Foo;
+///
+/// impl Module for Foo {
+///     type Input = Tensor;
+///     type Output = Tensor;
+///     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+///         let y = nn::custom_vjp(
+///             s,
+///             &x,
+///             |s, x| {
+///                 let primals = Tree::new().with("x", x.clone());
+///                 nn::vjp(s, |s, p| s.call(Dense::new(1), p.tensor("x")?.clone()), &primals)
+///             },
+///             |vjp_fn, y_t| {
+///                 let (params_t, input_t) = vjp_fn.call(y_t)?;
+///                 let sign = |t: &Tensor| {
+///                     let s: Vec<f32> = t.to_vec().iter().map(|v| v.signum()).collect();
+///                     Tensor::from_vec(s, t.shape()).unwrap()
+///                 };
+///                 let params_t = tree_map(&params_t, sign);
+///                 Ok((params_t, input_t.tensor("x")?.clone()))
+///             },
+///         )?;
+///         Ok(y.reshape(&[])?)
+///     }
+/// }
+///
+/// let x = Tensor::ones(&[2]);
+/// let v = Foo.init(random::key(0), x.clone())?;
+/// let g = core::grad(
+///     |p: &Tree| Foo.apply(&Variables::new().with("params", p.clone()), x.clone(), ()),
+///     &v.params(),
+/// )?;
+/// for leaf in g.leaves() {
+///     assert!(leaf.to_vec().iter().all(|v| v.abs() == 1.0));
+/// }
+/// # Ok::<(), flaxen::core::Error>(())
+/// ```
+pub fn custom_vjp<I, O, R>(
+    s: &Scope<'_>,
+    input: &I,
+    fwd: impl FnOnce(&Scope<'_>, &I) -> Result<(O, R)>,
+    bwd: impl Fn(&R, &O) -> Result<(Tree, I)> + Send + Sync + 'static,
+) -> Result<O>
+where
+    I: Tensors,
+    O: Tensors + Send + Sync + 'static,
+    R: Send + Sync + 'static,
+{
+    s.custom_vjp(input, fwd, bwd)
 }

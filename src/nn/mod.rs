@@ -27,13 +27,14 @@ mod tabulate;
 mod vmap;
 mod while_loop;
 
+pub use crate::core::lift::ScopeVjp;
 pub use crate::core::lift::VariableAxis;
 pub use activation::{gelu, leaky_relu, log_softmax, relu, sigmoid, silu, softmax, tanh};
 pub use attention::{
     combine_masks, dot_product_attention, dot_product_attention_weights, make_attention_mask,
     make_causal_mask, AttentionDropout, AttentionInputs, MultiHeadDotProductAttention,
 };
-pub use autodiff::{grad, grad_with_aux, value_and_grad, value_and_grad_with_aux};
+pub use autodiff::{custom_vjp, grad, grad_with_aux, value_and_grad, value_and_grad_with_aux, vjp};
 pub use control_flow::{cond, switch, Branch};
 pub use conv::{Conv, Padding};
 pub use conv_transpose::ConvTranspose;

@@ -6,6 +6,7 @@
 //! ([`ScanConfig`], behind [`crate::nn::Scan`]), and
 //! [`Scope::map_variables`](crate::core::Scope::map_variables).
 
+mod autodiff;
 mod axes;
 mod carry;
 pub(crate) mod collective;
@@ -17,6 +18,7 @@ mod scan;
 mod vmap;
 mod while_loop;
 
+pub use autodiff::ScopeVjp;
 pub use axes::{MapIn, MappedAxis, Mapping, StackOut, VariableAxis};
 pub(crate) use carry::carry_mismatch;
 pub use carry::Carry;
