@@ -821,7 +821,7 @@ fn multi_head_attention_matches_flax() {
 /// fusions of the compiled body, not identified): within 4 ulp of scale.
 #[test]
 fn rnn_module_matches_flax() {
-    use flaxen::nn::{GRUCell, LSTMCell, RNN};
+    use flaxen::nn::{GRUCell, LSTMCell, RnnInput, RNN};
     let f = fixture();
     let c = &f["rnn_module"];
     let x = tensor(&c["x"], &[2, 5, 3]);
@@ -835,10 +835,10 @@ fn rnn_module_matches_flax() {
     };
     // LSTM, forward.
     let rnn = RNN::new(LSTMCell::new(4));
-    let v = rnn.init(random::key(0), (x.clone(), None)).unwrap();
+    let v = rnn.init(random::key(0), x.clone().into()).unwrap();
     let p = flax_params(&c["lstm"], &v.params());
     let ((cc, hh), y) = rnn
-        .apply(&Variables::new().with("params", p), (x.clone(), None), ())
+        .apply(&Variables::new().with("params", p), x.clone().into(), ())
         .unwrap();
     check_values(&y, &c["lstm"]["y"], "rnn lstm outputs", Some(4.0));
     let carry =
@@ -846,13 +846,74 @@ fn rnn_module_matches_flax() {
     check_values(&carry, &c["lstm"]["carry"], "rnn lstm carry", Some(4.0));
     // GRU, reversed, outputs in the input's order.
     let rnn = RNN::new(GRUCell::new(4)).reverse(true).keep_order(true);
-    let v = rnn.init(random::key(0), (x.clone(), None)).unwrap();
+    let v = rnn.init(random::key(0), x.clone().into()).unwrap();
     let p = flax_params(&c["gru_reverse"], &v.params());
     let (h, y) = rnn
-        .apply(&Variables::new().with("params", p), (x, None), ())
+        .apply(&Variables::new().with("params", p), x.clone().into(), ())
         .unwrap();
     check_values(&y, &c["gru_reverse"]["y"], "rnn gru outputs", Some(4.0));
     check_values(&h, &c["gru_reverse"]["carry"], "rnn gru carry", Some(4.0));
+    // Padded sequences.
+    let rnn = RNN::new(LSTMCell::new(4));
+    let input = RnnInput::new(x.clone()).seq_lengths(&[5, 2]);
+    let v = rnn.init(random::key(0), input.clone()).unwrap();
+    let p = flax_params(&c["lstm_lengths"], &v.params());
+    let ((cc, hh), y) = rnn
+        .apply(&Variables::new().with("params", p), input, ())
+        .unwrap();
+    check_values(
+        &y,
+        &c["lstm_lengths"]["y"],
+        "rnn lstm lengths outputs",
+        Some(4.0),
+    );
+    let carry =
+        Tensor::concatenate(&[cc.reshape(&[-1]).unwrap(), hh.reshape(&[-1]).unwrap()], 0).unwrap();
+    check_values(
+        &carry,
+        &c["lstm_lengths"]["carry"],
+        "rnn lstm lengths carry",
+        Some(4.0),
+    );
+    for (case, lengths, keep) in [
+        ("gru_reverse_lengths", [3, 5], true),
+        ("gru_reverse_lengths_no_keep", [1, 4], false),
+    ] {
+        let rnn = RNN::new(GRUCell::new(4)).reverse(true).keep_order(keep);
+        let input = RnnInput::new(x.clone()).seq_lengths(&lengths);
+        let v = rnn.init(random::key(0), input.clone()).unwrap();
+        let p = flax_params(&c[case], &v.params());
+        let (h, y) = rnn
+            .apply(&Variables::new().with("params", p), input, ())
+            .unwrap();
+        check_values(&y, &c[case]["y"], case, Some(4.0));
+        check_values(&h, &c[case]["carry"], case, Some(4.0));
+    }
+    // No time step: empty outputs, the initial carry, the parameters
+    // created all the same.
+    let rnn = RNN::new(LSTMCell::new(4));
+    let empty = Tensor::zeros(&[2, 0, 3]);
+    let v = rnn.init(random::key(0), empty.clone().into()).unwrap();
+    // Names and shapes (the recurrent kernels' orthogonal init depends on
+    // LAPACK, see init_conformance.rs).
+    check_tree(
+        &v.params(),
+        &c["empty"]["params"],
+        "rnn empty params",
+        u32::MAX,
+    );
+    let ((cc, hh), y) = rnn.apply(&v, empty.into(), ()).unwrap();
+    assert_eq!(y.shape(), &shape(&c["empty"]["y_shape"])[..]);
+    let carry =
+        Tensor::concatenate(&[cc.reshape(&[-1]).unwrap(), hh.reshape(&[-1]).unwrap()], 0).unwrap();
+    check_values(&carry, &c["empty"]["carry"], "rnn empty carry", None);
+    // Lengths that do not fit are errors naming the shapes.
+    for lengths in [&[1usize][..], &[6, 1]] {
+        let e = rnn
+            .apply(&v, RnnInput::new(x.clone()).seq_lengths(lengths), ())
+            .unwrap_err();
+        assert!(e.to_string().contains("sequence length"), "{e}");
+    }
 }
 
 /// `ConvTranspose`: the input dilated by the strides, then a stride-1

@@ -51,7 +51,7 @@ pub use pooling::{avg_pool, max_pool};
 pub use recurrent::{GRUCell, LSTMCell};
 pub use remat::Remat;
 pub use rms_norm::RMSNorm;
-pub use rnn::{RecurrentCell, RNN};
+pub use rnn::{RecurrentCell, RnnInput, RNN};
 pub use scan::{Scan, ScanInput, ScanOutput};
 pub use tabulate::{tabulate, Shapes, Summary, SummaryRow, VariableSummary};
 pub use vmap::Vmap;

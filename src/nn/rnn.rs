@@ -1,8 +1,10 @@
 //! `RNN` (`flax.linen.RNN`): a recurrent cell applied along the time axis.
 
+use ndarray::{ArrayD, IxDyn};
+
 use crate::core::{Result, Scope};
 use crate::random::{self, Key};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, Tensors};
 
 use super::module::{config_error, Module};
 use super::recurrent::{GRUCell, LSTMCell};
@@ -13,7 +15,7 @@ pub trait RecurrentCell:
     Module<Input = (Self::Carry, Tensor), Output = (Self::Carry, Tensor)>
 {
     /// The state carried from step to step.
-    type Carry: Clone;
+    type Carry: Clone + Tensors;
 
     /// The initial carry for inputs of `input_shape` (one step's shape).
     fn initialize_carry(&self, key: Key, input_shape: &[usize]) -> Result<Self::Carry>;
@@ -42,15 +44,19 @@ impl RecurrentCell for GRUCell {
 /// carry.
 ///
 /// ```
-/// use flaxen::nn::{LSTMCell, Module, RNN};
+/// use flaxen::nn::{LSTMCell, Module, RnnInput, RNN};
 /// use flaxen::{random, tensor::Tensor};
 ///
 /// let rnn = RNN::new(LSTMCell::new(4));
 /// let x = Tensor::ones(&[2, 7, 3]); // [batch, time, features]
-/// let v = rnn.init(random::key(0), (x.clone(), None))?;
+/// let v = rnn.init(random::key(0), x.clone().into())?;
 /// assert!(v.tensor("params/cell/ii/kernel").is_some());
-/// let (_, y) = rnn.apply(&v, (x, None), ())?;
+/// let (_, y) = rnn.apply(&v, x.clone().into(), ())?;
 /// assert_eq!(y.shape(), &[2, 7, 4]);
+/// // Padded sequences: the first is 7 steps long, the second 3; the final
+/// // carry is each sequence's own last one.
+/// let ((c, h), y) = rnn.apply(&v, RnnInput::new(x).seq_lengths(&[7, 3]), ())?;
+/// assert_eq!(h.shape(), &[2, 4]);
 /// # Ok::<(), flaxen::Error>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -96,14 +102,84 @@ impl<C: RecurrentCell + Clone> RNN<C> {
     }
 }
 
+/// What [`RNN`] takes: the inputs, and optionally the initial carry and
+/// the length of each sequence (Flax's `initial_carry` and `seq_lengths`
+/// arguments). A tensor converts into one with neither.
+#[derive(Clone, Debug)]
+pub struct RnnInput<Carry> {
+    /// `[batch…, time, features]` (time first with `time_major`).
+    pub inputs: Tensor,
+    /// The carry before the first step (default: the cell's
+    /// `initialize_carry` with `key(0)`).
+    pub initial_carry: Option<Carry>,
+    /// Per sequence (the batch axes, row-major), how many steps are real;
+    /// the rest are padding.
+    pub seq_lengths: Option<Vec<usize>>,
+}
+
+impl<Carry> RnnInput<Carry> {
+    /// `inputs` with no initial carry and no lengths.
+    pub fn new(inputs: Tensor) -> Self {
+        RnnInput {
+            inputs,
+            initial_carry: None,
+            seq_lengths: None,
+        }
+    }
+
+    /// Sets the initial carry.
+    pub fn initial_carry(mut self, carry: Carry) -> Self {
+        self.initial_carry = Some(carry);
+        self
+    }
+
+    /// Sets the sequences' lengths.
+    pub fn seq_lengths(mut self, lengths: &[usize]) -> Self {
+        self.seq_lengths = Some(lengths.to_vec());
+        self
+    }
+}
+
+impl<Carry> From<Tensor> for RnnInput<Carry> {
+    fn from(inputs: Tensor) -> Self {
+        RnnInput::new(inputs)
+    }
+}
+
+/// Flax's `flip_sequences`: each sequence's first `length` steps reversed,
+/// its padding reversed after them (`(T - 1 - t + length) mod T`), along
+/// `axis`; the batch axes are `batch` (row-major, `lengths` one per
+/// sequence).
+fn flip_sequences(x: &Tensor, axis: usize, time_major: bool, lengths: &[usize]) -> Result<Tensor> {
+    let shape = x.shape().to_vec();
+    let steps = shape[axis];
+    let idx = ArrayD::from_shape_fn(IxDyn(&shape), |i| {
+        let t = i[axis];
+        // The sequence: the batch axes' row-major index.
+        let batch_axes: Vec<usize> = if time_major {
+            (1..shape.len() - 1).collect()
+        } else {
+            (0..axis).collect()
+        };
+        let b = batch_axes.iter().fold(0, |acc, &d| acc * shape[d] + i[d]);
+        ((steps - 1 - t + lengths[b]) % steps) as i32
+    });
+    Ok(x.take_along_axis(&idx, axis as isize)?)
+}
+
 impl<C: RecurrentCell + Clone> Module for RNN<C> {
-    /// The inputs and, optionally, the initial carry.
-    type Input = (Tensor, Option<C::Carry>);
+    /// The inputs and, optionally, the initial carry and sequence lengths.
+    type Input = RnnInput<C::Carry>;
     /// The final carry and the outputs (Flax's `return_carry=True`; take
     /// `.1` for the outputs alone).
     type Output = (C::Carry, Tensor);
 
-    fn call(&self, s: &Scope<'_>, (x, initial): Self::Input) -> Result<Self::Output> {
+    fn call(&self, s: &Scope<'_>, input: Self::Input) -> Result<Self::Output> {
+        let RnnInput {
+            inputs: x,
+            initial_carry: initial,
+            seq_lengths,
+        } = input;
         if x.ndim() < 2 {
             return Err(config_error(
                 s,
@@ -115,32 +191,102 @@ impl<C: RecurrentCell + Clone> Module for RNN<C> {
         }
         let axis = if self.time_major { 0 } else { x.ndim() - 2 };
         let steps = x.shape()[axis];
+        let batch: Vec<usize> = if self.time_major {
+            x.shape()[1..x.ndim() - 1].to_vec()
+        } else {
+            x.shape()[..axis].to_vec()
+        };
+        if let Some(lengths) = &seq_lengths {
+            let sequences: usize = batch.iter().product();
+            if lengths.len() != sequences {
+                return Err(config_error(
+                    s,
+                    format!(
+                        "{} sequence lengths for inputs of shape {:?} ({sequences} sequences)",
+                        lengths.len(),
+                        x.shape()
+                    ),
+                ));
+            }
+            if let Some(&l) = lengths.iter().find(|&&l| l > steps) {
+                return Err(config_error(
+                    s,
+                    format!("a sequence length of {l} for inputs of {steps} time steps"),
+                ));
+            }
+            if batch.len() != 1 && steps > 0 {
+                return Err(config_error(
+                    s,
+                    format!(
+                        "sequence lengths need exactly one batch axis (inputs of shape {:?})",
+                        x.shape()
+                    ),
+                ));
+            }
+        }
+        let mut step_shape = x.shape().to_vec();
+        step_shape.remove(axis);
         let mut carry = match initial {
             Some(c) => c,
-            None => {
-                let mut shape = x.shape().to_vec();
-                shape.remove(axis);
-                self.cell.initialize_carry(random::key(0), &shape)?
-            }
+            None => self.cell.initialize_carry(random::key(0), &step_shape)?,
         };
         let cell = s.child_named("cell", self.cell.clone())?;
-        let order: Vec<usize> = if self.reverse {
-            (0..steps).rev().collect()
-        } else {
-            (0..steps).collect()
+        if steps == 0 {
+            // lax.scan over no step still traces the body once (creating
+            // the parameters at init) to know the outputs' shape.
+            let (_, y) = cell.call((carry.clone(), Tensor::zeros(&step_shape)))?;
+            let mut shape = y.shape().to_vec();
+            shape.insert(axis, 0);
+            return Ok((carry, Tensor::zeros(&shape)));
+        }
+        let flip = |t: &Tensor| -> Result<Tensor> {
+            match &seq_lengths {
+                Some(lengths) => flip_sequences(t, axis, self.time_major, lengths),
+                None => {
+                    let parts: Vec<Tensor> = (0..steps)
+                        .rev()
+                        .map(|i| t.index_axis(axis as isize, i))
+                        .collect::<std::result::Result<_, _>>()?;
+                    Ok(Tensor::stack(&parts, axis as isize)?)
+                }
+            }
         };
+        let x = if self.reverse { flip(&x)? } else { x };
         let mut ys = Vec::with_capacity(steps);
-        for t in order {
+        let mut carries: Vec<Vec<Tensor>> = Vec::new();
+        for t in 0..steps {
             let (next, y) = cell.call((carry, x.index_axis(axis as isize, t)?))?;
             carry = next;
+            if seq_lengths.is_some() {
+                carries.push(carry.tensors());
+            }
             ys.push(y);
         }
+        let mut y = Tensor::stack(&ys, axis as isize)?;
         if self.reverse && self.keep_order {
-            ys.reverse();
+            y = flip(&y)?;
         }
-        if ys.is_empty() {
-            return Err(config_error(s, "RNN inputs have no time steps".into()));
+        if let Some(lengths) = &seq_lengths {
+            // Each sequence's carry after its last step (`length - 1`; a
+            // length of 0 wraps to the last step, as Python's indexing).
+            let last: Vec<usize> = lengths.iter().map(|&l| (l + steps - 1) % steps).collect();
+            let leaves = (0..carries[0].len())
+                .map(|k| {
+                    let stacked = Tensor::stack(
+                        &carries.iter().map(|c| c[k].clone()).collect::<Vec<_>>(),
+                        0,
+                    )?;
+                    let mut shape = stacked.shape().to_vec();
+                    shape[0] = 1;
+                    let idx = ArrayD::from_shape_fn(IxDyn(&shape), |i| last[i[1]] as i32);
+                    let picked = stacked.take_along_axis(&idx, 0)?;
+                    Ok(picked.index_axis(0, 0)?)
+                })
+                .collect::<Result<Vec<Tensor>>>()?;
+            carry = carry
+                .rebuild(&mut leaves.into_iter())
+                .expect("as many tensors as flattened");
         }
-        Ok((carry, Tensor::stack(&ys, axis as isize)?))
+        Ok((carry, y))
     }
 }

@@ -223,6 +223,25 @@ def rnn_module_cases():
         carry, y = rnn.apply(v, x)
         flat_carry = carry if not isinstance(carry, tuple) else jnp.concatenate([c.reshape(-1) for c in carry])
         out[name] = {"params": tree_bits(v["params"]), "y": f32_bits(y), "carry": f32_bits(flat_carry)}
+    # Padded sequences (seq_lengths): reversal keeps the padding at the end,
+    # the final carry is each sequence's last real one.
+    for name, rnn, lengths in [
+            ("lstm_lengths", nn.RNN(nn.LSTMCell(4), return_carry=True), [5, 2]),
+            ("gru_reverse_lengths",
+             nn.RNN(nn.GRUCell(4), return_carry=True, reverse=True, keep_order=True), [3, 5]),
+            ("gru_reverse_lengths_no_keep", nn.RNN(nn.GRUCell(4), return_carry=True, reverse=True), [1, 4])]:
+        lengths = jnp.asarray(lengths)
+        v = rnn.init(jax.random.key(0), x, seq_lengths=lengths)
+        carry, y = rnn.apply(v, x, seq_lengths=lengths)
+        flat_carry = carry if not isinstance(carry, tuple) else jnp.concatenate([c.reshape(-1) for c in carry])
+        out[name] = {"params": tree_bits(v["params"]), "y": f32_bits(y), "carry": f32_bits(flat_carry)}
+    # No time step: the initial carry and empty outputs.
+    empty = jnp.zeros((2, 0, 3), jnp.float32)
+    rnn = nn.RNN(nn.LSTMCell(4), return_carry=True)
+    v = rnn.init(jax.random.key(0), empty)
+    (c, h), y = rnn.apply(v, empty)
+    out["empty"] = {"params": tree_bits(v["params"]), "y_shape": list(y.shape),
+                    "carry": f32_bits(jnp.concatenate([c.reshape(-1), h.reshape(-1)]))}
     return out
 
 
