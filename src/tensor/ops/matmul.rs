@@ -18,6 +18,7 @@ use crate::tensor::shape::{broadcast_shapes_for, sum_to};
 use crate::tensor::tape::{DotFactors, FusedOuter, OpKind};
 use crate::tensor::Tensor;
 
+use super::gemv;
 use super::ynn_dot::{self, planned_matmul, DotPlan};
 
 /// At most this many multiply-adds of a product that XLA sums with its own
@@ -224,6 +225,11 @@ pub(crate) enum DotRoute {
     Planned(Arc<DotPlan>),
     /// Above [`exact_matmul_limit`]: the `gemm` crate.
     Fast,
+    /// A row-major matrix times a vector (`[m, k] @ [k, 1]`, `m >= 2`):
+    /// XLA's row-major GEMV (see `gemv`).
+    RowGemv,
+    /// A vector dot (`[1, k] @ [k, 1]`): XLA's reduction of the products.
+    VectorDot,
 }
 
 impl DotRoute {
@@ -257,6 +263,16 @@ impl DotRoute {
         }
         if m * k * n > exact_matmul_limit() {
             return DotRoute::Fast;
+        }
+        // Matrix-vector products, when XLA sees this product alone (not
+        // folded into a `vmap`'s batched one).
+        if n == 1 && (pm, pn) == (m, n) {
+            if m == 1 {
+                return DotRoute::VectorDot;
+            }
+            if sa.1 == 1 || k == 1 {
+                return DotRoute::RowGemv;
+            }
         }
         let route = ynn_route(
             pm,
@@ -306,6 +322,8 @@ impl DotRoute {
             }
             DotRoute::Scalar(plan) => ynn_dot::planned_scalar(x, sa, y, sb, (m, k, n), plan, out),
             DotRoute::Fast => fast_matmul(x, sa, y, sb, (m, k, n), out),
+            DotRoute::RowGemv => gemv::row_major_gemv(x, sa.0, y, sb.0, m, k, out),
+            DotRoute::VectorDot => out[0] = gemv::vector_dot(x, sa.1, y, sb.0, k),
             DotRoute::Planned(plan) if sb == (n, 1) => planned_matmul(x, sa, y, m, k, n, plan, out),
             DotRoute::Planned(plan) => {
                 // B row-major for the kernels (rows of B are read
@@ -501,7 +519,10 @@ pub(crate) fn matmul2d_into(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, ou
     let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
     assert!(b.nrows() == k && out.len() == m * n);
     let (pm, pn, _) = planned_shape(m, n, (1, 1));
-    if pm * pn * k <= SMALL
+    // Matrix-vector products have routes of their own (see `DotRoute`).
+    let vector = n == 1 && (pm, pn) == (m, n);
+    if !vector
+        && pm * pn * k <= SMALL
         && ynn_route(
             pm,
             k,

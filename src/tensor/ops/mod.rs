@@ -6,6 +6,7 @@ pub(crate) use binary::is_trailing;
 pub(crate) mod conv;
 mod data_ops;
 pub(crate) mod gather;
+mod gemv;
 pub(crate) mod matmul;
 mod reduce;
 pub(crate) mod rows;

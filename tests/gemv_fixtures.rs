@@ -1,0 +1,104 @@
+//! Matrix-vector products in XLA:CPU's order (tools/oracle/generate_gemv.py,
+//! jax 0.10.2): `[m, k] @ [k, 1]` (row-major GEMV), vector dots, and a
+//! Flax `Dense(1)` head with its gradients — bit for bit.
+
+use flaxen::core::Variables;
+use flaxen::nn::{Dense, Module};
+use flaxen::random;
+use flaxen::tensor::{grad, Tensor, Tree};
+use serde_json::Value;
+
+fn fixture() -> Value {
+    let path = format!("{}/tests/fixtures/gemv.json", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The oracle's inputs: `((i * 2654435761 + seed * 40503) mod 2^32) / 2^32
+/// * 4 - 2`, in f64, then f32.
+fn inputs(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v = (0..n as u64)
+        .map(|i| {
+            let h = (i * 2654435761 + seed * 40503) % (1 << 32);
+            (h as f64 / 4294967296.0 * 4.0 - 2.0) as f32
+        })
+        .collect();
+    Tensor::from_vec(v, shape).unwrap()
+}
+
+fn u32s(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.to_vec().iter().map(|v| v.to_bits()).collect()
+}
+
+fn n(v: &Value) -> usize {
+    v.as_u64().unwrap() as usize
+}
+
+#[test]
+fn row_major_gemv_matches_xla() {
+    for case in fixture()["gemv"].as_array().unwrap() {
+        let (m, k) = (n(&case["m"]), n(&case["k"]));
+        let seed = (m * 1000 + k) as u64;
+        let a = inputs(&[m, k], seed);
+        let v = inputs(&[k, 1], seed + 1);
+        let y = a.matmul(&v).unwrap();
+        assert_eq!(bits(&y), u32s(&case["y"]), "[{m}, {k}] @ [{k}, 1]");
+    }
+}
+
+#[test]
+fn vector_dots_match_xla() {
+    for case in fixture()["dots"].as_array().unwrap() {
+        let k = n(&case["k"]);
+        let a = inputs(&[1, k], k as u64);
+        let v = inputs(&[k, 1], k as u64 + 7);
+        assert_eq!(bits(&a.matmul(&v).unwrap()), u32s(&case["y"]), "k = {k}");
+    }
+}
+
+#[test]
+fn dense_head_matches_flax() {
+    let f = fixture();
+    let c = &f["dense_head"];
+    let x = inputs(&[3, 16], 99);
+    let w = inputs(&[3, 1], 98);
+    let head = Dense::new(1);
+    let v = head.init(random::key(0), x.clone()).unwrap();
+    for (path, t) in v.params().paths() {
+        assert_eq!(bits(t), u32s(&c["params"][&path]["bits"]), "init {path}");
+    }
+    let y = head.apply(&v, x.clone(), ()).unwrap();
+    assert_eq!(bits(&y), u32s(&c["y"]), "output");
+    let args = Tree::new()
+        .with("p", v.params())
+        .with("x", Tree::from(x.clone()));
+    let g = grad(
+        |t: &Tree| {
+            let p = t.subtree("p").unwrap();
+            let out = head.apply(
+                &Variables::new().with("params", p),
+                t.tensor("x")?.clone(),
+                (),
+            )?;
+            Ok((&out * &w).sum_all())
+        },
+        &args,
+    )
+    .unwrap();
+    for (path, t) in g.subtree("p").unwrap().paths() {
+        assert_eq!(
+            bits(t),
+            u32s(&c["grad_params"][&path]["bits"]),
+            "grad {path}"
+        );
+    }
+    assert_eq!(bits(g.tensor("x").unwrap()), u32s(&c["grad_x"]), "grad x");
+}

@@ -1,0 +1,72 @@
+"""Conformance fixtures for XLA:CPU's matrix-vector products (the order
+src/tensor/ops/gemv.rs reproduces): `[m, k] @ [k, 1]` for many `m` and `k`,
+vector dots `[1, k] @ [k, 1]`, and a Flax `Dense(1)` head (output and
+gradients). Inputs are not stored: both sides make them with `inputs` below
+(an integer hash, exact in f64), so the fixture keeps only expected bits.
+
+Pinned: jax==0.10.2, jaxlib==0.10.2, flax==0.12.8 (CPU). From the
+repository root:
+
+    .venv-oracle/bin/python tools/oracle/generate_gemv.py
+
+Writes tests/fixtures/gemv.json. Floats are u32 bit patterns.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+import flax.linen as nn
+
+sys.path.insert(0, os.path.dirname(__file__))
+from generate_random import check_versions, f32_bits  # noqa: E402
+from generate_modules import tree_bits  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "gemv.json")
+
+
+def inputs(shape, seed):
+    """Values in [-2, 2): ((i * 2654435761 + seed * 40503) mod 2^32) / 2^32 * 4 - 2."""
+    n = int(np.prod(shape))
+    i = np.arange(n, dtype=np.uint64)
+    h = (i * np.uint64(2654435761) + np.uint64(seed * 40503)) % np.uint64(2**32)
+    return (h.astype(np.float64) / 2**32 * 4 - 2).astype(np.float32).reshape(shape)
+
+
+def main():
+    check_versions()
+    gemv = []
+    for m in [2, 3, 7, 8, 9, 16, 17, 24, 100]:
+        for k in [1, 3, 7, 8, 9, 16, 33, 100, 300]:
+            a = inputs((m, k), m * 1000 + k)
+            v = inputs((k, 1), m * 1000 + k + 1)
+            y = jnp.asarray(a) @ jnp.asarray(v)
+            gemv.append({"m": m, "k": k, "y": f32_bits(y)})
+    dots = []
+    for k in list(range(1, 34)) + [40, 64, 65, 100, 257, 1000, 2049]:
+        a = inputs((1, k), k)
+        v = inputs((k, 1), k + 7)
+        dots.append({"k": k, "y": f32_bits(jnp.asarray(a) @ jnp.asarray(v))})
+    # A Dense(1) head: y = x @ kernel + bias; gradients of sum(y * w).
+    x = jnp.asarray(inputs((3, 16), 99))
+    w = jnp.asarray(inputs((3, 1), 98))
+    head = nn.Dense(1)
+    v = head.init(jax.random.key(0), x)
+
+    def loss(p, x):
+        return jnp.sum(head.apply({"params": p}, x) * w)
+
+    gp, gx = jax.grad(loss, argnums=(0, 1))(v["params"], x)
+    dense = {"params": tree_bits(v["params"]), "y": f32_bits(head.apply(v, x)),
+             "grad_params": tree_bits(gp), "grad_x": f32_bits(gx)}
+    with open(OUT, "w") as f:
+        json.dump({"gemv": gemv, "dots": dots, "dense_head": dense}, f)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
