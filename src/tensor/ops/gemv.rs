@@ -5,9 +5,10 @@
 //!   row-major GEMV emitter keeps, per row, 8 accumulators (one 256-bit
 //!   vector) of fused multiply-adds from `+0` over the first `8 * (k / 8)`
 //!   terms, term `j` in lane `j % 8`. Rows in full tiles of 8 rows reduce
-//!   their lanes with AVX horizontal adds, `((l0 + l1) + (l2 + l3)) + ((l4
-//!   + l5) + (l6 + l7))`; the rows after the last full tile reduce by
-//!   halving, `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`. The
+//!   their lanes with AVX horizontal adds,
+//!   `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`; the rows after
+//!   the last full tile reduce by halving,
+//!   `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`. The
 //!   remaining `k % 8` terms are a chain of fused multiply-adds from `+0`,
 //!   added to the reduced lanes.
 //! * `[1, k] @ [k, 1]`: a reduction of the products. Up to 32 terms, one
