@@ -623,12 +623,14 @@ fn recurrent_cells_match_flax() {
             &inputs,
         )
         .unwrap();
-        // Biases are exact. A kernel's gradient sums x_tᵀ g_t over the
-        // steps; the small products (two batch rows) differ from XLA's in
+        // Biases are exact, and so is every GRU gradient. An LSTM kernel's
+        // gradient sums x_tᵀ g_t over the steps; for four of its eight
+        // kernels the small products (two batch rows) differ from XLA's in
         // the last bits (measured up to 4 ulp; the exact-order issue's
         // small transposed products).
+        let lstm = name.starts_with("lstm");
         for (p, t) in g.subtree("params").unwrap().paths() {
-            let scaled = p.ends_with("kernel").then_some(4.0);
+            let scaled = (lstm && p.ends_with("kernel")).then_some(4.0);
             check_values(
                 t,
                 &c["grad_params"][&p]["bits"],
@@ -636,13 +638,14 @@ fn recurrent_cells_match_flax() {
                 scaled,
             );
         }
-        // The input's gradient of the last step is exact; earlier steps
-        // inherit the small products' last bits through the recurrence.
+        // The input's gradient of the last step is exact; for the LSTM
+        // earlier steps inherit the small products' last bits through the
+        // recurrence.
         check_values(
             g.tensor("x").unwrap(),
             &c["grad_x"],
             &format!("{name} grad x"),
-            Some(4.0),
+            lstm.then_some(4.0),
         );
     }
 }
