@@ -176,6 +176,9 @@ pub enum Error {
     /// A checkpoint could not be read, written or restored.
     /// (Boxed: the error lists paths, and `Error` stays small.)
     Serialization(Box<crate::serialization::SerializationError>),
+    /// Work spread over several processes failed: a peer died or timed
+    /// out, or the processes disagree.
+    Distributed(crate::distributed::DistributedError),
     /// A TensorFlow-compatible random function failed.
     TfRandom {
         /// Module path (empty outside modules).
@@ -305,6 +308,7 @@ impl fmt::Display for Error {
             Error::Data { source } => write!(f, "{source}"),
             Error::Sharding(e) => write!(f, "{e}"),
             Error::Serialization(e) => write!(f, "{e}"),
+            Error::Distributed(e) => write!(f, "{e}"),
             Error::TfRandom { path, source } if path.is_empty() => write!(f, "{source}"),
             Error::TfRandom { path, source } => write!(f, "module {path}: {source}"),
         }
@@ -320,6 +324,7 @@ impl std::error::Error for Error {
             Error::Data { source } => Some(source),
             Error::Sharding(e) => Some(e),
             Error::Serialization(e) => Some(e.as_ref()),
+            Error::Distributed(e) => Some(e),
             _ => None,
         }
     }
@@ -355,6 +360,12 @@ impl From<TfRandomError> for Error {
 impl From<crate::serialization::SerializationError> for Error {
     fn from(e: crate::serialization::SerializationError) -> Error {
         Error::Serialization(Box::new(e))
+    }
+}
+
+impl From<crate::distributed::DistributedError> for Error {
+    fn from(e: crate::distributed::DistributedError) -> Error {
+        Error::Distributed(e)
     }
 }
 

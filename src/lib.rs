@@ -30,6 +30,7 @@
 pub mod array_format;
 pub mod core;
 pub mod data;
+pub mod distributed;
 mod error;
 pub mod init;
 pub mod nn;

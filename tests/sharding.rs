@@ -99,7 +99,7 @@ fn replicas_and_two_d_meshes() {
             (3, 1, vec![2, 3])
         ]
     );
-    assert_eq!(a.gather(), x);
+    assert_eq!(a.gather().unwrap(), x);
     assert_eq!(
         visualize_array_sharding(&a).unwrap(),
         "  CPU 0,1  \n           \n  CPU 2,3  \n           "
@@ -115,7 +115,7 @@ fn replicas_and_two_d_meshes() {
         .collect();
     // Device (x, y) holds block y * 2 + x.
     assert_eq!(starts, vec![0, 2, 1, 3]);
-    assert_eq!(a.gather(), x);
+    assert_eq!(a.gather().unwrap(), x);
 }
 
 /// Every sharded sampler gathers to the unsharded array, over many shapes,
@@ -151,34 +151,48 @@ fn sharded_sampling_equals_unsharded() {
                     }
                     let k = || key.clone();
                     assert_eq!(
-                        sharding::random::normal(k(), shape, &s).unwrap().gather(),
+                        sharding::random::normal(k(), shape, &s)
+                            .unwrap()
+                            .gather()
+                            .unwrap(),
                         random::normal(k(), shape).unwrap(),
                         "normal {mode:?} {shape:?} {spec} over {}",
                         m.short()
                     );
                     assert_eq!(
-                        sharding::random::bits(k(), shape, &s).unwrap().gather(),
+                        sharding::random::bits(k(), shape, &s)
+                            .unwrap()
+                            .gather()
+                            .unwrap(),
                         random::bits(k(), shape).unwrap()
                     );
                     assert_eq!(
                         sharding::random::randint(k(), shape, -3, 1000, &s)
                             .unwrap()
-                            .gather(),
+                            .gather()
+                            .unwrap(),
                         random::randint(k(), shape, -3, 1000).unwrap()
                     );
                     assert_eq!(
                         sharding::random::bernoulli(k(), 0.3, shape, &s)
                             .unwrap()
-                            .gather(),
+                            .gather()
+                            .unwrap(),
                         random::bernoulli(k(), 0.3, shape).unwrap()
                     );
                     let a = sharding::random::normal_as::<f64>(k(), shape, &s).unwrap();
-                    assert_eq!(a.gather(), random::normal_as::<f64>(k(), shape).unwrap());
+                    assert_eq!(
+                        a.gather().unwrap(),
+                        random::normal_as::<f64>(k(), shape).unwrap()
+                    );
                     let a = sharding::random::bits_as::<u64>(k(), shape, &s).unwrap();
-                    assert_eq!(a.gather(), random::bits_as::<u64>(k(), shape).unwrap());
+                    assert_eq!(
+                        a.gather().unwrap(),
+                        random::bits_as::<u64>(k(), shape).unwrap()
+                    );
                     let a = sharding::random::uniform_as::<half::bf16>(k(), shape, &s).unwrap();
                     assert_eq!(
-                        a.gather(),
+                        a.gather().unwrap(),
                         random::uniform_as::<half::bf16>(k(), shape).unwrap()
                     );
                     for (a, b) in [
@@ -203,7 +217,7 @@ fn sharded_sampling_equals_unsharded() {
                             random::exponential(k(), shape),
                         ),
                     ] {
-                        assert_eq!(a.unwrap().gather(), b.unwrap());
+                        assert_eq!(a.unwrap().gather().unwrap(), b.unwrap());
                     }
                     checked += 1;
                 }
@@ -349,7 +363,7 @@ mod guide_model {
         let out = jit_forward
             .call((&variables, &x, true, &apply_rng))
             .unwrap();
-        assert_eq!(out.gather().into_raw_vec_and_offset().0, noisy);
+        assert_eq!(out.gather().unwrap().into_raw_vec_and_offset().0, noisy);
         for (k, shard) in out.addressable_shards().iter().enumerate() {
             assert_eq!(shard.device.id(), k);
             assert_eq!(shard.data.shape(), &[1, 1]);
@@ -357,7 +371,10 @@ mod guide_model {
         let out = jit_forward
             .call((&variables, &x, false, &apply_rng))
             .unwrap();
-        assert_eq!(out.gather().into_raw_vec_and_offset().0, [-1.2839764f32; 8]);
+        assert_eq!(
+            out.gather().unwrap().into_raw_vec_and_offset().0,
+            [-1.2839764f32; 8]
+        );
         // Unsharded, the same numbers (the guide's point).
         let plain = forward((&variables, x.clone(), true, random::clone(&apply_rng))).unwrap();
         assert_eq!(plain.to_vec(), noisy);
@@ -379,7 +396,7 @@ mod guide_model {
             .call((&variables, &x, true, &apply_rngs))
             .unwrap();
         assert_eq!(
-            out.gather().into_raw_vec_and_offset().0,
+            out.gather().unwrap().into_raw_vec_and_offset().0,
             [
                 -1.2605132f32,
                 -1.2405176,
@@ -409,7 +426,10 @@ mod guide_model {
             let jitted = sharding::jit(forward, [None, Some(data.clone()), None], data).unwrap();
             let out = jitted.call((&variables, &x, &random::key(9))).unwrap();
             let plain = forward((&variables, x.clone(), random::key(9))).unwrap();
-            assert_eq!(out.gather().into_raw_vec_and_offset().0, plain.to_vec());
+            assert_eq!(
+                out.gather().unwrap().into_raw_vec_and_offset().0,
+                plain.to_vec()
+            );
         }
     }
 }
@@ -441,7 +461,10 @@ mod collectives {
         let v = x.to_vec();
         let parts: Vec<f32> = (0..4).map(|k| v[2 * k] + v[2 * k + 1]).collect();
         let expected = ((parts[0] + parts[1]) + parts[2]) + parts[3];
-        assert_eq!(out.gather().into_raw_vec_and_offset().0, [expected]);
+        assert_eq!(
+            out.gather().unwrap().into_raw_vec_and_offset().0,
+            [expected]
+        );
 
         let idx = shard_map(
             |(x,): (Tensor,)| {
@@ -456,6 +479,7 @@ mod collectives {
             idx.call((&x,))
                 .unwrap()
                 .gather()
+                .unwrap()
                 .into_raw_vec_and_offset()
                 .0,
             [0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
@@ -479,6 +503,7 @@ mod collectives {
                 .call((&x,))
                 .unwrap()
                 .gather()
+                .unwrap()
                 .into_raw_vec_and_offset()
                 .0,
             v
@@ -499,6 +524,7 @@ mod collectives {
             .call((&x4,))
             .unwrap()
             .gather()
+            .unwrap()
             .into_raw_vec_and_offset()
             .0;
         assert_eq!(out[0], out[1]);
@@ -552,7 +578,12 @@ mod collectives {
         );
         let x = Tensor::from_vec(vec![1.0, 3.0, 5.0, 7.0], &[4, 1]).unwrap();
         assert_eq!(
-            f.call((&x,)).unwrap().gather().into_raw_vec_and_offset().0,
+            f.call((&x,))
+                .unwrap()
+                .gather()
+                .unwrap()
+                .into_raw_vec_and_offset()
+                .0,
             [-3.0, -1.0, 1.0, 3.0]
         );
     }

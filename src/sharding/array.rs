@@ -83,7 +83,7 @@ impl<T: NumpyElement> fmt::Display for ShardList<'_, T> {
 /// let x = ArrayD::from_shape_vec(vec![4, 2], (0..8).map(|v| v as f32).collect()).unwrap();
 /// let sharded = device_put(&x, &s)?;
 /// assert_eq!(sharded.addressable_shards()[1].data.shape(), &[1, 2]);
-/// assert_eq!(sharded.gather(), x);
+/// assert_eq!(sharded.gather()?, x);
 /// # Ok::<(), flaxen::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq)]
@@ -104,7 +104,8 @@ impl<T: Clone + Send + Sync> Sharded<T> {
         block: impl Fn(&Placement) -> Result<ArrayD<T>> + Sync,
     ) -> Result<Sharded<T>> {
         let placements = sharding.placements(global_shape)?;
-        let datas = sharding.mesh().run(|k| {
+        let mesh = sharding.mesh();
+        let datas = mesh.run(|k| {
             let p = &placements[k];
             let data = block(p)?;
             let expected = p.shape(global_shape);
@@ -119,10 +120,15 @@ impl<T: Clone + Send + Sync> Sharded<T> {
             }
             Ok(data)
         })?;
-        Ok(Sharded::assemble(global_shape, sharding, placements, datas))
+        let local = placements
+            .into_iter()
+            .filter(|p| mesh.is_local(&p.device))
+            .collect();
+        Ok(Sharded::assemble(global_shape, sharding, local, datas))
     }
 
-    /// The array from blocks already computed, one per placement.
+    /// The array from blocks already computed, one per placement of this
+    /// process's devices.
     pub(crate) fn assemble(
         global_shape: &[usize],
         sharding: &NamedSharding,
@@ -146,14 +152,34 @@ impl<T: Clone + Send + Sync> Sharded<T> {
         }
     }
 
-    /// The whole array, put together from the shards with replica 0
+    /// The whole array, put together from this process's shards
     /// (`np.asarray(x)`).
-    pub fn gather(&self) -> ArrayD<T>
+    ///
+    /// Fails with [`ShardingError::NotAddressable`] when a block is held
+    /// only by devices of other processes (an array over a multi-process
+    /// mesh that is not replicated on this process's devices).
+    pub fn gather(&self) -> Result<ArrayD<T>>
     where
         T: Default,
     {
+        // Each block once, from the first local device that holds it.
+        let mut blocks: Vec<&Shard<T>> = Vec::new();
+        for s in &self.shards {
+            if !blocks.iter().any(|b| b.index == s.index) {
+                blocks.push(s);
+            }
+        }
+        for p in self.sharding.placements(&self.global_shape)? {
+            if !blocks.iter().any(|b| b.index == p.index) {
+                return Err(ShardingError::NotAddressable {
+                    device: p.device.id(),
+                    process: p.device.process_index(),
+                }
+                .into());
+            }
+        }
         let mut out = ArrayD::from_elem(IxDyn(&self.global_shape), T::default());
-        for s in self.shards.iter().filter(|s| s.replica_id == 0) {
+        for s in blocks {
             let mut view = out.view_mut();
             for (d, r) in s.index.iter().enumerate() {
                 if let Some(r) = r {
@@ -162,7 +188,18 @@ impl<T: Clone + Send + Sync> Sharded<T> {
             }
             view.assign(&s.data);
         }
-        out
+        Ok(out)
+    }
+
+    /// Whether this process holds every block (always, in one process).
+    pub fn is_fully_addressable(&self) -> bool {
+        self.sharding
+            .placements(&self.global_shape)
+            .map(|ps| {
+                ps.iter()
+                    .all(|p| self.shards.iter().any(|s| s.index == p.index))
+            })
+            .unwrap_or(false)
     }
 }
 
@@ -177,8 +214,8 @@ impl<T> Sharded<T> {
         &self.sharding
     }
 
-    /// Every device's block, in the mesh's device order
-    /// (`addressable_shards`; in one process, every shard is addressable).
+    /// This process's devices' blocks, in the mesh's device order
+    /// (`addressable_shards`; in one process, every device's).
     pub fn addressable_shards(&self) -> ShardList<'_, T> {
         ShardList(&self.shards)
     }
@@ -195,7 +232,11 @@ pub fn device_put<T: Clone + Send + Sync>(
     sharding: &NamedSharding,
 ) -> Result<Sharded<T>> {
     sharding.check(x.shape(), "device_put")?;
-    let placements = sharding.placements(x.shape())?;
+    let placements: Vec<Placement> = sharding
+        .placements(x.shape())?
+        .into_iter()
+        .filter(|p| sharding.mesh().is_local(&p.device))
+        .collect();
     let datas = placements.iter().map(|p| block_of(x, p)).collect();
     Ok(Sharded::assemble(x.shape(), sharding, placements, datas))
 }
@@ -223,7 +264,10 @@ macro_rules! display_sharded {
     ($($t:ty => $name:literal),*) => {$(
         impl fmt::Display for Sharded<$t> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let whole = self.gather();
+                let whole = match self.gather() {
+                    Ok(w) => w,
+                    Err(e) => return write!(f, "Array(<{e}>, dtype={})", $name),
+                };
                 write!(
                     f,
                     "Array({}{}, dtype={})",

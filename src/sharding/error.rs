@@ -74,6 +74,13 @@ pub enum ShardingError {
         /// The operating system's message.
         message: String,
     },
+    /// A block of an array held only by another process's devices.
+    NotAddressable {
+        /// A device holding it.
+        device: usize,
+        /// Its process.
+        process: usize,
+    },
     /// A replica id or device index outside the mesh.
     OutOfRange {
         /// What was asked for (`replica`, `device`).
@@ -142,6 +149,11 @@ impl fmt::Display for ShardingError {
                     "could not start the thread of device {device}: {message}"
                 )
             }
+            ShardingError::NotAddressable { device, process } => write!(
+                f,
+                "the block of device {device} is held only by process {process}: this process \
+                 cannot read it (gather it across processes first)"
+            ),
             ShardingError::OutOfRange { what, index, count } => {
                 write!(f, "{what} {index} out of range: there are {count}")
             }

@@ -9,6 +9,7 @@ use ndarray::{ArrayD, IxDyn};
 use super::error::ShardingError;
 use super::spec::{quoted, tuple};
 use crate::array_format::{format_array, format_array_repr, NumpyElement};
+use crate::distributed::Cluster;
 use crate::error::{Error, Result};
 
 /// One virtual CPU device (`CpuDevice(id=0)`). A device runs its share of a
@@ -18,17 +19,29 @@ use crate::error::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Device {
     id: usize,
+    process: usize,
 }
 
 impl Device {
-    /// The device with global id `id`.
+    /// The device with global id `id` (of process 0).
     pub const fn cpu(id: usize) -> Device {
-        Device { id }
+        Device { id, process: 0 }
+    }
+
+    /// The device with global id `id`, run by process `process` of a
+    /// multi-process job (see [`crate::distributed`]).
+    pub const fn on_process(id: usize, process: usize) -> Device {
+        Device { id, process }
     }
 
     /// Its global id.
     pub fn id(&self) -> usize {
         self.id
+    }
+
+    /// The process that runs it (`device.process_index`).
+    pub fn process_index(&self) -> usize {
+        self.process
     }
 }
 
@@ -121,11 +134,17 @@ struct MeshInner {
     /// work (and the parallel loops inside its operations) runs on its
     /// own thread only, so that N devices use N threads.
     pools: std::sync::OnceLock<std::result::Result<Vec<rayon::ThreadPool>, ShardingError>>,
+    /// The job, for a mesh over several processes' devices.
+    cluster: Option<Cluster>,
 }
 
 impl PartialEq for MeshInner {
     fn eq(&self, other: &MeshInner) -> bool {
-        self.devices == other.devices && self.axis_names == other.axis_names
+        let same_job = match (&self.cluster, &other.cluster) {
+            (Some(a), Some(b)) => a.same(b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        self.devices == other.devices && self.axis_names == other.axis_names && same_job
     }
 }
 
@@ -133,6 +152,31 @@ impl Mesh {
     /// A mesh of `devices` whose axes are called `axis_names` (one name per
     /// axis, all different).
     pub fn new(devices: DeviceArray, axis_names: &[&str]) -> Result<Mesh> {
+        if let Some(d) = devices.0.iter().find(|d| d.process_index() != 0) {
+            return Err(ShardingError::AxisNames {
+                shape: devices.0.shape().to_vec(),
+                names: axis_names.iter().map(|s| s.to_string()).collect(),
+                message: format!(
+                    "{d} belongs to process {}: build meshes over several processes with \
+                     `Cluster::mesh`",
+                    d.process_index()
+                ),
+            }
+            .into());
+        }
+        Mesh::build(devices, axis_names, None)
+    }
+
+    /// A mesh over the devices of several processes (`Cluster::mesh`).
+    pub(crate) fn with_cluster(
+        devices: DeviceArray,
+        axis_names: &[&str],
+        cluster: Cluster,
+    ) -> Result<Mesh> {
+        Mesh::build(devices, axis_names, Some(cluster))
+    }
+
+    fn build(devices: DeviceArray, axis_names: &[&str], cluster: Option<Cluster>) -> Result<Mesh> {
         let shape = devices.0.shape().to_vec();
         let names: Vec<String> = axis_names.iter().map(|s| s.to_string()).collect();
         let bad = |message: String| -> Error {
@@ -171,6 +215,7 @@ impl Mesh {
                 devices: devices.0,
                 axis_names: names,
                 pools: std::sync::OnceLock::new(),
+                cluster,
             }),
         })
     }
@@ -210,6 +255,44 @@ impl Mesh {
         self.inner.devices.iter().copied().collect()
     }
 
+    /// The job this mesh spans, for a mesh over several processes.
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.inner.cluster.as_ref()
+    }
+
+    /// Whether device `d` is run by this process.
+    pub fn is_local(&self, d: &Device) -> bool {
+        d.process_index()
+            == self
+                .inner
+                .cluster
+                .as_ref()
+                .map_or(0, Cluster::process_index)
+    }
+
+    /// This process's devices, in the mesh's order
+    /// (`jax.local_devices()` on the mesh).
+    pub fn local_devices(&self) -> Vec<Device> {
+        self.inner
+            .devices
+            .iter()
+            .copied()
+            .filter(|d| self.is_local(d))
+            .collect()
+    }
+
+    /// The positions (in the mesh's row-major order) of this process's
+    /// devices: every position in a single-process mesh.
+    pub fn local_positions(&self) -> Vec<usize> {
+        self.inner
+            .devices
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| self.is_local(d))
+            .map(|(k, _)| k)
+            .collect()
+    }
+
     /// The mesh coordinates of the `k`-th device in row-major order.
     pub fn coords(&self, k: usize) -> Vec<usize> {
         let mut rest = k;
@@ -232,20 +315,22 @@ impl Mesh {
         format!("Mesh({})", axes.join(", "))
     }
 
-    /// Runs `f(k)` for every device `k` (in row-major order) on the
-    /// device's own worker thread, all at once, and returns the results in
-    /// device order. Parallel loops inside `f` stay on that thread: a
-    /// device is one thread, whatever the number of cores.
+    /// Runs `f(k)` for every device `k` of this process (`k`: its position
+    /// in row-major order, see [`Mesh::local_positions`]) on the device's
+    /// own worker thread, all at once, and returns the results in device
+    /// order. Parallel loops inside `f` stay on that thread: a device is
+    /// one thread, whatever the number of cores.
     pub fn run<R: Send>(&self, f: impl Fn(usize) -> Result<R> + Sync) -> Result<Vec<R>> {
         let pools = self.pools()?;
+        let positions = self.local_positions();
         let f = &f;
         let results: Vec<Result<R>> = std::thread::scope(|scope| {
             // Each device's work is handed to its pool from a short-lived
             // thread that waits for it.
             let handles: Vec<_> = pools
                 .iter()
-                .enumerate()
-                .map(|(k, pool)| {
+                .zip(positions)
+                .map(|(pool, k)| {
                     std::thread::Builder::new()
                         .spawn_scoped(scope, move || pool.install(|| f(k)))
                         .map_err(|e| ShardingError::Spawn {
@@ -271,6 +356,7 @@ impl Mesh {
             self.inner
                 .devices
                 .iter()
+                .filter(|d| self.is_local(d))
                 .map(|d| {
                     let id = d.id();
                     rayon::ThreadPoolBuilder::new()

@@ -16,7 +16,7 @@
 //! let key = random::key(0);
 //! let sharded = sharding::random::normal(key.clone(), &[4, 6], &s)?;
 //! assert_eq!(sharded.addressable_shards()[3].data.shape(), &[2, 3]);
-//! assert_eq!(sharded.gather(), random::normal(key, &[4, 6])?);
+//! assert_eq!(sharded.gather()?, random::normal(key, &[4, 6])?);
 //! # Ok::<(), flaxen::Error>(())
 //! ```
 //!

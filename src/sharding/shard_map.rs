@@ -11,8 +11,9 @@ use super::error::ShardingError;
 use super::mesh::Mesh;
 use super::named::{NamedSharding, Placement};
 use super::spec::PartitionSpec;
-use crate::core::lift::collective::{with_device_axes, Collectives, DeviceAxes, Driver};
+use crate::core::lift::collective::{with_device_axes, Collectives, DeviceAxes, Driver, Remote};
 use crate::core::Variables;
+use crate::distributed::group::GroupLink;
 use crate::error::Result;
 use crate::random::sampling::{with_window, Window};
 use crate::random::{Key, KeyArray};
@@ -194,7 +195,7 @@ pub struct ShardMapped<A: ShardArgs, F> {
 /// );
 /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 6.0], &[4, 1])?;
 /// let out = center.call((&x,))?;
-/// assert_eq!(out.gather().into_raw_vec_and_offset().0, vec![-2.0, -1.0, 0.0, 3.0]);
+/// assert_eq!(out.gather()?.into_raw_vec_and_offset().0, vec![-2.0, -1.0, 0.0, 3.0]);
 /// # Ok::<(), flaxen::Error>(())
 /// ```
 pub fn shard_map<A, F>(
@@ -329,7 +330,15 @@ where
                 })
             }
         });
-        let axes = device_axes(mesh);
+        // Every process of a multi-process mesh counts this call.
+        let call = match mesh.cluster() {
+            Some(c) => {
+                c.check_broken()?;
+                Some(c.next_call())
+            }
+            None => None,
+        };
+        let axes = device_axes(mesh, call);
         let run = |k: usize| -> Result<ArrayD<f32>> {
             let mine: Vec<(&Arc<Collectives>, usize)> = axes
                 .iter()
@@ -350,12 +359,21 @@ where
             Ok(out?.into_array())
         };
         let blocks = mesh.run(run);
+        // The other processes learn how this one's devices ended, and this
+        // one how theirs did.
+        let remote = axes
+            .iter()
+            .map(|(c, _)| c.finish_remote())
+            .find_map(Result::err);
         // A device that failed stopped the others; report its error.
         let blocks = match (blocks, axes.iter().find_map(|(c, _)| c.failure())) {
             (Err(_), Some(first)) => return Err(first),
             (blocks, _) => blocks?,
         };
-        assemble_out(&out_sharding, blocks)
+        if let Some(e) = remote {
+            return Err(e);
+        }
+        assemble_out(&out_sharding, &mesh.local_positions(), blocks)
     }
 }
 
@@ -363,10 +381,16 @@ where
 /// agree on every other coordinate form a group, and a device's item in it
 /// is its coordinate along `a`. Returns one entry per (axis, group) with
 /// each device's item (devices outside the group are never asked).
-fn device_axes(mesh: &Mesh) -> Vec<(Arc<Collectives>, Vec<usize>)> {
+///
+/// On a multi-process mesh (`call`: the cluster's number for this call),
+/// a group some of whose devices other processes run is linked to them;
+/// groups are numbered alike in every process.
+fn device_axes(mesh: &Mesh, call: Option<u64>) -> Vec<(Arc<Collectives>, Vec<usize>)> {
     let n = mesh.size();
     let coords: Vec<Vec<usize>> = (0..n).map(|k| mesh.coords(k)).collect();
+    let devices = mesh.device_list();
     let mut out = Vec::new();
+    let mut group = 0;
     for (a, name) in mesh.axis_names().iter().enumerate() {
         let size = mesh.shape()[a];
         let mut groups: Vec<(Vec<usize>, Arc<Collectives>)> = Vec::new();
@@ -374,7 +398,24 @@ fn device_axes(mesh: &Mesh) -> Vec<(Arc<Collectives>, Vec<usize>)> {
             let mut rest = c.clone();
             rest.remove(a);
             if !groups.iter().any(|(r, _)| *r == rest) {
-                let coll = Collectives::new(name, "", size, Driver::Parallel);
+                let remote = match (mesh.cluster(), call) {
+                    (Some(cluster), Some(call)) => {
+                        // The process of each item (coordinate along `a`).
+                        let mut item_process = vec![0; size];
+                        for (k, ck) in coords.iter().enumerate() {
+                            let mut r = ck.clone();
+                            r.remove(a);
+                            if r == rest {
+                                item_process[ck[a]] = devices[k].process_index();
+                            }
+                        }
+                        GroupLink::new(cluster, call, group, name, item_process)
+                            .map(|l| Box::new(l) as Box<dyn Remote>)
+                    }
+                    _ => None,
+                };
+                group += 1;
+                let coll = Collectives::with_remote(name, "", size, Driver::Parallel, remote);
                 groups.push((rest, coll));
             }
         }
@@ -406,7 +447,11 @@ fn device_axes(mesh: &Mesh) -> Vec<(Arc<Collectives>, Vec<usize>)> {
 }
 
 /// The whole output from the devices' blocks, as `sharding` lays it out.
-fn assemble_out(sharding: &NamedSharding, blocks: Vec<ArrayD<f32>>) -> Result<Sharded<f32>> {
+fn assemble_out(
+    sharding: &NamedSharding,
+    positions: &[usize],
+    blocks: Vec<ArrayD<f32>>,
+) -> Result<Sharded<f32>> {
     let local = blocks[0].shape().to_vec();
     if sharding.spec().entries().len() > local.len() {
         return Err(ShardingError::SpecRank {
@@ -420,7 +465,8 @@ fn assemble_out(sharding: &NamedSharding, blocks: Vec<ArrayD<f32>>) -> Result<Sh
         .enumerate()
         .map(|(d, &l)| l * sharding.pieces(d))
         .collect();
-    let placements = sharding.placements(&global)?;
+    let all = sharding.placements(&global)?;
+    let placements: Vec<Placement> = positions.iter().map(|&k| all[k].clone()).collect();
     for (k, b) in blocks.iter().enumerate() {
         if b.shape() != local.as_slice() {
             return Err(ShardingError::ShardShape {
@@ -435,10 +481,15 @@ fn assemble_out(sharding: &NamedSharding, blocks: Vec<ArrayD<f32>>) -> Result<Sh
     // Devices holding the same block must have computed the same values.
     for (k, p) in placements.iter().enumerate() {
         if p.replica_id > 0 {
+            // (Among this process's devices: replicas elsewhere are not
+            // compared.)
             let first = placements
                 .iter()
                 .position(|q| q.index == p.index)
-                .expect("replica 0 exists");
+                .expect("p itself holds it");
+            if first == k {
+                continue;
+            }
             let same = blocks[k]
                 .iter()
                 .zip(blocks[first].iter())

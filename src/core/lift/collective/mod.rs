@@ -43,12 +43,41 @@ use crate::tensor::Tensor;
 /// thread of the last item to arrive, hence `Send + Sync`.
 pub type BatchedFn = Arc<dyn Fn(&[Tensor]) -> Result<(Vec<Tensor>, Vec<Tensor>)> + Send + Sync>;
 
+/// The part of a mesh axis's group run by other processes (multi-process
+/// meshes): a collective exchanges this process's operands for theirs.
+pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
+    /// Whether this process runs item `item`.
+    fn is_local(&self, item: usize) -> bool;
+    /// Sends this process's operands of collective `index` (named `op`) to
+    /// the other processes and returns theirs, per item.
+    fn exchange(
+        &self,
+        index: usize,
+        op: &str,
+        local: &[(usize, Vec<Tensor>)],
+    ) -> Result<Vec<(usize, Vec<Tensor>)>>;
+    /// Tells the other processes that this one's devices returned after
+    /// `collectives` collectives (or failed), and hears the same from them.
+    fn finish(&self, collectives: usize, failure: Option<&Error>) -> Result<()>;
+}
+
 /// Which reduction a collective performs.
 #[derive(Clone)]
 pub(crate) enum Reduce {
     Mean,
     Sum,
     Batched(BatchedFn),
+}
+
+impl Reduce {
+    /// The collective's name, as processes compare them.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Reduce::Mean => "pmean",
+            Reduce::Sum => "psum",
+            Reduce::Batched(_) => "batched",
+        }
+    }
 }
 
 impl std::fmt::Debug for Reduce {
@@ -161,6 +190,8 @@ pub(crate) struct Collectives {
     batons: Vec<Condvar>,
     /// The transform named in errors (`vmap`, `shard_map`).
     transform: &'static str,
+    /// Parallel: the items other processes run, if any.
+    remote: Option<Box<dyn Remote>>,
 }
 
 /// An item's handle on the collectives of an enclosing `vmap`.
@@ -174,6 +205,18 @@ impl Collectives {
     /// The collectives of `items` items over axis `axis_name`, at `path`,
     /// run by `driver`.
     pub(crate) fn new(axis_name: &str, path: &str, items: usize, driver: Driver) -> Arc<Self> {
+        Collectives::with_remote(axis_name, path, items, driver, None)
+    }
+
+    /// [`Collectives::new`] for a group some of whose items other processes
+    /// run (`remote`).
+    pub(crate) fn with_remote(
+        axis_name: &str,
+        path: &str,
+        items: usize,
+        driver: Driver,
+        remote: Option<Box<dyn Remote>>,
+    ) -> Arc<Self> {
         let batons = match driver {
             Driver::Replay => Vec::new(),
             Driver::Lockstep => (0..items).map(|_| Condvar::new()).collect(),
@@ -200,6 +243,7 @@ impl Collectives {
             }),
             batons,
             transform,
+            remote,
         })
     }
 

@@ -10,7 +10,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::{AxisContext, Collectives, Reduce};
+use super::{AxisContext, Collectives, Progress, Reduce, Remote};
 use crate::error::Result;
 use crate::tensor::Tensor;
 
@@ -79,11 +79,17 @@ impl Collectives {
         st.pending[item] = Some((reduce, x.to_vec()));
         let deposited = st.pending.iter().filter(|p| p.is_some()).count();
         let finished = st.finished.iter().filter(|&&f| f).count();
-        if deposited + finished == self.items {
+        if deposited + finished == self.local_items() {
             if let Some(f) = st.finished.iter().position(|&f| f) {
                 st.aborted = Some(self.skipped(f, index));
             } else {
-                match self.resolve(&mut st) {
+                // Other processes' items join here (the last local device
+                // talks to them while the others wait).
+                let joined = match &self.remote {
+                    Some(remote) => self.join_remote(remote.as_ref(), &mut st, index),
+                    None => Ok(()),
+                };
+                match joined.and_then(|()| self.resolve(&mut st)) {
                     Ok(_) => {}
                     Err(e) => st.aborted = Some(e),
                 }
@@ -98,6 +104,50 @@ impl Collectives {
             return Err(self.error(ABORTED.to_string()));
         }
         st.resolved[index].for_item(item)
+    }
+
+    /// The number of items this process runs.
+    fn local_items(&self) -> usize {
+        match &self.remote {
+            Some(r) => (0..self.items).filter(|&i| r.is_local(i)).count(),
+            None => self.items,
+        }
+    }
+
+    /// Exchanges the local operands of collective `index` for the other
+    /// processes' ones, which take their items' places.
+    fn join_remote(&self, remote: &dyn Remote, st: &mut Progress, index: usize) -> Result<()> {
+        let mut op = None;
+        let local: Vec<(usize, Vec<Tensor>)> = st
+            .pending
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                p.as_ref().map(|(r, x)| {
+                    op.get_or_insert_with(|| r.clone());
+                    (i, x.clone())
+                })
+            })
+            .collect();
+        let op = op.expect("the caller deposited");
+        for (item, x) in remote.exchange(index, op.name(), &local)? {
+            st.pending[item] = Some((op.clone(), x));
+        }
+        Ok(())
+    }
+
+    /// Ends this call with the other processes (after every local device
+    /// returned): they learn whether this process failed, and this one
+    /// whether they did.
+    pub(crate) fn finish_remote(&self) -> Result<()> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        let (resolved, failure) = {
+            let st = self.lock();
+            (st.resolved.len(), st.aborted.clone())
+        };
+        remote.finish(resolved, failure.as_ref())
     }
 
     /// Records that device `item`'s body returned (`ok`: without an

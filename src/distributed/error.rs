@@ -1,0 +1,113 @@
+//! What can go wrong between processes.
+
+use std::fmt;
+
+/// A failure of work spread over several processes, naming the processes
+/// and the values involved.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum DistributedError {
+    /// A peer did not answer in time: it died, never joined, or is stuck.
+    Timeout {
+        /// This process.
+        process: usize,
+        /// The process waited for.
+        peer: usize,
+        /// What was waited for.
+        what: String,
+        /// How long, in seconds.
+        seconds: f64,
+    },
+    /// Another process failed and told this one.
+    PeerFailed {
+        /// The process that failed.
+        peer: usize,
+        /// Its error.
+        message: String,
+    },
+    /// Processes disagree: different versions, device counts or model
+    /// shapes at the handshake, or different collective calls.
+    Mismatch {
+        /// What differs.
+        what: String,
+        /// The first process and its value.
+        process: usize,
+        /// Its value.
+        value: String,
+        /// The other process.
+        peer: usize,
+        /// The other's value.
+        peer_value: String,
+    },
+    /// A global mesh that the processes' devices cannot make up.
+    MeshSize {
+        /// The mesh shape asked for.
+        shape: Vec<usize>,
+        /// The number of processes.
+        processes: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A message from a peer that cannot be read (truncated or corrupt).
+    Malformed {
+        /// The sender.
+        peer: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The transport itself failed (MPI could not start, a send failed),
+    /// or an earlier failure left the processes out of step.
+    Transport {
+        /// This process.
+        process: usize,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl fmt::Display for DistributedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DistributedError::Timeout {
+                process,
+                peer,
+                what,
+                seconds,
+            } => write!(
+                f,
+                "process {process}: no answer from process {peer} within {seconds} s while \
+                 waiting for {what} (it died, never joined, or is stuck)"
+            ),
+            DistributedError::PeerFailed { peer, message } => {
+                write!(f, "process {peer} failed: {message}")
+            }
+            DistributedError::Mismatch {
+                what,
+                process,
+                value,
+                peer,
+                peer_value,
+            } => write!(
+                f,
+                "processes disagree on {what}: process {process} has {value}, process {peer} \
+                 has {peer_value}"
+            ),
+            DistributedError::MeshSize {
+                shape,
+                processes,
+                message,
+            } => write!(
+                f,
+                "a mesh of shape {shape:?} over {processes} processes: {message}"
+            ),
+            DistributedError::Malformed { peer, message } => {
+                write!(f, "unreadable message from process {peer}: {message}")
+            }
+            DistributedError::Transport { process, message } => {
+                write!(f, "process {process}: {message}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DistributedError {}
