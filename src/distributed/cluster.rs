@@ -54,6 +54,32 @@ impl Cluster {
         Cluster::with_timeout(transport, local_devices, DEFAULT_TIMEOUT)
     }
 
+    /// Joins the job over `transport` with `devices` devices in all, shared
+    /// equally by the processes: fails, naming the counts, when the number
+    /// of processes does not divide `devices` (as `mpirun -np 3` for a mesh
+    /// of 4).
+    pub fn sharing(transport: impl Transport + 'static, devices: usize) -> Result<Cluster> {
+        let count = transport.process_count();
+        if count == 0 || devices % count != 0 || devices == 0 {
+            return Err(DistributedError::MeshSize {
+                shape: vec![devices],
+                processes: count,
+                message: format!(
+                    "{count} processes cannot share {devices} devices equally: run a number of \
+                     processes that divides {devices}"
+                ),
+            }
+            .into());
+        }
+        Cluster::new(transport, devices / count)
+    }
+
+    /// A job of this process alone, with `local_devices` devices: the same
+    /// code as a multi-process job, without a launcher.
+    pub fn single(local_devices: usize) -> Result<Cluster> {
+        Cluster::new(super::transport::ThreadTransport::single(), local_devices)
+    }
+
     /// [`Cluster::new`], waiting at most `timeout` for any peer.
     pub fn with_timeout(
         transport: impl Transport + 'static,

@@ -160,6 +160,12 @@ impl Cluster {
         Cluster::new(MpiTransport::initialize()?, local_devices)
     }
 
+    /// [`Cluster::sharing`] over MPI: `devices` devices in all, shared
+    /// equally by the ranks.
+    pub fn from_mpi_sharing(devices: usize) -> crate::Result<Cluster> {
+        Cluster::sharing(MpiTransport::initialize()?, devices)
+    }
+
     /// [`Cluster::from_mpi`] with a timeout for peers.
     pub fn from_mpi_with_timeout(
         local_devices: usize,

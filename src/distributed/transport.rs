@@ -52,6 +52,17 @@ pub struct ThreadTransport {
     mail: Arc<Mailboxes>,
 }
 
+impl ThreadTransport {
+    /// The transport of a job of one process.
+    pub fn single() -> ThreadTransport {
+        ThreadTransport {
+            index: 0,
+            count: 1,
+            mail: Arc::default(),
+        }
+    }
+}
+
 impl Transport for ThreadTransport {
     fn process_index(&self) -> usize {
         self.index
