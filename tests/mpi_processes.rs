@@ -54,20 +54,26 @@ fn rank() {
     };
     match result {
         Ok(line) => println!("RESULT {line}"),
-        Err((rank, e)) => {
-            println!("RESULT {rank} error: {e}");
+        Err(line) => {
+            println!("RESULT {line}");
             // Ends this rank (and so the job) with an error code.
             std::process::exit(3);
         }
     }
 }
 
-type RankResult = Result<String, (usize, flaxen::Error)>;
+/// A rank's result line, or its error line.
+type RankResult = Result<String, String>;
+
+/// Rank `rank`'s error line.
+fn fail(rank: usize, e: flaxen::Error) -> String {
+    format!("{rank} error: {e}")
+}
 
 /// Rows minus their mean, times the column sums, gathered everywhere: the
 /// bits of the result, per rank.
 fn centered() -> RankResult {
-    let cluster = Cluster::from_mpi_sharing(4).map_err(|e| (usize::MAX, e))?;
+    let cluster = Cluster::from_mpi_sharing(4).map_err(|e| fail(usize::MAX, e))?;
     let me = cluster.process_index();
     let run = || -> flaxen::Result<String> {
         let mesh = cluster.mesh(&[4], &["data"])?;
@@ -89,13 +95,13 @@ fn centered() -> RankResult {
         let bits: Vec<String> = out.iter().map(|v| format!("{:08x}", v.to_bits())).collect();
         Ok(bits.join(""))
     };
-    run().map(|b| format!("{me} {b}")).map_err(|e| (me, e))
+    run().map(|b| format!("{me} {b}")).map_err(|e| fail(me, e))
 }
 
 /// Rank 1 joins but never reaches the collective: rank 0 times out.
 fn silent() -> RankResult {
-    let cluster =
-        Cluster::from_mpi_with_timeout(1, Duration::from_secs(2)).map_err(|e| (usize::MAX, e))?;
+    let cluster = Cluster::from_mpi_with_timeout(1, Duration::from_secs(2))
+        .map_err(|e| fail(usize::MAX, e))?;
     let me = cluster.process_index();
     if me == 1 {
         // Stuck for longer than rank 0's timeout. (mpirun lets it finish
@@ -105,7 +111,7 @@ fn silent() -> RankResult {
     }
     let mesh = cluster
         .mesh(&[cluster.device_count()], &["data"])
-        .map_err(|e| (me, e))?;
+        .map_err(|e| fail(me, e))?;
     let f = shard_map(
         |(x,): (Tensor,)| sharding::psum(&x, "data"),
         &mesh,
@@ -115,20 +121,20 @@ fn silent() -> RankResult {
     let x = Tensor::zeros(&[cluster.device_count(), 2]);
     f.call((&x,))
         .map(|_| "0 no error".to_string())
-        .map_err(|e| (me, e))
+        .map_err(|e| fail(me, e))
 }
 
 /// Rank 1 dies (exits without a word) after joining: the job ends with an
 /// error within rank 0's timeout, whether mpirun ends rank 0 first or rank
 /// 0 times out.
 fn dies() -> RankResult {
-    let cluster =
-        Cluster::from_mpi_with_timeout(1, Duration::from_secs(5)).map_err(|e| (usize::MAX, e))?;
+    let cluster = Cluster::from_mpi_with_timeout(1, Duration::from_secs(5))
+        .map_err(|e| fail(usize::MAX, e))?;
     let me = cluster.process_index();
     if me == 1 {
         std::process::exit(4);
     }
-    let mesh = cluster.mesh(&[2], &["data"]).map_err(|e| (me, e))?;
+    let mesh = cluster.mesh(&[2], &["data"]).map_err(|e| fail(me, e))?;
     let f = shard_map(
         |(x,): (Tensor,)| sharding::psum(&x, "data"),
         &mesh,
@@ -138,14 +144,14 @@ fn dies() -> RankResult {
     let x = Tensor::zeros(&[2, 2]);
     f.call((&x,))
         .map(|_| "0 no error".to_string())
-        .map_err(|e| (me, e))
+        .map_err(|e| fail(me, e))
 }
 
 /// A device of rank 1 fails: rank 0 hears of it at once.
 fn failing() -> RankResult {
-    let cluster = Cluster::from_mpi_sharing(2).map_err(|e| (usize::MAX, e))?;
+    let cluster = Cluster::from_mpi_sharing(2).map_err(|e| fail(usize::MAX, e))?;
     let me = cluster.process_index();
-    let mesh = cluster.mesh(&[2], &["data"]).map_err(|e| (me, e))?;
+    let mesh = cluster.mesh(&[2], &["data"]).map_err(|e| fail(me, e))?;
     let f = shard_map(
         |(x,): (Tensor,)| {
             if sharding::axis_index("data")? == 1 {
@@ -163,7 +169,7 @@ fn failing() -> RankResult {
     let x = Tensor::zeros(&[2, 2]);
     f.call((&x,))
         .map(|_| format!("{me} no error"))
-        .map_err(|e| (me, e))
+        .map_err(|e| fail(me, e))
 }
 
 #[test]
