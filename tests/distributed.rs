@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use flaxen::distributed::{simulate, Cluster, DistributedError, Transport};
+use flaxen::distributed::{process_allgather, simulate, Cluster, DistributedError, Transport};
 use flaxen::sharding::{self, create_device_mesh, shard_map, Mesh, PartitionSpec};
 use flaxen::tensor::Tensor;
 use flaxen::Error;
@@ -310,6 +310,8 @@ fn sharded_arrays_know_which_shards_are_local() {
         }
         assert!(!x.is_fully_addressable());
         let e = x.gather().unwrap_err();
+        // Every process can have it whole.
+        assert_eq!(bits(&process_allgather(&x)?), bits(&whole));
         Ok((ids, e.to_string()))
     });
     let (ids0, e0) = results[0].as_ref().unwrap();

@@ -7,6 +7,7 @@
 //! - [`Cluster`]: this process in the job: `process_index`,
 //!   `process_count`, its devices, a handshake ([`Cluster::check_same`]),
 //!   and [`Cluster::mesh`].
+//! - [`process_allgather`]: a sharded array whole in every process.
 //! - [`Transport`]: how processes talk. With the cargo feature `mpi`,
 //!   [`Cluster::from_mpi`] runs over MPI (OpenMPI under `mpirun`);
 //!   [`simulate`] runs a job's processes as threads of one, for tests.
@@ -20,6 +21,7 @@
 
 mod cluster;
 mod error;
+mod gather;
 pub(crate) mod group;
 #[cfg(feature = "mpi")]
 mod mpi;
@@ -28,6 +30,7 @@ mod wire;
 
 pub use cluster::{Cluster, DEFAULT_TIMEOUT};
 pub use error::DistributedError;
+pub use gather::process_allgather;
 #[cfg(feature = "mpi")]
 pub use mpi::MpiTransport;
 pub use transport::{simulate, ThreadTransport, Transport};
