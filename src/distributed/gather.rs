@@ -22,7 +22,10 @@ pub fn process_allgather(x: &Sharded<f32>) -> Result<ArrayD<f32>> {
         .addressable_shards()
         .iter()
         .map(|s| {
-            let values = s.data.iter().copied().collect();
+            let values = match s.data.as_slice() {
+                Some(v) => v.to_vec(),
+                None => s.data.iter().copied().collect(),
+            };
             (
                 s.device.id() as u32,
                 vec![(s.data.shape().to_vec(), values)],

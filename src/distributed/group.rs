@@ -79,6 +79,16 @@ impl GroupLink {
     }
 }
 
+/// A tensor's values in row-major order (a slice copy when contiguous:
+/// iterating a dynamic-rank view element by element is slow).
+fn values(t: &Tensor) -> Vec<f32> {
+    let v = t.view();
+    match v.as_slice() {
+        Some(s) => s.to_vec(),
+        None => v.iter().copied().collect(),
+    }
+}
+
 fn shapes(operands: &[Tensor]) -> String {
     let s: Vec<Vec<usize>> = operands.iter().map(|t| t.shape().to_vec()).collect();
     format!("{s:?}")
@@ -101,7 +111,7 @@ impl Remote for GroupLink {
             .map(|(item, xs)| {
                 let operands = xs
                     .iter()
-                    .map(|t| (t.shape().to_vec(), t.view().iter().copied().collect()))
+                    .map(|t| (t.shape().to_vec(), values(t)))
                     .collect();
                 (*item as u32, operands)
             })

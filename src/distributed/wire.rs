@@ -56,8 +56,10 @@ impl Message {
                             put_u64(&mut w, d as u64);
                         }
                         put_u64(&mut w, values.len() as u64);
-                        for v in values {
-                            w.extend_from_slice(&v.to_le_bytes());
+                        let start = w.len();
+                        w.resize(start + 4 * values.len(), 0);
+                        for (b, v) in w[start..].chunks_exact_mut(4).zip(values) {
+                            b.copy_from_slice(&v.to_le_bytes());
                         }
                     }
                 }
