@@ -109,10 +109,7 @@ impl Remote for GroupLink {
         let items = local
             .iter()
             .map(|(item, xs)| {
-                let operands = xs
-                    .iter()
-                    .map(|t| (t.shape().to_vec(), values(t)))
-                    .collect();
+                let operands = xs.iter().map(|t| (t.shape().to_vec(), values(t))).collect();
                 (*item as u32, operands)
             })
             .collect();

@@ -32,5 +32,5 @@ pub use cluster::{Cluster, DEFAULT_TIMEOUT};
 pub use error::DistributedError;
 pub use gather::process_allgather;
 #[cfg(feature = "mpi")]
-pub use mpi::MpiTransport;
+pub use mpi::{launched_by_mpirun, MpiTransport};
 pub use transport::{simulate, ThreadTransport, Transport};

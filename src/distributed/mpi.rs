@@ -150,20 +150,41 @@ impl Transport for MpiTransport {
     }
 }
 
+/// Whether an MPI launcher (`mpirun`/`mpiexec` of OpenMPI, MPICH or a
+/// PMIx runtime) started this process: it leaves its marks in the
+/// environment.
+pub fn launched_by_mpirun() -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+/// The transport of this process: MPI's under a launcher; otherwise a job of
+/// one process that does not start MPI at all (so a program built with the
+/// feature runs alone where MPI's runtime is missing).
+fn transport() -> Result<Box<dyn Transport>, DistributedError> {
+    Ok(if launched_by_mpirun() {
+        Box::new(MpiTransport::initialize()?)
+    } else {
+        Box::new(super::transport::ThreadTransport::single())
+    })
+}
+
 impl Cluster {
     /// Joins the job `mpirun` started (`jax.distributed.initialize()`):
     /// one process per MPI rank, each with `local_devices` devices;
     /// handshakes with every other rank as [`Cluster::new`] does.
     ///
-    /// Run without `mpirun`, it is a job of one process.
+    /// Run without `mpirun`, it is a job of one process, and MPI is not
+    /// started.
     pub fn from_mpi(local_devices: usize) -> crate::Result<Cluster> {
-        Cluster::new(MpiTransport::initialize()?, local_devices)
+        Cluster::new(transport()?, local_devices)
     }
 
     /// [`Cluster::sharing`] over MPI: `devices` devices in all, shared
     /// equally by the ranks.
     pub fn from_mpi_sharing(devices: usize) -> crate::Result<Cluster> {
-        Cluster::sharing(MpiTransport::initialize()?, devices)
+        Cluster::sharing(transport()?, devices)
     }
 
     /// [`Cluster::from_mpi`] with a timeout for peers.
@@ -171,6 +192,6 @@ impl Cluster {
         local_devices: usize,
         timeout: Duration,
     ) -> crate::Result<Cluster> {
-        Cluster::with_timeout(MpiTransport::initialize()?, local_devices, timeout)
+        Cluster::with_timeout(transport()?, local_devices, timeout)
     }
 }

@@ -117,6 +117,26 @@ impl Transport for ThreadTransport {
     }
 }
 
+impl<T: Transport + ?Sized> Transport for Box<T> {
+    fn process_index(&self) -> usize {
+        (**self).process_index()
+    }
+    fn process_count(&self) -> usize {
+        (**self).process_count()
+    }
+    fn send(&self, to: usize, tag: u32, bytes: Vec<u8>) -> Result<(), DistributedError> {
+        (**self).send(to, tag, bytes)
+    }
+    fn recv(
+        &self,
+        from: usize,
+        tag: u32,
+        deadline: Instant,
+    ) -> Result<Option<Vec<u8>>, DistributedError> {
+        (**self).recv(from, tag, deadline)
+    }
+}
+
 /// Runs `f` once per simulated process, each on its own thread with its
 /// own [`ThreadTransport`], and returns their results in process order:
 /// a job of `processes` processes inside one, for tests and for trying
