@@ -39,5 +39,6 @@ pub mod random;
 pub mod serialization;
 pub mod sharding;
 pub mod tensor;
+mod xla;
 
 pub use error::{Error, Result};

@@ -9,7 +9,7 @@
 //!   and [`Cluster::mesh`].
 //! - [`process_allgather`]: a sharded array whole in every process.
 //! - [`Transport`]: how processes talk. With the cargo feature `mpi`,
-//!   [`Cluster::from_mpi`] runs over MPI (OpenMPI under `mpirun`);
+//!   `Cluster::from_mpi` runs over MPI (OpenMPI under `mpirun`);
 //!   [`simulate`] runs a job's processes as threads of one, for tests.
 //!
 //! Collectives reduce the operands of every device of the group in device

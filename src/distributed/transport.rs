@@ -13,7 +13,7 @@ use super::error::DistributedError;
 /// another on one tag arrive in the order they were sent (as MPI
 /// guarantees); messages on different tags are independent.
 ///
-/// flaxen ships two: MPI's (feature `mpi`, [`super::Cluster::from_mpi`]) and
+/// flaxen ships two: MPI's (feature `mpi`, `Cluster::from_mpi`) and
 /// [`simulate`]'s threads standing in for processes.
 pub trait Transport: Send + Sync + fmt::Debug {
     /// This process's index (`jax.process_index()`), in `0..process_count`.

@@ -4,8 +4,8 @@ use super::schedule::LearningRate;
 use super::transform::{chain, moments, zip_leaves, Chain, GradientTransformation};
 use super::ScaleByLearningRate;
 use crate::error::Result;
-use crate::random::xla_math;
 use crate::tensor::{tree_map, Tensor, Tree};
+use crate::xla::math as xla_math;
 
 /// A tree shaped like `params`, every value `value`.
 fn filled_like(params: &Tree, value: f64) -> Tree {

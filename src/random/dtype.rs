@@ -8,7 +8,7 @@
 //! add that consumes it), `float16` and `bfloat16` one operation at a time
 //! in `f32`, rounded back after each (XLA converts `bfloat16` operations so;
 //! LLVM promotes `half` operations so on x86 without AVX512-FP16), and the
-//! special functions of [`super::xla_math`] in `f32` for both 16-bit types.
+//! special functions of [`crate::xla::math`] in `f32` for both 16-bit types.
 
 use std::fmt;
 use std::str::FromStr;
@@ -16,8 +16,8 @@ use std::str::FromStr;
 use half::{bf16, f16};
 
 use super::error::RandomError;
-use super::xla_math as m32;
-use super::xla_math_f64 as m64;
+use crate::xla::math as m32;
+use crate::xla::math_f64 as m64;
 
 /// JAX's `jax_enable_x64`: whether 64-bit dtypes exist.
 ///

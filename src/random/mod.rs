@@ -26,8 +26,6 @@ mod rng_core;
 pub(crate) mod sampling;
 mod threefry;
 mod uint_bits;
-pub(crate) mod xla_math;
-mod xla_math_f64;
 
 pub use distributions::{
     bernoulli, bernoulli_as, bits, bits_as, bits_dtype, categorical, choice, exponential,

@@ -578,10 +578,10 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32], scratch: &mut Scratch
         OpKind::Mul => zip_into(step, a, b, out, MUL),
         OpKind::Div | OpKind::DivTraced => zip_into(step, a, b, out, DIV),
         OpKind::Matmul => product(step, 0, a, b, out, scratch),
-        OpKind::SumAll => out[0] = rows::sum_all(a, step.in_shapes[0].len()),
+        OpKind::SumAll => out[0] = crate::xla::reduce::sum_all(a, step.in_shapes[0].len()),
         OpKind::SumLast { mean, .. } => {
             let n = *step.in_shapes[0].last().expect("at least 2-D");
-            rows::row_sums(a, n, out);
+            crate::xla::reduce::row_sums(a, n, out);
             if mean {
                 let r = 1.0 / n as f32;
                 out.iter_mut().for_each(|v| *v *= r);
@@ -590,7 +590,8 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32], scratch: &mut Scratch
         OpKind::SoftmaxLast => rows::softmax_rows(a, last(step), out),
         OpKind::LogSoftmaxLast => rows::log_softmax_rows(a, last(step), out),
         OpKind::MeanAll => {
-            out[0] = rows::sum_all(a, step.in_shapes[0].len()) * (1.0 / a.len() as f32)
+            out[0] =
+                crate::xla::reduce::sum_all(a, step.in_shapes[0].len()) * (1.0 / a.len() as f32)
         }
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
@@ -599,7 +600,7 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32], scratch: &mut Scratch
 /// Sums `g` (of the step's output shape) down to `target`'s length, as
 /// eager `sum_to` does.
 fn sum_rows_into(g: &[f32], dst: &mut [f32]) {
-    super::shape::sum_columns_into(g, dst);
+    crate::xla::reduce::sum_columns_into(g, dst);
 }
 
 /// `rule(g, a, b, out)` over the broadcast, then summed to the input's

@@ -92,87 +92,6 @@ pub(crate) fn sum_to(grad: ArrayD<f32>, shape: &[usize]) -> ArrayD<f32> {
     sum_to_view(grad.view(), shape)
 }
 
-/// Sums the rows of `g` (rows of `dst.len()` values) into `dst`, each
-/// column in XLA's order (windows of 32 rows, [`xla_row_sum`]), as JAX
-/// reduces the cotangent of a broadcast bias.
-///
-/// XLA:CPU sums narrow columns (10 wide, measured) in this order, but
-/// reduces wide ones (128) with its vectorized column emitter, whose order
-/// is not emulated (see `tests/train_digits.rs`).
-///
-/// [`xla_row_sum`]: crate::tensor::ops::rows::xla_row_sum
-pub(crate) fn sum_columns_into(g: &[f32], dst: &mut [f32]) {
-    let n = dst.len();
-    if g.len() == n {
-        dst.copy_from_slice(g);
-        return;
-    }
-    let rows = g.len().checked_div(n).unwrap_or(0);
-    if (YNN_REDUCE_MIN..=YNN_REDUCE_TILE).contains(&g.len()) && rows <= YNN_REDUCE_ROWS {
-        return ynn_column_sums(g, dst);
-    }
-    if g.len() <= 32 * n {
-        // Up to 32 rows XLA adds them in order: row by row is the same and
-        // faster.
-        dst.copy_from_slice(&g[..n]);
-        for row in g[n..].chunks_exact(n) {
-            dst.iter_mut().zip(row).for_each(|(d, &x)| *d += x);
-        }
-        return;
-    }
-    // XLA's windows of 32 rows (kSame padding), each summed in order from
-    // zero, row by row over contiguous memory; then each column's window
-    // sums reduced the same way.
-    let rows = g.len() / n;
-    let windows = rows.div_ceil(32);
-    let low = (windows * 32 - rows) / 2;
-    let mut parts = vec![0.0f32; windows * n];
-    for (w, part) in parts.chunks_exact_mut(n).enumerate() {
-        let start = (w * 32).saturating_sub(low);
-        let end = ((w + 1) * 32).saturating_sub(low).min(rows);
-        for row in g[start * n..end * n].chunks_exact(n) {
-            part.iter_mut().zip(row).for_each(|(p, &x)| *p += x);
-        }
-    }
-    let mut column = Vec::with_capacity(windows);
-    for (j, d) in dst.iter_mut().enumerate() {
-        column.clear();
-        column.extend(parts[j..].iter().step_by(n).copied());
-        *d = crate::tensor::ops::rows::xla_row_sum(&column);
-    }
-}
-
-/// From this many elements XLA:CPU hands a column reduction to YNNPACK.
-const YNN_REDUCE_MIN: usize = 4096;
-/// The largest reduction (elements) and the most rows that YNNPACK sums in
-/// one tile as [`ynn_column_sums`] does (measured; larger ones are split
-/// in ways not reproduced yet).
-const YNN_REDUCE_TILE: usize = 32768;
-const YNN_REDUCE_ROWS: usize = 256;
-
-/// Column sums as YNNPACK's `sum_kn` kernel computes them for one tile
-/// (measured against jax 0.10.2 for 4,096 to 32,768 elements and at most
-/// 256 rows): chunks of 16 rows, each the sum (from `+0`) of its groups of
-/// 4 rows, each group summed from `+0` row by row; the chunks' sums added
-/// in order, from `+0`.
-fn ynn_column_sums(g: &[f32], dst: &mut [f32]) {
-    let n = dst.len();
-    dst.fill(0.0);
-    let mut chunk = vec![0.0f32; n];
-    let mut group = vec![0.0f32; n];
-    for rows16 in g.chunks(16 * n) {
-        chunk.fill(0.0);
-        for rows4 in rows16.chunks(4 * n) {
-            group.fill(0.0);
-            for row in rows4.chunks_exact(n) {
-                group.iter_mut().zip(row).for_each(|(a, &x)| *a += x);
-            }
-            chunk.iter_mut().zip(&group).for_each(|(c, &a)| *c += a);
-        }
-        dst.iter_mut().zip(&chunk).for_each(|(d, &c)| *d += c);
-    }
-}
-
 /// [`sum_to`] of a borrowed gradient, for a shape that differs from it.
 pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<f32> {
     // Fast path: row-major gradient, target repeated along leading axes
@@ -194,7 +113,7 @@ pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<
                     acc.iter_mut().zip(row).for_each(|(d, &x)| *d += x);
                 }
             } else {
-                sum_columns_into(gs, &mut acc);
+                crate::xla::reduce::sum_columns_into(gs, &mut acc);
             }
             return ArrayD::from_shape_vec(ndarray::IxDyn(shape), acc)
                 .expect("length of the shape");

@@ -7,7 +7,7 @@ use super::uniform::{scale_unit, unit_float};
 use crate::random::error::RandomError;
 use crate::random::key::Key;
 use crate::random::sampling::sample;
-use crate::random::xla_math::{log, log1p};
+use crate::xla::math::{log, log1p};
 
 /// Standard Gumbel floats (`jax.random.gumbel(key, shape)`, the default
 /// `mode="low"`): `-log(-log(u))` for `u` uniform in `[tiny, 1)`.

@@ -6,7 +6,7 @@ use super::uniform::{check_range, scale_unit, unit_float};
 use crate::random::error::RandomError;
 use crate::random::key::Key;
 use crate::random::sampling::sample;
-use crate::random::xla_math::{erf, erf_inv_slice};
+use crate::xla::math::{erf, erf_inv_slice};
 
 /// `sqrt(2)` rounded to `f32`, as JAX's `np.array(np.sqrt(2), float32)`.
 const SQRT2: f32 = std::f32::consts::SQRT_2;

@@ -7,7 +7,7 @@ use super::discrete::{randint, rename};
 use super::uniform::uniform_unchecked;
 use crate::random::error::RandomError;
 use crate::random::key::{split_n, Key};
-use crate::random::xla_math::log;
+use crate::xla::math::log;
 
 /// A random permutation of `0..n` (`jax.random.permutation(key, n)`).
 ///

@@ -122,8 +122,8 @@ impl Tensor {
     /// Fails with [`TensorError::Incompatible`] when the shapes do not
     /// broadcast.
     pub fn logaddexp(&self, other: &Tensor) -> Result<Tensor> {
-        use crate::random::xla_math;
         use crate::tensor::shape::{broadcast_shapes_for, sum_to};
+        use crate::xla::math as xla_math;
         use ndarray::{IxDyn, Zip};
         let shape = broadcast_shapes_for("logaddexp", self.shape(), other.shape())?;
         let dim = IxDyn(&shape);

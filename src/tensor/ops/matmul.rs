@@ -1,6 +1,6 @@
 //! Matrix multiplication (2-D, batched with broadcasting, and the 1-D cases
 //! of `jnp.matmul`), summed in the order of XLA:CPU (jaxlib 0.10.2): the
-//! YNNPACK dot kernels for most products (see [`super::ynn_dot`]), XLA's own
+//! YNNPACK dot kernels for most products (see [`crate::xla::dot`]), XLA's own
 //! sequential chains for the others. Products larger than
 //! [`exact_matmul_limit`] use the `gemm` crate's faster kernels instead.
 
@@ -18,8 +18,8 @@ use crate::tensor::shape::{broadcast_shapes_for, sum_to};
 use crate::tensor::tape::{DotFactors, FusedOuter, OpKind};
 use crate::tensor::Tensor;
 
-use super::gemv;
-use super::ynn_dot::{self, planned_matmul, DotPlan};
+use crate::xla::dot::{self as ynn_dot, planned_matmul, DotPlan};
+use crate::xla::gemv;
 
 /// At most this many multiply-adds of a product that XLA sums with its own
 /// emitter go through the plain loops below (no packing, no blocking).

@@ -10,7 +10,7 @@ use crate::tensor::tape::OpKind;
 use crate::tensor::Tensor;
 
 /// Sums `x` over one axis that is not the last, dropping it: each lane in
-/// XLA's order ([`rows::xla_row_sum`]; checked against `jnp.sum(x, axis=0)`
+/// XLA's order ([`crate::xla::reduce::xla_row_sum`]; checked against `jnp.sum(x, axis=0)`
 /// of 2-D arrays up to 1000 rows).
 fn sum_one_axis(x: ArrayViewD<'_, f32>, axis: usize) -> ArrayD<f32> {
     let mut lane = Vec::with_capacity(x.shape()[axis]);
@@ -20,7 +20,7 @@ fn sum_one_axis(x: ArrayViewD<'_, f32>, axis: usize) -> ArrayD<f32> {
         .for_each(|o, l| {
             lane.clear();
             lane.extend(l.iter().copied());
-            *o = rows::xla_row_sum(&lane);
+            *o = crate::xla::reduce::xla_row_sum(&lane);
         });
     out
 }
@@ -31,7 +31,7 @@ fn sum_one_axis(x: ArrayViewD<'_, f32>, axis: usize) -> ArrayD<f32> {
 /// window (checked against `jnp.sum` over two and three axes: a
 /// GroupNorm's `(H, group)`, a BatchNorm's `(N, H)`, a convolution bias's
 /// `(N, H, W)` of 50 elements). With a longer dimension the lane is summed
-/// as [`rows::xla_row_sum`] sums a row, which is not verified for several
+/// as [`crate::xla::reduce::xla_row_sum`] sums a row, which is not verified for several
 /// axes.
 fn sum_many_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
     let kept: Vec<usize> = (0..x.ndim()).filter(|a| !axes.contains(a)).collect();
@@ -39,7 +39,9 @@ fn sum_many_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
     let out_shape: Vec<usize> = kept.iter().map(|&a| x.shape()[a]).collect();
     let outer: usize = out_shape.iter().product();
     let inner: usize = axes.iter().map(|&a| x.shape()[a]).product();
-    let short = axes.iter().all(|&a| x.shape()[a] <= rows::TREE_WINDOW);
+    let short = axes
+        .iter()
+        .all(|&a| x.shape()[a] <= crate::xla::reduce::TREE_WINDOW);
     let moved = x.permuted_axes(IxDyn(&order));
     let moved = moved.as_standard_layout();
     let flat = moved.as_slice().expect("standard layout");
@@ -49,7 +51,7 @@ fn sum_many_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
             if short {
                 lane.iter().fold(0.0f32, |acc, &v| acc + v)
             } else {
-                rows::xla_row_sum(lane)
+                crate::xla::reduce::xla_row_sum(lane)
             }
         })
         .collect();
@@ -151,8 +153,11 @@ impl Tensor {
             // Everything: one sequential pass in row-major order, whatever
             // the memory order (compiled steps sum the same way).
             let total = match self.data.as_slice() {
-                Some(s) => rows::sum_all(s, self.ndim()),
-                None => rows::sum_all(&self.data.iter().copied().collect::<Vec<_>>(), self.ndim()),
+                Some(s) => crate::xla::reduce::sum_all(s, self.ndim()),
+                None => crate::xla::reduce::sum_all(
+                    &self.data.iter().copied().collect::<Vec<_>>(),
+                    self.ndim(),
+                ),
             };
             ArrayD::from_elem(IxDyn(&[]), total)
         } else if ax.len() == 1 && ax[0] + 1 == self.ndim() {
@@ -164,7 +169,7 @@ impl Tensor {
             let x = self.data.as_standard_layout();
             let n = self.shape()[ax[0]];
             let mut sums = vec![0.0; self.shape()[..ax[0]].iter().product()];
-            rows::row_sums(x.as_slice().expect("row-major"), n, &mut sums);
+            crate::xla::reduce::row_sums(x.as_slice().expect("row-major"), n, &mut sums);
             ArrayD::from_shape_vec(IxDyn(&self.shape()[..ax[0]]), sums).expect("row count")
         } else {
             sum_axes(self.data.view(), &ax)

@@ -3,7 +3,8 @@
 //! the same bits. `row_sums` is sequential, left to right; the softmax
 //! kernels sum in the order of XLA:CPU's compiled `jax.nn.softmax`.
 
-use crate::random::xla_math;
+use crate::xla::math as xla_math;
+use crate::xla::reduce::xla_row_sum;
 
 /// NaN-propagating max, as XLA's reduce_max.
 pub(crate) fn nan_max(acc: f32, x: f32) -> f32 {
@@ -12,61 +13,6 @@ pub(crate) fn nan_max(acc: f32, x: f32) -> f32 {
     } else {
         acc.max(x)
     }
-}
-
-/// `out[r] = sum(x[r, :])` for rows of length `n`, each in XLA's order
-/// ([`xla_row_sum`]; checked against `jnp.sum(x, axis=-1)` for rows of up
-/// to 100 elements).
-pub(crate) fn row_sums(x: &[f32], n: usize, out: &mut [f32]) {
-    if n == 0 {
-        out.fill(0.0);
-        return;
-    }
-    for (o, row) in out.iter_mut().zip(x.chunks_exact(n)) {
-        *o = xla_row_sum(row);
-    }
-}
-
-/// The sum of all elements of an array of `ndim` axes in row-major order:
-/// in XLA's order for a vector ([`xla_row_sum`]; checked against
-/// `jnp.sum` up to about 1000 elements); left to right for more axes, which
-/// XLA sums in another, vectorized order (exact up to 31 elements only).
-pub(crate) fn sum_all(x: &[f32], ndim: usize) -> f32 {
-    if ndim <= 1 {
-        xla_row_sum(x)
-    } else {
-        x.iter().sum::<f32>()
-    }
-}
-
-/// The reduction window of XLA's CPU `TreeReductionRewriter`: a reduced
-/// dimension longer than this is first reduced in windows of this length.
-pub(crate) const TREE_WINDOW: usize = 32;
-
-/// `sum(row)` in the order of a reduce that XLA:CPU emits as a loop fusion
-/// (jitted `jax.nn.softmax` / `log_softmax`): left to right when the row has
-/// at most 32 elements. A longer row is split as `TreeReductionRewriter`
-/// does: padded (with the init value 0) to a multiple of 32, the padding
-/// split evenly with the odd element at the end (`Padding::kSame`), and each
-/// window summed left to right; the window sums are then reduced the same
-/// way (the pass runs to a fixed point, so 1500 elements give 47 window
-/// sums, then 2, then one).
-pub(crate) fn xla_row_sum(row: &[f32]) -> f32 {
-    let n = row.len();
-    if n <= TREE_WINDOW {
-        return row.iter().fold(0.0, |acc, &v| acc + v);
-    }
-    let windows = n.div_ceil(TREE_WINDOW);
-    let low = (windows * TREE_WINDOW - n) / 2;
-    let parts: Vec<f32> = (0..windows)
-        .map(|w| {
-            // Window `w` covers padded positions [32w, 32w + 32).
-            let start = (w * TREE_WINDOW).saturating_sub(low);
-            let end = ((w + 1) * TREE_WINDOW).saturating_sub(low).min(n);
-            row[start..end].iter().fold(0.0f32, |acc, &v| acc + v)
-        })
-        .collect();
-    xla_row_sum(&parts)
 }
 
 /// The row maximum (NaN-propagating; the order does not matter).

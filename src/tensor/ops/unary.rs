@@ -3,11 +3,11 @@
 use ndarray::{ArcArray, ArrayD, IxDyn, Zip};
 use smallvec::smallvec;
 
-use crate::random::xla_math;
 use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::tape::OpKind;
 use crate::tensor::Tensor;
+use crate::xla::math as xla_math;
 
 /// An elementwise function and its derivative, shared by the eager
 /// operations and compiled steps so that both compute the same bits.

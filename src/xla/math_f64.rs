@@ -1,7 +1,7 @@
 //! XLA's CPU `f64` special functions used by the samplers, as jaxlib
 //! 0.10.2 compiles them (read from its optimized HLO and LLVM IR).
 //!
-//! Unlike `f32` (see [`super::xla_math`]), XLA's CPU backend does not
+//! Unlike `f32` (see [`super::math`]), XLA's CPU backend does not
 //! inline a polynomial for an `f64` `log` or `erf`: it calls the C
 //! library's `log` and `erf`. [`log`] is Rust's [`f64::ln`], which on Linux
 //! calls the same glibc `log` that jaxlib calls, so it gives the same bits

@@ -15,7 +15,7 @@
 //!   chain of fused multiply-adds from `+0`; beyond, the products rounded
 //!   and summed in XLA's windows of 32 (see `rows::xla_row_sum`).
 
-use super::rows::xla_row_sum;
+use super::reduce::{xla_row_sum, TREE_WINDOW};
 
 /// Lanes of one GEMV accumulator vector.
 const LANES: usize = 8;
@@ -113,7 +113,7 @@ pub(crate) fn row_major_gemv(
 /// `sum_p a[p] * v[p]` for `a` at `x[p * xs]` and `v` at `y[p * ys]`, as
 /// XLA computes `[1, k] @ [k, 1]` (see the module's documentation).
 pub(crate) fn vector_dot(x: &[f32], xs: usize, y: &[f32], ys: usize, k: usize) -> f32 {
-    if k <= crate::tensor::ops::rows::TREE_WINDOW {
+    if k <= TREE_WINDOW {
         (0..k).fold(0.0f32, |acc, p| x[p * xs].mul_add(y[p * ys], acc))
     } else {
         let products: Vec<f32> = (0..k).map(|p| x[p * xs] * y[p * ys]).collect();

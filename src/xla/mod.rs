@@ -1,0 +1,20 @@
+//! How XLA:CPU computes, emulated: the one home of everything flaxen does
+//! to get JAX's bits on a CPU, used alike by `random` (samplers) and
+//! `tensor` (operations, gradients, compiled steps).
+//!
+//! - [`math`] / `math_f64`: XLA's own polynomial `log`, `log1p`, `erf`,
+//!   `erf_inv`, `exp`, ... with its FMA contractions and flushed denormals.
+//! - [`dot`]: the summation order of 2-D products that XLA hands to
+//!   YNNPACK (kernel choice, packing, `k` chunks), and [`gemv`]: XLA's own
+//!   matrix-vector and vector-vector emitters.
+//! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
+//!   down columns (windows of rows, YNNPACK tiles).
+//!
+//! Every function here works on slices of `f32` and knows nothing of
+//! tensors or keys.
+
+pub(crate) mod dot;
+pub(crate) mod gemv;
+pub(crate) mod math;
+pub(crate) mod math_f64;
+pub(crate) mod reduce;
