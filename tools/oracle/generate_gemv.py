@@ -1,5 +1,5 @@
 """Conformance fixtures for XLA:CPU's matrix-vector products (the order
-src/tensor/ops/gemv.rs reproduces): `[m, k] @ [k, 1]` for many `m` and `k`,
+src/xla/gemv.rs reproduces): `[m, k] @ [k, 1]` for many `m` and `k`,
 vector dots `[1, k] @ [k, 1]`, and a Flax `Dense(1)` head (output and
 gradients). Inputs are not stored: both sides make them with `inputs` below
 (an integer hash, exact in f64), so the fixture keeps only expected bits.

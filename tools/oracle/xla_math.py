@@ -1,4 +1,4 @@
-"""Fixture for src/random/xla_math.rs: XLA's f32 log, log1p, erf, erf_inv.
+"""Fixture for src/xla/math.rs: XLA's f32 log, log1p, erf, erf_inv.
 
 Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU backend, x86-64 with FMA; XLA's CPU
 code generator fuses multiply-adds only where the CPU has FMA, so run this on
@@ -15,7 +15,7 @@ as erf_inv's w = 5 and log1p's |x| = sqrt(2) - 1) and random patterns.
 
 Inputs are evaluated in one array padded to a multiple of 1024 elements, so
 XLA uses its vectorized kernels (a stand-alone `log` of a tiny array can be
-compiled to libm's logf instead; see src/random/xla_math.rs). Eager and
+compiled to libm's logf instead; see src/xla/math.rs). Eager and
 jitted results are checked to be identical.
 
 For an exhaustive comparison over all 2**32 inputs, see

@@ -11,9 +11,9 @@ FN is one of the names above. OUT receives the output bit patterns
 (little-endian u32) for the inputs start, start+1, ..., start+count-1 (by
 default all 2**32 patterns, 16 GiB); OUT may be a FIFO. Arrays are processed
 in chunks of 2**22 elements, so XLA's vectorized kernels are used (tiny
-stand-alone arrays can compile differently, see src/random/xla_math.rs).
+stand-alone arrays can compile differently, see src/xla/math.rs).
 
-Compare with the ignored test in src/random/xla_math.rs:
+Compare with the ignored test in src/xla/math.rs:
 
     XLA_MATH_DUMP=OUT XLA_MATH_FN=FN cargo test --release --lib \
         xla_math::tests::exhaustive -- --ignored --nocapture
