@@ -321,8 +321,31 @@ impl Mesh {
     /// order. Parallel loops inside `f` stay on that thread: a device is
     /// one thread, whatever the number of cores.
     pub fn run<R: Send>(&self, f: impl Fn(usize) -> Result<R> + Sync) -> Result<Vec<R>> {
-        let pools = self.pools()?;
-        let positions = self.local_positions();
+        self.run_on(&self.local_positions(), f)
+    }
+
+    /// [`Mesh::run`] on some of this process's devices only: `positions`
+    /// (row-major positions of local devices), results in that order.
+    pub(crate) fn run_on<R: Send>(
+        &self,
+        positions: &[usize],
+        f: impl Fn(usize) -> Result<R> + Sync,
+    ) -> Result<Vec<R>> {
+        let all = self.pools()?;
+        let local = self.local_positions();
+        let pools: Vec<&rayon::ThreadPool> = positions
+            .iter()
+            .map(|k| {
+                local.iter().position(|l| l == k).map(|i| &all[i]).ok_or(
+                    ShardingError::OutOfRange {
+                        what: "local device position",
+                        index: *k,
+                        count: self.size(),
+                    },
+                )
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        let positions = positions.to_vec();
         let f = &f;
         let results: Vec<Result<R>> = std::thread::scope(|scope| {
             // Each device's work is handed to its pool from a short-lived

@@ -230,7 +230,12 @@ where
 /// the unsharded `f`, bit for bit, for functions that treat the rows of
 /// the batch independently (no statistics over the batch, no draw whose
 /// leading axis has the batch's length by chance): the functions this
-/// `jit` is for. Arguments may be split along their leading axis only.
+/// `jit` is for. Arguments may be split along their leading axis only, and
+/// there are no named axes inside (as in JAX's `jit`: collectives are for
+/// [`shard_map`]). On a mesh of more devices than the machine has cores,
+/// consecutive devices' rows run as one call per core and the output is cut
+/// back into their blocks: the same bits, without threads fighting over
+/// the cores.
 pub fn jit<A, F, const N: usize>(
     f: F,
     in_shardings: [Option<NamedSharding>; N],
@@ -304,6 +309,11 @@ where
             });
         }
         let out_sharding = NamedSharding::new(mesh, self.out_specs.clone())?;
+        if self.data_parallel {
+            if let Some(groups) = merge_groups(mesh, &placements, specs, &self.out_specs) {
+                return self.call_merged(&args, &placements, &groups, &out_sharding);
+            }
+        }
         // Data-parallel jit: device k's rows of the batch, from the first
         // argument split along its leading axis.
         let batch = self.data_parallel.then(|| {
@@ -338,7 +348,13 @@ where
             }
             None => None,
         };
-        let axes = device_axes(mesh, call);
+        // `jit` has no named axes (as in JAX): collectives are for
+        // `shard_map`.
+        let axes = if self.data_parallel {
+            Vec::new()
+        } else {
+            device_axes(mesh, call)
+        };
         let run = |k: usize| -> Result<ArrayD<f32>> {
             let mine: Vec<(&Arc<Collectives>, usize)> = axes
                 .iter()
@@ -375,6 +391,145 @@ where
         }
         assemble_out(&out_sharding, &mesh.local_positions(), blocks)
     }
+}
+
+impl<A, F> ShardMapped<A, F>
+where
+    A: ShardArgs,
+    F: Fn(A::Local) -> Result<Tensor> + Sync,
+{
+    /// The data-parallel `jit` with several devices' consecutive rows run as
+    /// one call (`groups`: the devices of each call, the first runs it), the
+    /// output cut back into the devices' blocks. The rows are treated
+    /// independently (the contract of this `jit`), and random draws are
+    /// each row's own, so every device's block is the one it would compute
+    /// alone: the result is the same, bit for bit.
+    fn call_merged(
+        &self,
+        args: &A,
+        placements: &[Option<Vec<Placement>>],
+        groups: &[Vec<usize>],
+        out_sharding: &NamedSharding,
+    ) -> Result<Sharded<f32>> {
+        let mesh = &self.mesh;
+        // Each group's first device gets the rows of the whole group.
+        let merged: Vec<Option<Vec<Placement>>> = placements
+            .iter()
+            .map(|p| {
+                p.as_ref().map(|p| {
+                    let mut q = p.clone();
+                    for g in groups {
+                        let (first, last) = (&p[g[0]], &p[g[g.len() - 1]]);
+                        if let (Some(a), Some(b)) = (&first.index[0], &last.index[0]) {
+                            q[g[0]].index[0] = Some(a.start..b.end);
+                        }
+                    }
+                    q
+                })
+            })
+            .collect();
+        let split = args
+            .shapes()
+            .into_iter()
+            .zip(&merged)
+            .find_map(|(shape, p)| match (shape, p) {
+                (Some(shape), Some(p)) if p[0].index.first().is_some_and(Option::is_some) => {
+                    Some((shape[0], p.clone()))
+                }
+                _ => None,
+            });
+        let leaders: Vec<usize> = groups.iter().map(|g| g[0]).collect();
+        let outs = mesh.run_on(&leaders, |k| {
+            let local = args.blocks(&merged, k)?;
+            let window = split.as_ref().and_then(|(global_rows, p)| {
+                p[k].index[0].clone().map(|r| Window::Batch {
+                    global_rows: *global_rows,
+                    start: r.start,
+                    rows: r.end - r.start,
+                })
+            });
+            let out = match window {
+                Some(w) => with_window(w, || (self.f)(local)),
+                None => (self.f)(local),
+            }?;
+            Ok(out.into_array())
+        })?;
+        let mut blocks: Vec<Option<ArrayD<f32>>> = vec![None; mesh.size()];
+        for (g, out) in groups.iter().zip(outs) {
+            let rows = out.shape().first().copied().unwrap_or(0);
+            if out.ndim() == 0 || rows % g.len() != 0 {
+                return Err(ShardingError::ShardShape {
+                    what: "jit output".into(),
+                    device: mesh.device_list()[g[0]].id(),
+                    found: out.shape().to_vec(),
+                    expected: vec![g.len(); 1],
+                }
+                .into());
+            }
+            let per = rows / g.len();
+            for (i, &k) in g.iter().enumerate() {
+                let rows = ndarray::Slice::from(i * per..(i + 1) * per);
+                blocks[k] = Some(out.slice_axis(ndarray::Axis(0), rows).to_owned());
+            }
+        }
+        let blocks = blocks
+            .into_iter()
+            .map(|b| b.expect("every device is in a group"))
+            .collect();
+        assemble_out(out_sharding, &mesh.local_positions(), blocks)
+    }
+}
+
+/// For the data-parallel `jit` on a mesh of more devices than the machine
+/// has cores: groups of consecutive devices whose rows follow each other
+/// in every argument split along the batch, one group per core, when the
+/// output is split like the arguments. `None` (run device by device) when
+/// the devices fit the cores or the layout does not allow it.
+///
+/// More threads than cores only share the cores and cut the products
+/// smaller (measured: 8 devices on 2 cores were 9% slower than 2).
+fn merge_groups(
+    mesh: &Mesh,
+    placements: &[Option<Vec<Placement>>],
+    specs: &[PartitionSpec],
+    out_spec: &PartitionSpec,
+) -> Option<Vec<Vec<usize>>> {
+    let n = mesh.size();
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    if mesh.cluster().is_some() || n <= cores {
+        return None;
+    }
+    // The most groups, at most one per core, that divide the devices.
+    let count = (1..=cores).rev().find(|g| n % g == 0)?;
+    let size = n / count;
+    let groups: Vec<Vec<usize>> = (0..count)
+        .map(|g| (g * size..(g + 1) * size).collect())
+        .collect();
+    let mut split_any = false;
+    for (p, spec) in placements.iter().zip(specs) {
+        let Some(p) = p else { continue };
+        let split = p
+            .iter()
+            .all(|q| q.index.first().is_some_and(Option::is_some));
+        let whole = p.iter().all(|q| q.index.iter().all(Option::is_none));
+        if whole {
+            continue;
+        }
+        if !split || spec != out_spec {
+            return None;
+        }
+        split_any = true;
+        for g in &groups {
+            for w in g.windows(2) {
+                let (a, b) = (&p[w[0]], &p[w[1]]);
+                let (ra, rb) = (a.index[0].as_ref()?, b.index[0].as_ref()?);
+                if ra.end != rb.start || a.index[1..] != b.index[1..] {
+                    return None;
+                }
+            }
+        }
+    }
+    split_any.then_some(groups)
 }
 
 /// The collectives of every mesh axis: for axis `a`, the devices that
