@@ -414,7 +414,9 @@ mod guide_model {
     /// output (with Dropout-like noise) equals the unsharded call.
     #[test]
     fn jit_equals_unsharded_for_other_batches() {
-        for (devices, batch) in [(1, 4), (2, 6), (4, 8), (3, 9)] {
+        // (More devices than cores run merged, a group of devices per core:
+        // 6, 12 and 16 devices on a 2-core machine.)
+        for (devices, batch) in [(1, 4), (2, 6), (4, 8), (3, 9), (6, 12), (12, 24), (16, 48)] {
             let mesh = super::mesh(&[devices], &["d"]);
             let data = NamedSharding::new(&mesh, PartitionSpec::new(["d"])).unwrap();
             let x = Tensor::from_array(random::normal(random::key(3), &[batch, 5]).unwrap());
@@ -430,6 +432,29 @@ mod guide_model {
                 out.gather().unwrap().into_raw_vec_and_offset().0,
                 plain.to_vec()
             );
+            // Every device holds its own rows.
+            let rows: Vec<usize> = out
+                .addressable_shards()
+                .iter()
+                .map(|s| s.index[0].clone().unwrap().start)
+                .collect();
+            let per = batch / devices;
+            assert_eq!(rows, (0..devices).map(|k| k * per).collect::<Vec<_>>());
+        }
+    }
+
+    /// `jit` has no named axes, as in JAX: a collective inside is an
+    /// unbound-axis error, whatever the number of devices.
+    #[test]
+    fn jit_has_no_named_axes() {
+        for devices in [2, 8] {
+            let mesh = super::mesh(&[devices], &["d"]);
+            let data = NamedSharding::new(&mesh, PartitionSpec::new(["d"])).unwrap();
+            let f = |(x,): (Tensor,)| sharding::psum(&x, "d");
+            let jitted = sharding::jit(f, [Some(data.clone())], data).unwrap();
+            let x = Tensor::zeros(&[devices, 2]);
+            let e = jitted.call((&x,)).unwrap_err().to_string();
+            assert!(e.contains("unbound axis name \"d\""), "{e}");
         }
     }
 }
