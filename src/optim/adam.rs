@@ -89,6 +89,10 @@ impl GradientTransformation for ScaleByAdam {
             .with("nu", nu);
         Ok((out, state))
     }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
 }
 
 /// `optax.add_decayed_weights(weight_decay)`: `updates + weight_decay *
@@ -119,6 +123,10 @@ impl GradientTransformation for AddDecayedWeights {
         let wd = self.weight_decay as f32;
         let out = zip_leaves([updates, &params], |[u, p], j| p[j].mul_add(wd, u[j]))?;
         Ok((out, state.clone()))
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 

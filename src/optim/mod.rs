@@ -23,6 +23,7 @@
 //! ```
 
 mod adam;
+mod adamw_fused;
 mod clip;
 mod lion;
 pub mod losses;

@@ -40,6 +40,13 @@ pub trait GradientTransformation {
         let (updates, state) = self.update(grads, state, Some(params))?;
         Ok((apply_updates(params, &updates)?, state))
     }
+
+    /// The transformation itself, for a [`Chain`] that recognizes a
+    /// sequence it runs fused (AdamW's). Not for use outside.
+    #[doc(hidden)]
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 impl<T: GradientTransformation + ?Sized> GradientTransformation for Box<T> {
@@ -54,6 +61,9 @@ impl<T: GradientTransformation + ?Sized> GradientTransformation for Box<T> {
     }
     fn apply_gradients(&self, grads: &Tree, state: &Tree, params: &Tree) -> Result<(Tree, Tree)> {
         (**self).apply_gradients(grads, state, params)
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        (**self).as_any()
     }
 }
 
@@ -104,6 +114,35 @@ impl GradientTransformation for Chain {
             let (updates, state) = self.update(grads, state, Some(params))?;
             return Ok((apply_updates(params, &updates)?, state));
         };
+        // AdamW (`adam`, then decayed weights, then the rate): one pass.
+        if let [a, d] = rest {
+            let adam = a
+                .as_any()
+                .and_then(|x| x.downcast_ref::<super::ScaleByAdam>());
+            let decay = d
+                .as_any()
+                .and_then(|x| x.downcast_ref::<super::AddDecayedWeights>());
+            if let (Some(adam), Some(decay)) = (adam, decay) {
+                let sub = |k: &str| {
+                    state.subtree(k).ok_or_else(|| {
+                        state_error(format!("the chain's state has no entry \"{k}\""))
+                    })
+                };
+                let (new, adam_state) = super::adamw_fused::apply(
+                    adam,
+                    decay.weight_decay,
+                    step,
+                    grads,
+                    &sub("0")?,
+                    params,
+                )?;
+                let next = Tree::new()
+                    .with("0", adam_state)
+                    .with("1", sub("1")?)
+                    .with(key.as_str(), last_state);
+                return Ok((new, next));
+            }
+        }
         // Every transformation but the last, then `p + step * u` fused.
         let mut updates = grads.clone();
         let mut next = Tree::new();
