@@ -219,7 +219,7 @@ mod tests {
 
     fn leaf(n: usize, seed: u32) -> Tensor {
         let v = (0..n)
-            .map(|i| ((i as u32 * 2654435761 ^ seed) % 1000) as f32 / 250.0 - 2.0)
+            .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 250.0 - 2.0)
             .collect();
         Tensor::from_vec(v, &[n]).unwrap()
     }
