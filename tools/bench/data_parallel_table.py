@@ -16,6 +16,10 @@ import datetime
 import os
 import re
 import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_step_table import cpu  # noqa: E402  (the CPU's name, as that table prints it)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "book", "src", "generated", "data_parallel.md")
@@ -31,17 +35,6 @@ CONFIGS = [
     ("2 processes, 1 device each", lambda b: MPIRUN + ["-np", "2", EXE, "--batch", str(b)]),
     ("1 process, 2 devices", lambda b: [EXE, "--batch", str(b), "--local-devices", "2"]),
 ]
-
-
-def cpu():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def main():
