@@ -285,6 +285,125 @@ fn conv_forward(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32
     out
 }
 
+/// [`conv_forward`] with an AVX2/FMA micro-kernel: tiles of 4 positions by
+/// 16 outputs keep their 8 accumulator vectors in registers for the whole
+/// window. Each output is still one chain of fused multiply-adds from `+0`
+/// over the taps, then the features, in order (a padded read multiplies a
+/// zero, as in [`conv_forward`]), so the bits are the same. `None` where the
+/// CPU lacks the instructions.
+fn conv_forward_fast(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Option<Vec<f32>> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use rayon::prelude::*;
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
+            return None;
+        }
+        const TILE: usize = 4;
+        const OB: usize = 16;
+        let og = d.og();
+        let blocks = og.div_ceil(OB);
+        let taps = d.t * d.cg;
+        // The kernel per group and block of 16 outputs, zero-padded:
+        // kp[((g * blocks + b) * taps + t * cg + c) * 16 + j].
+        let mut kp = vec![0.0f32; d.groups * blocks * taps * OB];
+        for g in 0..d.groups {
+            for b in 0..blocks {
+                let width = (og - b * OB).min(OB);
+                for tc in 0..taps {
+                    let src = &k[tc * d.o + g * og + b * OB..][..width];
+                    kp[((g * blocks + b) * taps + tc) * OB..][..width].copy_from_slice(src);
+                }
+            }
+        }
+        let mut out = vec![0.0f32; d.n * d.p * d.o];
+        let o = d.o.max(1);
+        out.par_chunks_mut(o * TILE)
+            .enumerate()
+            .for_each(|(tile, outs)| {
+                let first = tile * TILE;
+                let rows = outs.len() / o;
+                // Per tap, each row's window start (None: padding or no row).
+                let mut bases = vec![[None; TILE]; d.t];
+                for g in 0..d.groups {
+                    for (t, base) in bases.iter_mut().enumerate() {
+                        *base = std::array::from_fn(|r| {
+                            (r < rows)
+                                .then(|| {
+                                    let (n, m) = ((first + r) / d.p, (first + r) % d.p);
+                                    idx[m * d.t + t].map(|s| (n * d.s + s) * d.c + g * d.cg)
+                                })
+                                .flatten()
+                        });
+                    }
+                    for b in 0..blocks {
+                        let kb = &kp[(g * blocks + b) * taps * OB..][..taps * OB];
+                        let mut acc = [0.0f32; TILE * OB];
+                        // SAFETY: AVX2 and FMA were detected above; that is
+                        // `tile_avx2`'s only requirement beyond its
+                        // arguments, which are safe slices.
+                        unsafe { tile_avx2(x, kb, &bases, d.cg, &mut acc) };
+                        let width = (og - b * OB).min(OB);
+                        for r in 0..rows {
+                            outs[r * o + g * og + b * OB..][..width]
+                                .copy_from_slice(&acc[r * OB..r * OB + width]);
+                        }
+                    }
+                }
+            });
+        Some(out)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (x, k, idx, d);
+        None
+    }
+}
+
+/// One tile of [`conv_forward_fast`]: `acc[r * 16 + j]` = the chain over
+/// taps `t` and features `c` of `x[bases[t][r] + c] * kb[(t * cg + c) * 16
+/// + j]` (zero for a `None` base), accumulated from `+0` in that order.
+///
+/// # Safety
+///
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_avx2(
+    x: &[f32],
+    kb: &[f32],
+    bases: &[[Option<usize>; 4]],
+    cg: usize,
+    acc: &mut [f32; 64],
+) {
+    use std::arch::x86_64::*;
+    let mut a = [_mm256_setzero_ps(); 8];
+    for (t, base) in bases.iter().enumerate() {
+        let xs: [&[f32]; 4] = std::array::from_fn(|r| match base[r] {
+            Some(b) => &x[b..b + cg],
+            None => &[],
+        });
+        let kt = &kb[t * cg * 16..(t + 1) * cg * 16];
+        for (c, w) in kt.chunks_exact(16).enumerate() {
+            let (lo, hi) = w.split_at(8);
+            // SAFETY: `lo` and `hi` are slices of 8 f32 each, so both
+            // unaligned loads read only their elements.
+            let (w0, w1) = unsafe { (_mm256_loadu_ps(lo.as_ptr()), _mm256_loadu_ps(hi.as_ptr())) };
+            for r in 0..4 {
+                let xv = _mm256_set1_ps(xs[r].get(c).copied().unwrap_or(0.0));
+                a[2 * r] = _mm256_fmadd_ps(xv, w0, a[2 * r]);
+                a[2 * r + 1] = _mm256_fmadd_ps(xv, w1, a[2 * r + 1]);
+            }
+        }
+    }
+    for (v, dst) in a.iter().zip(acc.chunks_exact_mut(8)) {
+        // SAFETY: `dst` is a slice of 8 f32, so the unaligned store writes
+        // only its elements.
+        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *v) };
+    }
+}
+
 /// The input's cotangent in XLA's order (the transposed convolution): for
 /// every input element, one chain of fused multiply-adds over the taps in
 /// reverse order (the flipped kernel) and, per tap, the outputs of its
@@ -419,7 +538,7 @@ impl Tensor {
         };
         let x: Vec<f32> = self.view().iter().copied().collect();
         let k: Vec<f32> = kernel.view().iter().copied().collect();
-        let y = conv_forward(&x, &k, &idx, d);
+        let y = conv_forward_fast(&x, &k, &idx, d).unwrap_or_else(|| conv_forward(&x, &k, &idx, d));
         let mut out_shape = vec![d.n];
         out_shape.extend(&out_spatial);
         out_shape.push(o);
