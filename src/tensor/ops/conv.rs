@@ -366,6 +366,125 @@ fn conv_input_grad_fast(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) ->
     }
 }
 
+/// [`conv_kernel_grad`] with an AVX2/FMA micro-kernel: tiles of 4 kernel
+/// rows (tap, input feature) by 16 outputs, each one chain over the output
+/// positions and, innermost, the batch (a padded read multiplies a zero),
+/// as [`conv_kernel_grad`] sums: the same bits. `None` where the CPU lacks
+/// AVX2 and FMA.
+fn conv_kernel_grad_fast(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Option<Vec<f32>> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use rayon::prelude::*;
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
+            return None;
+        }
+        const TILE: usize = 4;
+        const OB: usize = 16;
+        let og = d.og();
+        let blocks = og.div_ceil(OB);
+        let steps = d.p * d.n;
+        // The cotangent per group and block of 16 outputs, in chain order
+        // (position, then batch), zero-padded: gp[((grp * blocks + b) *
+        // steps + m * n + i) * 16 + j] = g[(i * P + m) * O + grp * og + b * 16 + j].
+        let mut gp = vec![0.0f32; d.groups * blocks * steps * OB];
+        for grp in 0..d.groups {
+            for b in 0..blocks {
+                let width = (og - b * OB).min(OB);
+                for m in 0..d.p {
+                    for i in 0..d.n {
+                        let src = &g[(i * d.p + m) * d.o + grp * og + b * OB..][..width];
+                        let at = ((grp * blocks + b) * steps + m * d.n + i) * OB;
+                        gp[at..at + width].copy_from_slice(src);
+                    }
+                }
+            }
+        }
+        let o = d.o.max(1);
+        let mut dk = vec![0.0f32; d.t * d.cg * d.o];
+        dk.par_chunks_mut(o * TILE)
+            .enumerate()
+            .for_each(|(tile, outs)| {
+                let first = tile * TILE;
+                let rows = outs.len() / o;
+                for grp in 0..d.groups {
+                    // Row r is kernel element (t, c): its input offset at
+                    // each position (None: padding, or no row).
+                    let reads: [Option<(usize, usize)>; TILE] = std::array::from_fn(|r| {
+                        (r < rows).then(|| {
+                            let (t, c) = ((first + r) / d.cg, (first + r) % d.cg);
+                            (t, grp * d.cg + c)
+                        })
+                    });
+                    for b in 0..blocks {
+                        let gb = &gp[(grp * blocks + b) * steps * OB..][..steps * OB];
+                        let mut acc = [0.0f32; TILE * OB];
+                        // SAFETY: AVX2 and FMA were detected above; that is
+                        // `kernel_tile_avx2`'s only requirement beyond its
+                        // arguments, which are safe slices.
+                        unsafe { kernel_tile_avx2(x, gb, idx, &reads, d, &mut acc) };
+                        let width = (og - b * OB).min(OB);
+                        for r in 0..rows {
+                            outs[r * o + grp * og + b * OB..][..width]
+                                .copy_from_slice(&acc[r * OB..r * OB + width]);
+                        }
+                    }
+                }
+            });
+        Some(dk)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (x, g, idx, d);
+        None
+    }
+}
+
+/// One tile of [`conv_kernel_grad_fast`]: `acc[r * 16 + j]` = the chain
+/// over positions `m` and, innermost, batch rows `i` of `x[(i * S + s) * C
+/// + ch] * gb[(m * N + i) * 16 + j]`, where `reads[r] = (t, ch)` and `s =
+/// idx[m * T + t]` (zero where that is `None`, or for a `None` row).
+///
+/// # Safety
+///
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn kernel_tile_avx2(
+    x: &[f32],
+    gb: &[f32],
+    idx: &[Option<usize>],
+    reads: &[Option<(usize, usize)>; 4],
+    d: Dims,
+    acc: &mut [f32; 64],
+) {
+    use std::arch::x86_64::*;
+    let mut a = [_mm256_setzero_ps(); 8];
+    for m in 0..d.p {
+        let src: [Option<(usize, usize)>; 4] =
+            std::array::from_fn(|r| reads[r].and_then(|(t, ch)| idx[m * d.t + t].map(|s| (s, ch))));
+        for i in 0..d.n {
+            let w = &gb[(m * d.n + i) * 16..][..16];
+            let (lo, hi) = w.split_at(8);
+            // SAFETY: `lo` and `hi` are slices of 8 f32 each, so both
+            // unaligned loads read only their elements.
+            let (w0, w1) = unsafe { (_mm256_loadu_ps(lo.as_ptr()), _mm256_loadu_ps(hi.as_ptr())) };
+            for r in 0..4 {
+                let xv = src[r].map_or(0.0, |(s, ch)| x[(i * d.s + s) * d.c + ch]);
+                let xv = _mm256_set1_ps(xv);
+                a[2 * r] = _mm256_fmadd_ps(xv, w0, a[2 * r]);
+                a[2 * r + 1] = _mm256_fmadd_ps(xv, w1, a[2 * r + 1]);
+            }
+        }
+    }
+    for (v, dst) in a.iter().zip(acc.chunks_exact_mut(8)) {
+        // SAFETY: `dst` is a slice of 8 f32, so the unaligned store writes
+        // only its elements.
+        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *v) };
+    }
+}
+
 /// [`conv_forward`] with an AVX2/FMA micro-kernel: tiles of 4 positions by
 /// 16 outputs keep their 8 accumulator vectors in registers for the whole
 /// window. Each output is still one chain of fused multiply-adds from `+0`
@@ -644,8 +763,9 @@ impl Tensor {
                     ArrayD::from_shape_vec(IxDyn(&x_shape), dx).expect("input size")
                 });
                 let dk = needs[1].then(|| {
-                    ArrayD::from_shape_vec(IxDyn(&k_shape), conv_kernel_grad(&x, &g, &idx, d))
-                        .expect("kernel size")
+                    let dk = conv_kernel_grad_fast(&x, &g, &idx, d)
+                        .unwrap_or_else(|| conv_kernel_grad(&x, &g, &idx, d));
+                    ArrayD::from_shape_vec(IxDyn(&k_shape), dk).expect("kernel size")
                 });
                 smallvec::smallvec![dx, dk]
             },
@@ -704,6 +824,9 @@ mod fast_tests {
             }
             if let Some(fast) = conv_input_grad_fast(&g, &k, &inv, d) {
                 assert_eq!(bits(&fast), bits(&conv_input_grad(&g, &k, &inv, d)));
+            }
+            if let Some(fast) = conv_kernel_grad_fast(&x, &g, &idx, d) {
+                assert_eq!(bits(&fast), bits(&conv_kernel_grad(&x, &g, &idx, d)));
             }
         }
     }
