@@ -442,9 +442,10 @@ fn conv_kernel_grad_fast(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -
 }
 
 /// One tile of [`conv_kernel_grad_fast`]: `acc[r * 16 + j]` = the chain
-/// over positions `m` and, innermost, batch rows `i` of `x[(i * S + s) * C
-/// + ch] * gb[(m * N + i) * 16 + j]`, where `reads[r] = (t, ch)` and `s =
-/// idx[m * T + t]` (zero where that is `None`, or for a `None` row).
+/// over positions `m` and, innermost, batch rows `i` of
+/// `x[(i * S + s) * C + ch] * gb[(m * N + i) * 16 + j]`, where
+/// `reads[r] = (t, ch)` and `s = idx[m * T + t]` (zero where that is
+/// `None`, or for a `None` row).
 ///
 /// # Safety
 ///
@@ -562,9 +563,9 @@ fn conv_forward_fast(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Op
 }
 
 /// One tile of [`conv_forward_fast`] (and [`conv_input_grad_fast`]):
-/// `acc[r * 16 + j]` = the chain over `t` and `c` of `x[bases[t][r] + c] *
-/// kb[(t * cg + c) * 16 + j]` (zero for a `None` base), accumulated from
-/// `+0` in that order.
+/// `acc[r * 16 + j]` = the chain over `t` and `c` of
+/// `x[bases[t][r] + c] * kb[(t * cg + c) * 16 + j]` (zero for a `None`
+/// base), accumulated from `+0` in that order.
 ///
 /// # Safety
 ///
