@@ -8,7 +8,7 @@
 //! XLA:CPU's orders, each output a chain of fused multiply-adds; pooling
 //! gathers the same windows with a differentiable `take`.
 
-use ndarray::{ArrayD, IxDyn};
+use ndarray::{ArcArray, ArrayD, IxDyn};
 
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::Tensor;
@@ -606,6 +606,20 @@ unsafe fn tile_avx2(
     }
 }
 
+/// `a` in row-major order: the same shared data when it is (no copy).
+fn row_major(a: &ArcArray<f32, IxDyn>) -> ArcArray<f32, IxDyn> {
+    if a.is_standard_layout() {
+        a.clone()
+    } else {
+        a.as_standard_layout().into_owned().into_shared()
+    }
+}
+
+/// The values of an array [`row_major`] made.
+fn row_major_slice(a: &ArcArray<f32, IxDyn>) -> &[f32] {
+    a.as_slice().expect("row_major makes standard layout")
+}
+
 /// The input's cotangent in XLA's order (the transposed convolution): for
 /// every input element, one chain of fused multiply-adds over the taps in
 /// reverse order (the flipped kernel) and, per tap, the outputs of its
@@ -738,9 +752,10 @@ impl Tensor {
             p: out_spatial.iter().product(),
             groups,
         };
-        let x: Vec<f32> = self.view().iter().copied().collect();
-        let k: Vec<f32> = kernel.view().iter().copied().collect();
-        let y = conv_forward_fast(&x, &k, &idx, d).unwrap_or_else(|| conv_forward(&x, &k, &idx, d));
+        // Row-major data, shared rather than copied when it already is.
+        let (xa, ka) = (row_major(&self.data), row_major(&kernel.data));
+        let (x, k) = (row_major_slice(&xa), row_major_slice(&ka));
+        let y = conv_forward_fast(x, k, &idx, d).unwrap_or_else(|| conv_forward(x, k, &idx, d));
         let mut out_shape = vec![d.n];
         out_shape.extend(&out_spatial);
         out_shape.push(o);
@@ -757,15 +772,17 @@ impl Tensor {
             value.into_shared(),
             &[self, kernel],
             move |g, needs| {
-                let g: Vec<f32> = g.iter().copied().collect();
+                let g = g.as_standard_layout();
+                let g = g.as_slice().expect("standard layout");
+                let (x, k) = (row_major_slice(&xa), row_major_slice(&ka));
                 let dx = needs[0].then(|| {
-                    let dx = conv_input_grad_fast(&g, &k, &inv, d)
-                        .unwrap_or_else(|| conv_input_grad(&g, &k, &inv, d));
+                    let dx = conv_input_grad_fast(g, k, &inv, d)
+                        .unwrap_or_else(|| conv_input_grad(g, k, &inv, d));
                     ArrayD::from_shape_vec(IxDyn(&x_shape), dx).expect("input size")
                 });
                 let dk = needs[1].then(|| {
-                    let dk = conv_kernel_grad_fast(&x, &g, &idx, d)
-                        .unwrap_or_else(|| conv_kernel_grad(&x, &g, &idx, d));
+                    let dk = conv_kernel_grad_fast(x, g, &idx, d)
+                        .unwrap_or_else(|| conv_kernel_grad(x, g, &idx, d));
                     ArrayD::from_shape_vec(IxDyn(&k_shape), dk).expect("kernel size")
                 });
                 smallvec::smallvec![dx, dk]
