@@ -102,7 +102,9 @@ impl Tensor {
         let idx: Vec<Option<usize>> = indices.iter().map(|&i| source(i)).collect();
         let outer: usize = self.shape()[..a].iter().product();
         let inner: usize = self.shape()[a + 1..].iter().product();
-        let x: Vec<f32> = self.data.iter().copied().collect();
+        // Read in place when row-major (a copy otherwise).
+        let x = self.data.as_standard_layout();
+        let x = x.as_slice().expect("standard layout");
         let mut out = Vec::with_capacity(outer * idx.len() * inner);
         for o in 0..outer {
             for s in &idx {
@@ -121,7 +123,8 @@ impl Tensor {
         let value = ArrayD::from_shape_vec(IxDyn(&shape), out).expect("shape counted");
         let in_shape = self.shape().to_vec();
         Ok(Tensor::record(value.into_shared(), &[self], move |g, _| {
-            let g: Vec<f32> = g.iter().copied().collect();
+            let g = g.as_standard_layout();
+            let g = g.as_slice().expect("standard layout");
             let mut dx = vec![0.0f32; in_shape.iter().product()];
             let mut k = 0;
             for o in 0..outer {
