@@ -848,4 +848,53 @@ mod fast_tests {
             }
         }
     }
+
+    /// Infinities and NaNs reach the same outputs on both paths (values
+    /// bit for bit; a NaN where the reference has one).
+    #[test]
+    fn fast_paths_propagate_nan_and_inf_as_the_reference() {
+        let d = Dims {
+            n: 2,
+            s: 9,
+            c: 16,
+            t: 4,
+            cg: 16,
+            o: 20,
+            p: 7,
+            groups: 1,
+        };
+        let mut x = values(d.n * d.s * d.c, 1);
+        let mut k = values(d.t * d.cg * d.o, 2);
+        let mut g = values(d.n * d.p * d.o, 3);
+        x[5] = f32::INFINITY;
+        x[77] = f32::NAN;
+        k[40] = f32::NEG_INFINITY;
+        g[13] = f32::NAN;
+        g[100] = f32::INFINITY;
+        let idx: Vec<Option<usize>> = (0..d.p * d.t)
+            .map(|i| (i % 5 != 4).then_some((i * 7) % d.s))
+            .collect();
+        let inv: Vec<Option<usize>> = (0..d.s * d.t)
+            .map(|i| (i % 5 != 2).then_some((i * 3) % d.p))
+            .collect();
+        let same = |a: &[f32], b: &[f32]| {
+            assert_eq!(a.len(), b.len());
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert!(
+                    (x.is_nan() && y.is_nan()) || x.to_bits() == y.to_bits(),
+                    "element {i}: {x} vs {y}"
+                );
+            }
+            assert!(a.iter().any(|v| v.is_nan()) && a.iter().any(|v| v.is_infinite()));
+        };
+        if let Some(fast) = conv_forward_fast(&x, &k, &idx, d) {
+            same(&fast, &conv_forward(&x, &k, &idx, d));
+        }
+        if let Some(fast) = conv_input_grad_fast(&g, &k, &inv, d) {
+            same(&fast, &conv_input_grad(&g, &k, &inv, d));
+        }
+        if let Some(fast) = conv_kernel_grad_fast(&x, &g, &idx, d) {
+            same(&fast, &conv_kernel_grad(&x, &g, &idx, d));
+        }
+    }
 }
