@@ -2,7 +2,7 @@
 //! guide, `002_8dddc161bbb0d8fb.txt`, "Managing RNG's on multiple devices")
 //! and sharded sampling equal to the unsharded arrays.
 
-use flaxen::random::{self, ThreefryMode};
+use flaxen::random::{self, Float, Key, RandomError, ThreefryMode, UInt};
 use flaxen::sharding::{
     self, create_device_mesh, device_put, visualize_array_sharding, Mesh, NamedSharding,
     PartitionSpec, ShardingError,
@@ -118,6 +118,82 @@ fn replicas_and_two_d_meshes() {
     assert_eq!(a.gather().unwrap(), x);
 }
 
+/// `sharding::random::bits_as::<U>` gathers to `random::bits_as::<U>`.
+fn typed_bits_equal_unsharded<U: UInt>(key: &Key, shape: &[usize], s: &NamedSharding, at: &str) {
+    let a = sharding::random::bits_as::<U>(key.clone(), shape, s).unwrap();
+    assert_eq!(
+        a.gather().unwrap(),
+        random::bits_as::<U>(key.clone(), shape).unwrap(),
+        "bits_as::<{}> {at}",
+        std::any::type_name::<U>()
+    );
+}
+
+/// Every typed float sampler of `sharding::random` (`*_as::<T>`) gathers
+/// to its unsharded counterpart, bit for bit; `lo < hi` are the range and
+/// truncation bounds, `p` the Bernoulli probability.
+fn typed_floats_equal_unsharded<T: Float + Into<f64>>(
+    key: &Key,
+    shape: &[usize],
+    s: &NamedSharding,
+    lo: T,
+    hi: T,
+    p: T,
+    at: &str,
+) {
+    let k = || key.clone();
+    let dtype = std::any::type_name::<T>();
+    // Compared as the bits of the exact widening to f64: -0.0 is not 0.0,
+    // and a NaN equals the same NaN.
+    let bits = |a: ArrayD<T>| a.mapv(|v| v.into().to_bits());
+    for (name, a, b) in [
+        (
+            "uniform_as",
+            sharding::random::uniform_as::<T>(k(), shape, s),
+            random::uniform_as::<T>(k(), shape),
+        ),
+        (
+            "uniform_range_as",
+            sharding::random::uniform_range_as::<T>(k(), shape, lo, hi, s),
+            random::uniform_range_as::<T>(k(), shape, lo, hi),
+        ),
+        (
+            "normal_as",
+            sharding::random::normal_as::<T>(k(), shape, s),
+            random::normal_as::<T>(k(), shape),
+        ),
+        (
+            "truncated_normal_as",
+            sharding::random::truncated_normal_as::<T>(k(), lo, hi, shape, s),
+            random::truncated_normal_as::<T>(k(), lo, hi, shape),
+        ),
+        (
+            "gumbel_as",
+            sharding::random::gumbel_as::<T>(k(), shape, s),
+            random::gumbel_as::<T>(k(), shape),
+        ),
+        (
+            "exponential_as",
+            sharding::random::exponential_as::<T>(k(), shape, s),
+            random::exponential_as::<T>(k(), shape),
+        ),
+    ] {
+        assert_eq!(
+            bits(a.unwrap().gather().unwrap()),
+            bits(b.unwrap()),
+            "{name}::<{dtype}> {at}"
+        );
+    }
+    assert_eq!(
+        sharding::random::bernoulli_as::<T>(k(), p, shape, s)
+            .unwrap()
+            .gather()
+            .unwrap(),
+        random::bernoulli_as::<T>(k(), p, shape).unwrap(),
+        "bernoulli_as::<{dtype}> {at}"
+    );
+}
+
 /// Every sharded sampler gathers to the unsharded array, over many shapes,
 /// meshes, 1-D and 2-D specs and both Threefry modes.
 #[test]
@@ -180,21 +256,19 @@ fn sharded_sampling_equals_unsharded() {
                             .unwrap(),
                         random::bernoulli(k(), 0.3, shape).unwrap()
                     );
-                    let a = sharding::random::normal_as::<f64>(k(), shape, &s).unwrap();
-                    assert_eq!(
-                        a.gather().unwrap(),
-                        random::normal_as::<f64>(k(), shape).unwrap()
-                    );
-                    let a = sharding::random::bits_as::<u64>(k(), shape, &s).unwrap();
-                    assert_eq!(
-                        a.gather().unwrap(),
-                        random::bits_as::<u64>(k(), shape).unwrap()
-                    );
-                    let a = sharding::random::uniform_as::<half::bf16>(k(), shape, &s).unwrap();
-                    assert_eq!(
-                        a.gather().unwrap(),
-                        random::uniform_as::<half::bf16>(k(), shape).unwrap()
-                    );
+                    let at = format!("{mode:?} {shape:?} {spec} over {}", m.short());
+                    typed_bits_equal_unsharded::<u8>(&key, shape, &s, &at);
+                    typed_bits_equal_unsharded::<u16>(&key, shape, &s, &at);
+                    typed_bits_equal_unsharded::<u32>(&key, shape, &s, &at);
+                    typed_bits_equal_unsharded::<u64>(&key, shape, &s, &at);
+                    let f16 = half::f16::from_f32;
+                    let bf16 = half::bf16::from_f32;
+                    let (lo, hi, p) = (f16(-1.5), f16(2.0), f16(0.3));
+                    typed_floats_equal_unsharded(&key, shape, &s, lo, hi, p, &at);
+                    let (lo, hi, p) = (bf16(-1.5), bf16(2.0), bf16(0.3));
+                    typed_floats_equal_unsharded(&key, shape, &s, lo, hi, p, &at);
+                    typed_floats_equal_unsharded(&key, shape, &s, -1.5f32, 2.0, 0.3, &at);
+                    typed_floats_equal_unsharded(&key, shape, &s, -1.5f64, 2.0, 0.3, &at);
                     for (a, b) in [
                         (
                             sharding::random::uniform(k(), shape, &s),
@@ -298,10 +372,62 @@ fn bad_meshes_and_specs_are_typed_errors() {
         sharding_err(device_put(&ArrayD::<f32>::zeros(vec![4]), &s).unwrap_err()),
         ShardingError::SpecRank { .. }
     ));
+    // The typed samplers: the spec is checked first, with the sampler's
+    // JAX name; then their arguments, as the unsharded samplers check them.
+    let e = sharding::random::truncated_normal_as(random::key(0), -1.0f64, 1.0, &[3, 2], &s);
+    assert!(matches!(
+        sharding_err(e.unwrap_err()),
+        ShardingError::Indivisible { what, .. } if what == "truncated_normal"
+    ));
+    let random_err = |e: Error| match e {
+        Error::Random { source, .. } => source,
+        other => panic!("not a random error: {other:?}"),
+    };
+    let k = || random::key(0);
+    let bf = half::bf16::from_f32;
+    assert_eq!(
+        random_err(
+            sharding::random::truncated_normal_as(k(), bf(2.0), bf(1.0), &[4, 2], &s).unwrap_err()
+        ),
+        random::truncated_normal_as(k(), bf(2.0), bf(1.0), &[4, 2]).unwrap_err()
+    );
+    assert_eq!(
+        random_err(sharding::random::uniform_range_as(k(), &[4, 2], 1.0f32, 1.0, &s).unwrap_err()),
+        RandomError::EmptyRange {
+            function: "uniform",
+            low: "1".into(),
+            high: "1".into()
+        }
+    );
+    assert_eq!(
+        random_err(
+            sharding::random::bernoulli_as(k(), half::f16::from_f32(1.5), &[4, 2], &s).unwrap_err()
+        ),
+        RandomError::Probability {
+            function: "bernoulli",
+            p: 1.5
+        }
+    );
     // A huge global shape is the sampler's typed error, per device.
     let s = NamedSharding::new(&m, PartitionSpec::new(["a"])).unwrap();
     let e = sharding::random::normal(random::key(0), &[2, 1 << 62, 8], &s).unwrap_err();
     assert!(matches!(e, Error::Random { .. }), "{e:?}");
+    for e in [
+        sharding::random::gumbel_as::<f64>(random::key(0), &[2, 1 << 62, 8], &s).unwrap_err(),
+        sharding::random::exponential_as::<half::f16>(random::key(0), &[2, 1 << 62, 8], &s)
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                e,
+                Error::Random {
+                    source: RandomError::ShapeOverflow { .. },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
 }
 
 mod guide_model {

@@ -167,3 +167,68 @@ pub fn normal_as<T: Float + Clone + Send + Sync>(
         jr::normal_as::<T>(key.clone(), shape)
     })
 }
+
+/// `jax.random.uniform(key, shape, dtype, minval, maxval)` for any float
+/// dtype, laid out by `sharding`.
+pub fn uniform_range_as<T: Float + Clone + Send + Sync>(
+    key: Key,
+    shape: &[usize],
+    minval: T,
+    maxval: T,
+    sharding: &NamedSharding,
+) -> Result<Sharded<T>> {
+    draw_sharded("uniform", shape, sharding, || {
+        jr::uniform_range_as::<T>(key.clone(), shape, minval, maxval)
+    })
+}
+
+/// `jax.random.truncated_normal(key, lower, upper, shape, dtype)` for any
+/// float dtype, laid out by `sharding`.
+pub fn truncated_normal_as<T: Float + Clone + Send + Sync>(
+    key: Key,
+    lower: T,
+    upper: T,
+    shape: &[usize],
+    sharding: &NamedSharding,
+) -> Result<Sharded<T>> {
+    draw_sharded("truncated_normal", shape, sharding, || {
+        jr::truncated_normal_as::<T>(key.clone(), lower, upper, shape)
+    })
+}
+
+/// `jax.random.bernoulli(key, p, shape)` drawn in `p`'s float dtype, laid
+/// out by `sharding`.
+pub fn bernoulli_as<T: Float + Clone + Send + Sync>(
+    key: Key,
+    p: T,
+    shape: &[usize],
+    sharding: &NamedSharding,
+) -> Result<Sharded<bool>> {
+    draw_sharded("bernoulli", shape, sharding, || {
+        jr::bernoulli_as::<T>(key.clone(), p, shape)
+    })
+}
+
+/// `jax.random.gumbel(key, shape, dtype)` for any float dtype, laid out by
+/// `sharding`.
+pub fn gumbel_as<T: Float + Clone + Send + Sync>(
+    key: Key,
+    shape: &[usize],
+    sharding: &NamedSharding,
+) -> Result<Sharded<T>> {
+    draw_sharded("gumbel", shape, sharding, || {
+        jr::gumbel_as::<T>(key.clone(), shape)
+    })
+}
+
+/// `jax.random.exponential(key, shape, dtype)` for any float dtype, laid
+/// out by `sharding`.
+pub fn exponential_as<T: Float + Clone + Send + Sync>(
+    key: Key,
+    shape: &[usize],
+    sharding: &NamedSharding,
+) -> Result<Sharded<T>> {
+    draw_sharded("exponential", shape, sharding, || {
+        jr::exponential_as::<T>(key.clone(), shape)
+    })
+}
