@@ -138,6 +138,65 @@ pub fn vjp(
     s.vjp(f, primals)
 }
 
+/// `nn.jvp(fn, mdl, primals, tangents, variable_tangents)`: the output of
+/// `f(s, primals)` and its tangent, for tangents of `primals` and of the
+/// `params` of `s` (`params_tangents`, in the structure of `params` at
+/// `s`). See [`Scope::jvp`].
+///
+/// Flax's `nn.jvp` example: the tangent of `scale * x` in the direction
+/// of the parameter alone (`x`'s tangent zero) is `x`.
+///
+/// ```
+/// use flaxen::core::{Result, Scope};
+/// use flaxen::init;
+/// use flaxen::nn::{self, Module};
+/// use flaxen::tensor::{Tensor, Tree};
+/// use flaxen::random;
+///
+/// struct Foo;
+///
+/// impl Module for Foo {
+///     type Input = Tensor;
+///     type Output = Tensor;
+///     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+///         // At init `scale` does not exist yet: no parameter tangents.
+///         let params_t = if s.is_initializing() {
+///             Tree::new()
+///         } else {
+///             Tree::new().with("scale", Tensor::ones(&[]))
+///         };
+///         let primals = Tree::new().with("x", x.clone());
+///         let tangents = Tree::new().with("x", Tensor::zeros(x.shape()));
+///         let (_, out_t) = nn::jvp(
+///             s,
+///             |s, p| {
+///                 let scale = s.param("scale", init::zeros(), &[])?;
+///                 Ok(p.tensor("x")?.mul(&scale)?)
+///             },
+///             &primals,
+///             &tangents,
+///             &params_t,
+///         )?;
+///         Ok(out_t)
+///     }
+/// }
+///
+/// let x = Tensor::ones(&[3]);
+/// let variables = Foo.init(random::key(0), x.clone())?;
+/// let y_t = Foo.apply(&variables, x, ())?;
+/// assert_eq!(y_t.to_vec(), [1.0, 1.0, 1.0]);
+/// # Ok::<(), flaxen::core::Error>(())
+/// ```
+pub fn jvp(
+    s: &Scope<'_>,
+    f: impl FnOnce(&Scope<'_>, &Tree) -> Result<Tensor>,
+    primals: &Tree,
+    tangents: &Tree,
+    params_tangents: &Tree,
+) -> Result<(Tensor, Tensor)> {
+    s.jvp(f, primals, tangents, params_tangents)
+}
+
 /// `nn.custom_vjp(fn, forward_fn, backward_fn)`: `fwd(s, input)` gives
 /// the output and residuals; under a `grad`, `bwd(residuals, cotangent)`
 /// gives the cotangents of the `params` of `s` (as [`vjp`]'s backward

@@ -34,7 +34,9 @@ pub use attention::{
     combine_masks, dot_product_attention, dot_product_attention_weights, make_attention_mask,
     make_causal_mask, AttentionDropout, AttentionInputs, MultiHeadDotProductAttention,
 };
-pub use autodiff::{custom_vjp, grad, grad_with_aux, value_and_grad, value_and_grad_with_aux, vjp};
+pub use autodiff::{
+    custom_vjp, grad, grad_with_aux, jvp, value_and_grad, value_and_grad_with_aux, vjp,
+};
 pub use control_flow::{cond, switch, Branch};
 pub use conv::{Conv, Padding};
 pub use conv_transpose::ConvTranspose;

@@ -152,6 +152,11 @@ fn row_dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         let axis = ndarray::Axis(g.ndim());
         let g = g.insert_axis(axis);
         smallvec::smallvec![Some(&g * &b_data), Some(&g * &a_data)]
+    })
+    .with_tangent(|| {
+        crate::tensor::forward::bilinear(a.stop_gradient(), b.stop_gradient(), |a, b| {
+            Ok(a.mul(b)?.sum(&[-1], false)?)
+        })
     }))
 }
 

@@ -8,7 +8,9 @@ use smallvec::SmallVec;
 
 use super::batched::ItemView;
 use super::error::{Result, TensorError};
-use super::tape::{Backward, DotFactors, FusedOuter, InputGrads, Node, OpKind, Tracer};
+use super::tape::{
+    Backward, DotFactors, FusedOuter, InputGrads, Node, OpKind, TangentRule, Tracer,
+};
 
 /// An n-dimensional `f32` array that records the operations applied to it
 /// while it is being differentiated.
@@ -270,6 +272,19 @@ impl Tensor {
         Tensor::record_node(value, inputs, kind, Box::new(backward), fused, dot, None)
     }
 
+    /// Attaches a tangent rule (made only when needed) to this freshly
+    /// recorded tensor's node, when its tape does forward-mode
+    /// differentiation ([`jvp`](super::jvp), [`linearize`](super::linearize)).
+    /// Call it only on the result of a `record*` call.
+    pub(crate) fn with_tangent(self, rule: impl FnOnce() -> TangentRule) -> Tensor {
+        if let Some(tr) = &self.tracer {
+            if tr.tape.records_tangents() && tr.tape.is_open() {
+                tr.tape.nodes()[tr.node].tangent = Some(rule());
+            }
+        }
+        self
+    }
+
     /// An item's view of a shared tensor (see [`Tensor::item_view`]): the
     /// same values, its own node.
     #[track_caller]
@@ -283,6 +298,7 @@ impl Tensor {
             None,
             Some(view),
         )
+        .with_tangent(|| super::forward::linear(|t| Ok(t.clone())))
     }
 
     #[track_caller]
@@ -337,6 +353,8 @@ impl Tensor {
             fused,
             dot,
             view,
+            tangent: None,
+            site: std::panic::Location::caller(),
         });
         Tensor {
             data: value,

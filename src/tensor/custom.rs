@@ -45,6 +45,10 @@ fn fail(error: Error) {
 /// A backward rule: the outputs' cotangents to the inputs'.
 pub(crate) type Rule = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync;
 
+/// A forward rule: the inputs' tangents (zeros where JAX's would be
+/// symbolic zeros) to the outputs'.
+pub(crate) type ForwardRule = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync;
+
 /// Whether a tensor is traced on a tape that is still recording.
 pub(crate) fn recorded(t: &Tensor) -> bool {
     t.tracer.as_ref().is_some_and(|tr| tr.tape.is_open())
@@ -64,12 +68,14 @@ pub(crate) fn record_custom(
     inputs: &[Tensor],
     outputs: Vec<Tensor>,
     rule: Arc<Rule>,
+    forward: Arc<ForwardRule>,
 ) -> Vec<Tensor> {
     if !inputs.iter().any(recorded) {
         return outputs;
     }
     let shapes: Vec<Vec<usize>> = outputs.iter().map(|t| t.shape().to_vec()).collect();
     let in_shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape().to_vec()).collect();
+    let tangent_shapes = (in_shapes.clone(), shapes.clone());
     let sizes: Vec<usize> = shapes.iter().map(|s| s.iter().product()).collect();
     let total: usize = sizes.iter().sum();
     let mut joined = Vec::with_capacity(total);
@@ -106,7 +112,22 @@ pub(crate) fn record_custom(
         grads
     };
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let node = Tensor::record_kind(joined, &refs, OpKind::Other, backward);
+    let node = Tensor::record_kind(joined, &refs, OpKind::Other, backward).with_tangent(|| {
+        let (in_shapes, out_shapes) = tangent_shapes;
+        Box::new(move |t: &[Option<Tensor>]| {
+            let tangents: Vec<Tensor> = t
+                .iter()
+                .zip(&in_shapes)
+                .map(|(t, s)| t.clone().unwrap_or_else(|| Tensor::zeros(s)))
+                .collect();
+            let outs = checked_tangents(op, &out_shapes, forward(&tangents)?)?;
+            let mut flat = Vec::with_capacity(total);
+            for t in &outs {
+                flat.extend(t.data.iter().copied());
+            }
+            Ok(Some(Tensor::from_vec(flat, &[total])?))
+        })
+    });
     // Each output reads its part; the other parts of its cotangent are
     // -0.0, which leaves any value it is added to unchanged (+0.0 would
     // turn a -0.0 cotangent into +0.0).
@@ -118,6 +139,7 @@ pub(crate) fn record_custom(
             let n: usize = shape.iter().product();
             let at = start;
             start += n;
+            let part_shape = shape.clone();
             Tensor::record_kind(t.data.clone(), &[&node], OpKind::Other, move |g, _| {
                 let mut full = vec![-0.0f32; total];
                 let g = g.as_standard_layout();
@@ -126,8 +148,46 @@ pub(crate) fn record_custom(
                     ArrayD::from_shape_vec(IxDyn(&[total]), full).expect("sizes add up")
                 )]
             })
+            .with_tangent(|| {
+                super::forward::linear(move |t| {
+                    let shape: Vec<isize> = part_shape.iter().map(|&d| d as isize).collect();
+                    Ok(t.slice(0, at, at + n)?.reshape(&shape)?)
+                })
+            })
         })
         .collect()
+}
+
+/// Checks that a forward rule returned one tangent of the right shape per
+/// output.
+fn checked_tangents(
+    op: &'static str,
+    shapes: &[Vec<usize>],
+    ts: Vec<Tensor>,
+) -> Result<Vec<Tensor>> {
+    if ts.len() != shapes.len() {
+        return Err(argument(
+            op,
+            format!(
+                "the tangent rule returned {} tangents for {} output tensors",
+                ts.len(),
+                shapes.len()
+            ),
+        ));
+    }
+    for (i, (t, shape)) in ts.iter().zip(shapes).enumerate() {
+        if t.shape() != &shape[..] {
+            return Err(argument(
+                op,
+                format!(
+                    "the tangent rule returned a tangent of shape {:?} for output tensor {i} \
+                     of shape {shape:?}",
+                    t.shape()
+                ),
+            ));
+        }
+    }
+    Ok(ts)
 }
 
 /// Checks that a rule returned one cotangent of the right shape per input.
@@ -155,6 +215,36 @@ fn checked(op: &'static str, shapes: &[Vec<usize>], cts: Vec<Tensor>) -> Result<
         }
     }
     Ok(cts)
+}
+
+/// A recomputed function's forward rule: the tangents of `run` at
+/// `primals` (the jvp of a checkpointed function is its body's).
+pub(crate) fn forward_of(
+    primals: Vec<Tensor>,
+    run: Arc<dyn Fn(Vec<Tensor>) -> Result<Vec<Tensor>> + Send + Sync>,
+) -> Arc<ForwardRule> {
+    Arc::new(move |tangents: &[Tensor]| {
+        let run = run.clone();
+        let (_, t) = super::forward::jvp(
+            move |x: &Vec<Tensor>| run(x.clone()),
+            &primals,
+            &tangents.to_vec(),
+        )?;
+        Ok(t)
+    })
+}
+
+/// The forward rule of a function with a custom backward rule: an error,
+/// as in JAX.
+pub(crate) fn no_forward() -> Arc<ForwardRule> {
+    Arc::new(|_: &[Tensor]| {
+        Err(argument(
+            "custom_vjp",
+            "a function with a custom backward rule cannot be differentiated in forward mode \
+             (jvp); JAX refuses it too: use custom_jvp"
+                .into(),
+        ))
+    })
 }
 
 /// `input` with every tensor detached from any tape.
@@ -256,13 +346,23 @@ where
     let free = detached(input);
     let out = f(&free)?;
     let leaves = untraced("checkpoint", &out)?;
-    let rule = recompute(free.tensors(), move |traced: Vec<Tensor>| {
-        let rebuilt = free
-            .rebuild(&mut traced.into_iter())
-            .expect("as many tensors as flattened");
-        Ok(f(&rebuilt)?.tensors())
+    let f = Arc::new(f);
+    let run = {
+        let (free, f) = (free.clone(), f.clone());
+        move |traced: Vec<Tensor>| -> Result<Vec<Tensor>> {
+            let rebuilt = free
+                .rebuild(&mut traced.into_iter())
+                .expect("as many tensors as flattened");
+            Ok(f(&rebuilt)?.tensors())
+        }
+    };
+    let run = Arc::new(run);
+    let rule = recompute(free.tensors(), {
+        let run = run.clone();
+        move |traced| run(traced)
     });
-    let outputs = record_custom("checkpoint", &inputs, leaves, rule);
+    let forward = forward_of(free.tensors(), run);
+    let outputs = record_custom("checkpoint", &inputs, leaves, rule, forward);
     Ok(out
         .rebuild(&mut outputs.into_iter())
         .expect("as many tensors as flattened"))
@@ -328,7 +428,90 @@ where
         }
         Ok(result)
     };
-    let outputs = record_custom("custom_vjp", &inputs, leaves, Arc::new(rule));
+    let outputs = record_custom("custom_vjp", &inputs, leaves, Arc::new(rule), no_forward());
+    Ok(out
+        .rebuild(&mut outputs.into_iter())
+        .expect("as many tensors as flattened"))
+}
+
+/// `jax.custom_jvp`: a function with a forward-mode (tangent) rule of your
+/// own. Outside a differentiation only `f` runs. Under [`jvp`] or
+/// [`linearize`], `rule(primals, tangents)` returns the output and its
+/// tangent (JAX's `defjvp`); zero tangents reach it as zeros. Under
+/// [`grad`] or [`vjp`] the output is the rule's, and the backward pass is
+/// the transpose of the rule's tangent map, which must therefore be linear
+/// in the tangents, as JAX requires: JAX transposes it the same way.
+///
+/// The rule's tangent must have the output's structure and shapes;
+/// anything else is an error of the differentiation.
+///
+/// A clipped gradient that stays finite where the plain derivative does
+/// not, `sqrt` with the tangent `t / (2 sqrt(x) + 1e-6)`:
+///
+/// ```
+/// use flaxen::tensor::{custom_jvp, grad, jvp, Tensor, Tree};
+///
+/// let safe_sqrt = |x: &Tensor| {
+///     custom_jvp(
+///         |x: &Tensor| Ok(x.sqrt()),
+///         |x: &Tensor, t: &Tensor| {
+///             let y = x.sqrt();
+///             let scale = (&y * 2.0 + 1e-6).powf(-1.0);
+///             Ok((y, t * &scale))
+///         },
+///         x,
+///     )
+/// };
+/// let x = Tensor::from_vec(vec![0.0, 4.0], &[2]).unwrap();
+/// let (_, t) = jvp(|x: &Tensor| safe_sqrt(x), &x, &Tensor::ones(&[2])).unwrap();
+/// assert!(t.to_vec()[0].is_finite());
+/// let g = grad(|p| Ok(safe_sqrt(p.as_tensor().unwrap())?.sum_all()), &Tree::from(x)).unwrap();
+/// assert_eq!(g.as_tensor().unwrap().to_vec(), t.to_vec());
+/// ```
+///
+/// [`jvp`]: super::jvp
+/// [`linearize`]: super::linearize
+/// [`grad`]: super::grad
+/// [`vjp`]: super::vjp
+pub fn custom_jvp<I, O, F, J>(f: F, rule: J, input: &I) -> Result<O>
+where
+    I: Tensors + Send + Sync + 'static,
+    O: Tensors,
+    F: FnOnce(&I) -> Result<O>,
+    J: Fn(&I, &I) -> Result<(O, O)> + Send + Sync + 'static,
+{
+    let inputs = input.tensors();
+    if !inputs.iter().any(recorded) {
+        return f(input);
+    }
+    let free = detached(input);
+    let zeros: Vec<Tensor> = inputs.iter().map(|t| Tensor::zeros(t.shape())).collect();
+    let zero_tangents = free
+        .rebuild(&mut zeros.into_iter())
+        .expect("as many tensors as flattened");
+    // The output under differentiation is the rule's, as in JAX.
+    let (out, _) = rule(&free, &zero_tangents)?;
+    let leaves = untraced("custom_jvp", &out)?;
+    let rule = Arc::new(rule);
+    // The tangent map at `free`, from flat tangents to flat tangents.
+    let tangent_map = {
+        let (free, rule) = (free.clone(), rule.clone());
+        Arc::new(move |tangents: Vec<Tensor>| -> Result<Vec<Tensor>> {
+            let t = free
+                .rebuild(&mut tangents.into_iter())
+                .expect("as many tensors as flattened");
+            Ok(rule(&free, &t)?.1.tensors())
+        })
+    };
+    let forward = {
+        let map = tangent_map.clone();
+        Arc::new(move |t: &[Tensor]| map(t.to_vec())) as Arc<ForwardRule>
+    };
+    // The backward pass: the transpose of the (linear) tangent map, as the
+    // vjp of that map at zero tangents.
+    let zero_points: Vec<Tensor> = inputs.iter().map(|t| Tensor::zeros(t.shape())).collect();
+    let backward = recompute(zero_points, move |traced| tangent_map(traced));
+    let outputs = record_custom("custom_jvp", &inputs, leaves, backward, forward);
     Ok(out
         .rebuild(&mut outputs.into_iter())
         .expect("as many tensors as flattened"))

@@ -43,6 +43,8 @@ pub(crate) fn trace_on(tape: &Arc<Tape>, tree: &Tree) -> (Tree, Vec<usize>) {
             fused: None,
             dot: None,
             view: None,
+            tangent: None,
+            site: std::panic::Location::caller(),
         });
         ids.push(node);
         Tensor {

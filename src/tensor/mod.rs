@@ -8,6 +8,9 @@
 //!   [`tree_map`] and [`tree_map2`].
 //! * [`grad`], [`value_and_grad`], [`vjp`], [`stop_gradient`] — JAX's
 //!   transforms, first order, over a function of a tree.
+//! * [`jvp`], [`linearize`] — forward mode (`jax.jvp`, `jax.linearize`)
+//!   over any [`Tensors`]; [`custom_jvp`] and [`custom_vjp`] for rules of
+//!   your own.
 //! * [`jit_value_and_grad`], [`jit_value_and_grad_with`] —
 //!   `jax.jit(jax.value_and_grad(f))`: traces a training step once and
 //!   replays it without re-running `f`.
@@ -53,6 +56,7 @@ pub(crate) use compiled::in_compiled_region;
 pub(crate) mod custom;
 mod debug_nans;
 mod error;
+pub(crate) mod forward;
 mod grad;
 mod jit;
 mod ops;
@@ -64,9 +68,10 @@ mod tree;
 pub use array::Array;
 pub use base::Tensor;
 pub use compiled::as_jitted;
-pub use custom::{checkpoint, custom_vjp};
+pub use custom::{checkpoint, custom_jvp, custom_vjp};
 pub use debug_nans::{check_nans, debug_nans, set_debug_nans};
 pub use error::{Result, TensorError};
+pub use forward::{jvp, linearize, Linearized};
 pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};
 pub use jit::{jit_value_and_grad, jit_value_and_grad_with, JitValueAndGrad};
 pub(crate) use ops::conv::gather_windows as conv_windows;

@@ -97,7 +97,19 @@ pub(crate) struct Node {
     /// Set when this node is an item's view of a tensor shared by the items
     /// of a `vmap` ([`Tensor::item_view`](super::Tensor::item_view)).
     pub(crate) view: Option<ItemView>,
+    /// The tangent rule, recorded only on tapes of forward-mode
+    /// differentiation ([`Tape::records_tangents`]).
+    pub(crate) tangent: Option<TangentRule>,
+    /// Where the operation was recorded (named when it has no tangent rule).
+    pub(crate) site: &'static std::panic::Location<'static>,
 }
+
+/// An operation's tangent rule: its output's tangent from its inputs'
+/// tangents (`None`: a zero tangent, as JAX's symbolic zeros), computed
+/// with JAX's jvp rule in JAX's order. Returns `None` for a zero output
+/// tangent.
+pub(crate) type TangentRule =
+    Box<dyn Fn(&[Option<Tensor>]) -> crate::Result<Option<Tensor>> + Send + Sync>;
 
 /// The nodes of one differentiation.
 pub(crate) struct Tape {
@@ -117,6 +129,8 @@ pub(crate) struct Tape {
     /// Whether the tape holds an item's view of a shared tensor (a `vmap`
     /// traced in place): only then do products keep [`DotFactors`].
     views: AtomicBool,
+    /// Whether operations record their tangent rules (`jvp`, `linearize`).
+    forward: bool,
     nodes: Mutex<Vec<Node>>,
 }
 
@@ -124,7 +138,14 @@ static NEXT_TAPE_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Tape {
     pub(crate) fn new() -> Arc<Tape> {
+        Tape::with_tangents(false)
+    }
+
+    /// A tape whose operations also record their tangent rules when
+    /// `forward` (forward-mode differentiation).
+    pub(crate) fn with_tangents(forward: bool) -> Arc<Tape> {
         Arc::new(Tape {
+            forward,
             id: NEXT_TAPE_ID.fetch_add(1, Ordering::Relaxed),
             open: AtomicBool::new(true),
             nested: AtomicBool::new(false),
@@ -132,6 +153,11 @@ impl Tape {
             views: AtomicBool::new(false),
             nodes: Mutex::new(Vec::with_capacity(16)),
         })
+    }
+
+    /// Whether operations on this tape record tangent rules.
+    pub(crate) fn records_tangents(&self) -> bool {
+        self.forward
     }
 
     /// Notes that an operation mixed this tape with an enclosing one.

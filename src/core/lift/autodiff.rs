@@ -85,6 +85,76 @@ impl<'s> Scope<'s> {
         Ok((out, ScopeVjp { pullback }))
     }
 
+    /// Flax's `lift.jvp` (behind `nn.jvp`): `f(scope, primals)` and its
+    /// tangent for the tangents `tangents` of `primals` and
+    /// `params_tangents` of this scope's `params` (Flax's
+    /// `variable_tangents={'params': ...}`; a tree of the structure of
+    /// `params` at this scope). Tangents of another structure or shape are
+    /// errors naming the first difference. Forward mode, first order, as
+    /// [`tensor::jvp`] computes it.
+    pub fn jvp(
+        &self,
+        f: impl FnOnce(&Scope<'_>, &Tree) -> Result<Tensor>,
+        primals: &Tree,
+        tangents: &Tree,
+        params_tangents: &Tree,
+    ) -> Result<(Tensor, Tensor)> {
+        let modes = vec![(Filter::All, VarMode::Broadcast)];
+        let packed = Packed::new(self, "jvp", modes, &[(Filter::All, false)]);
+        let rngs = packed.item_rngs(1)?.pop().unwrap_or_default();
+        let state = packed.item_state(1, 0, rngs, &[], packed.counters.clone())?;
+        let path = self.path().to_vec();
+        let params = params_at(&state, &path);
+        for (what, given, like) in [
+            ("the parameters", params_tangents, &params),
+            ("the primals", tangents, primals),
+        ] {
+            let paths = |t: &Tree| t.paths().into_iter().map(|(p, _)| p).collect::<Vec<_>>();
+            if paths(given) != paths(like) {
+                return Err(tensor::TensorError::Argument {
+                    op: "jvp",
+                    message: format!(
+                        "the tangents of {what} at {:?} have the paths {:?}, not {:?}",
+                        path.join("/"),
+                        paths(given),
+                        paths(like)
+                    ),
+                }
+                .into());
+            }
+        }
+        let args = Tree::new()
+            .with("params", params)
+            .with("primals", primals.clone());
+        let tangent_args = Tree::new()
+            .with("params", params_tangents.clone())
+            .with("primals", tangents.clone());
+        let finished = RefCell::new(None);
+        let (out, tangent) = tensor::jvp(
+            |a: &Tree| {
+                let mut st = state.clone();
+                let params = a.subtree("params").unwrap_or_default();
+                packed.replace_subtree(&mut st, "params", params)?;
+                let cell = RefCell::new(st);
+                let out = f(
+                    &Scope::at(&cell, path.clone()),
+                    &a.subtree("primals").unwrap_or_default(),
+                )?;
+                *finished.borrow_mut() = Some(cell.into_inner());
+                Ok(out)
+            },
+            &args,
+            &tangent_args,
+        )?;
+        if let Some(mut st) = finished.into_inner() {
+            packed.trim_for_repack(&mut st);
+            let counters = st.counters.clone();
+            let collections = packed.repack(&[st])?;
+            packed.commit(self, collections, &counters)?;
+        }
+        Ok((out, tangent))
+    }
+
     /// Flax's `lift.custom_vjp` (behind `nn.custom_vjp`): `fwd(scope,
     /// input)` computes the output and residuals with this scope's
     /// variables; under an enclosing `grad`, `bwd(residuals, cotangent)`
@@ -176,7 +246,13 @@ impl<'s> Scope<'s> {
                 all.extend(params_ct.leaves().iter().cloned());
                 Ok(all)
             };
-        let outputs = record_custom("custom_vjp", &inputs, leaves, std::sync::Arc::new(rule));
+        let outputs = record_custom(
+            "custom_vjp",
+            &inputs,
+            leaves,
+            std::sync::Arc::new(rule),
+            crate::tensor::custom::no_forward(),
+        );
         Ok(out
             .rebuild(&mut outputs.into_iter())
             .expect("as many tensors as flattened"))

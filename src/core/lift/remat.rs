@@ -4,13 +4,14 @@
 //! again, on the same variables, RNG streams and inputs, to get them.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use super::pack::{Packed, VarMode};
 use crate::core::filter::Filter;
 use crate::core::scope::{Scope, State};
 use crate::core::variables::Variables;
 use crate::error::Result;
-use crate::tensor::custom::{recompute, record_custom, recorded, untraced};
+use crate::tensor::custom::{forward_of, recompute, record_custom, recorded, untraced};
 use crate::tensor::{stop_gradient, Tensor, Tensors};
 
 /// Every tensor of `variables`, collection by collection.
@@ -96,7 +97,8 @@ impl<'s> Scope<'s> {
         // found it (same RNG counters, the variables' values before any
         // update); what it writes is dropped.
         let rerun_state = free_state;
-        let rule = recompute(free, move |traced: Vec<Tensor>| {
+        let primals = free.clone();
+        let rerun = move |traced: Vec<Tensor>| -> Result<Vec<Tensor>> {
             let mut leaves = traced.into_iter();
             let input = free_input
                 .rebuild(&mut leaves)
@@ -105,8 +107,14 @@ impl<'s> Scope<'s> {
             state.variables = with_variable_tensors(&state.variables, &mut leaves)?;
             let cell = RefCell::new(state);
             Ok(body(&Scope::at(&cell, path.clone()), &input)?.tensors())
+        };
+        let rerun: Arc<dyn Fn(Vec<Tensor>) -> Result<Vec<Tensor>> + Send + Sync> = Arc::new(rerun);
+        let rule = recompute(free, {
+            let rerun = rerun.clone();
+            move |traced| rerun(traced)
         });
-        let outputs = record_custom("remat", &inputs, leaves, rule);
+        let forward = forward_of(primals, rerun);
+        let outputs = record_custom("remat", &inputs, leaves, rule, forward);
         Ok(out
             .rebuild(&mut outputs.into_iter())
             .expect("as many tensors as flattened"))

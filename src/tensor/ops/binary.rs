@@ -5,8 +5,9 @@ use ndarray::{ArcArray, ArrayD, IxDyn, Zip};
 use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
+use crate::tensor::forward::add_tangents;
 use crate::tensor::shape::{broadcast_shapes_for, sum_to, sum_to_view};
-use crate::tensor::tape::{InputGrads, OpKind};
+use crate::tensor::tape::{InputGrads, OpKind, TangentRule};
 use crate::tensor::Tensor;
 
 /// A partial derivative as a function of (lhs, rhs, output).
@@ -150,6 +151,87 @@ fn split_sums(
     }
 }
 
+/// How a binary operation pushes tangents forward (JAX's jvp rules).
+#[derive(Clone, Copy)]
+enum Tangent {
+    /// `mul`: `xdot * y + x * ydot`.
+    Product,
+    /// `div`: `xdot / y + ((-ydot) * x) * integer_pow(y, -2)`.
+    Quotient,
+    /// `tdot * partial`, the partial derivative being the backward rule's
+    /// factor (`max`, `min`, `pow`).
+    Partials,
+}
+
+/// The tangent rule of a binary operation of `a` and `b` with output `o`.
+fn binary_tangent(
+    how: Tangent,
+    (a, b, o): (Tensor, Tensor, Tensor),
+    (da, db): (Rule, Rule),
+) -> TangentRule {
+    let partial = |a: &Tensor, b: &Tensor, o: &Tensor, rule: Rule| -> Result<Tensor> {
+        let shape = broadcast_shapes_for("jvp", a.shape(), b.shape())?;
+        let dim = IxDyn(&shape);
+        let p = Zip::from(&a.data.broadcast(dim.clone()).expect("broadcasts"))
+            .and(&b.data.broadcast(dim).expect("broadcasts"))
+            .and(&o.data)
+            .map_collect(|&x, &y, &o| rule(1.0, x, y, o));
+        Ok(Tensor::from_array(p))
+    };
+    Box::new(move |t: &[Option<Tensor>]| {
+        let (ta, tb) = (t[0].as_ref(), t[1].as_ref());
+        // Under `jvp` the sum of the two terms is fused into the first
+        // product (see `forward::fused`).
+        let fused = |l: &Tensor, r: &Tensor, m: &Tensor, acc: &Tensor| -> Result<Tensor> {
+            let shape = broadcast_shapes_for("jvp", l.shape(), acc.shape())?;
+            let shape = broadcast_shapes_for("jvp", &shape, r.shape())?;
+            let shape = broadcast_shapes_for("jvp", &shape, m.shape())?;
+            let dim = IxDyn(&shape);
+            let v = Zip::from(&l.data.broadcast(dim.clone()).expect("broadcasts"))
+                .and(&r.data.broadcast(dim.clone()).expect("broadcasts"))
+                .and(&m.data.broadcast(dim.clone()).expect("broadcasts"))
+                .and(&acc.data.broadcast(dim).expect("broadcasts"))
+                .map_collect(|&l, &r, &m, &acc| l.mul_add(r * m, acc));
+            Ok(Tensor::from_array(v))
+        };
+        let one = Tensor::scalar(1.0);
+        let (ta, tb, fuse) = (ta, tb, crate::tensor::forward::fused());
+        let (lhs, rhs) = match (how, ta, tb) {
+            // `fma(xdot, y, x * ydot)`.
+            (Tangent::Product, Some(ta), Some(tb)) if fuse => {
+                (Some(fused(ta, &b, &one, &a.mul(tb)?)?), None)
+            }
+            (Tangent::Product, ta, tb) => (
+                ta.map(|t| t.mul(&b)).transpose()?,
+                tb.map(|t| a.mul(t)).transpose()?,
+            ),
+            (Tangent::Quotient, ta, tb) => {
+                let inv_sq = || Tensor::from_array(b.data.mapv(|y| 1.0 / (y * y)));
+                let lhs = ta.map(|t| t.div(&b)).transpose()?;
+                match (lhs, tb) {
+                    // `fma((-ydot) * x, integer_pow(y, -2), xdot / y)`.
+                    (Some(l), Some(t)) if fuse => {
+                        (Some(fused(&t.neg().mul(&a)?, &inv_sq(), &one, &l)?), None)
+                    }
+                    (Some(l), Some(t)) => (Some(l), Some(t.neg().mul(&a)?.mul(&inv_sq())?)),
+                    (None, Some(t)) => (None, Some(t.neg().mul(&a)?.mul(&inv_sq())?)),
+                    (l, None) => (l, None),
+                }
+            }
+            (Tangent::Partials, ta, tb) => (
+                ta.map(|t| t.mul(&partial(&a, &b, &o, da)?)).transpose()?,
+                tb.map(|t| t.mul(&partial(&a, &b, &o, db)?)).transpose()?,
+            ),
+        };
+        let out = add_tangents(lhs, rhs)?;
+        // A tangent of a broadcast operand alone has that operand's shape.
+        Ok(match out {
+            Some(t) if t.shape() != o.shape() => Some(t.broadcast_to(o.shape())?),
+            t => t,
+        })
+    })
+}
+
 /// A broadcasting binary operation with the given partial derivatives.
 fn binary(
     op: &'static str,
@@ -157,11 +239,12 @@ fn binary(
     a: &Tensor,
     b: &Tensor,
     f: fn(f32, f32) -> f32,
-    da: Rule,
-    db: Rule,
+    (da, db): (Rule, Rule),
+    how: Tangent,
 ) -> Result<Tensor> {
     let out = zip_map(op, &a.data, &b.data, f)?.into_shared();
     let (ad, bd, od) = (a.data.clone(), b.data.clone(), out.clone());
+    let o = Tensor::constant(out.clone());
     Ok(Tensor::record_kind(out, &[a, b], kind, move |g, needs| {
         split(
             g,
@@ -169,7 +252,28 @@ fn binary(
             |g| scale_grad(g, &ad, &bd, &od, da, ad.shape()),
             |g| scale_grad(g, &ad, &bd, &od, db, bd.shape()),
         )
-    }))
+    })
+    .with_tangent(|| binary_tangent(how, (a.stop_gradient(), b.stop_gradient(), o), (da, db))))
+}
+
+/// The tangent rule of `a + b` (or `a - b` when `negate_b`): JAX's `add`
+/// and `sub` rules, a lone tangent broadcast to the output's shape.
+fn sum_tangent(a: &Tensor, b: &Tensor, negate_b: bool) -> TangentRule {
+    let shape = broadcast_shapes_for("jvp", a.shape(), b.shape()).expect("broadcast checked");
+    Box::new(move |t: &[Option<Tensor>]| {
+        let out = match (&t[0], &t[1]) {
+            (Some(a), Some(b)) if negate_b => Some(a.sub(b)?),
+            (Some(a), Some(b)) => Some(a.add(b)?),
+            (Some(a), None) => Some(a.clone()),
+            (None, Some(b)) if negate_b => Some(b.neg()),
+            (None, Some(b)) => Some(b.clone()),
+            (None, None) => None,
+        };
+        Ok(match out {
+            Some(t) if t.shape() != &shape[..] => Some(t.broadcast_to(&shape)?),
+            t => t,
+        })
+    })
 }
 
 /// JAX's "balanced" derivative of max/min: 1 to the chosen side, 0.5 to each
@@ -217,29 +321,38 @@ impl Tensor {
     pub fn add(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("add", &self.data, &other.data, |x, y| x + y)?.into_shared();
         let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
-        Ok(Tensor::record_kind(
-            out,
-            &[self, other],
-            OpKind::Add,
-            move |g, needs| split_sums(g, needs, &sa, &sb, false),
-        ))
+        Ok(
+            Tensor::record_kind(out, &[self, other], OpKind::Add, move |g, needs| {
+                split_sums(g, needs, &sa, &sb, false)
+            })
+            .with_tangent(|| sum_tangent(self, other, false)),
+        )
     }
 
     /// `self - other`, broadcasting.
     pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("sub", &self.data, &other.data, |x, y| x - y)?.into_shared();
         let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
-        Ok(Tensor::record_kind(
-            out,
-            &[self, other],
-            OpKind::Sub,
-            move |g, needs| split_sums(g, needs, &sa, &sb, true),
-        ))
+        Ok(
+            Tensor::record_kind(out, &[self, other], OpKind::Sub, move |g, needs| {
+                split_sums(g, needs, &sa, &sb, true)
+            })
+            .with_tangent(|| sum_tangent(self, other, true)),
+        )
     }
 
     /// `self * other` elementwise, broadcasting.
     pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
-        binary("mul", OpKind::Mul, self, other, MUL, MUL_DA, MUL_DB)
+        let rules = (MUL_DA, MUL_DB);
+        binary(
+            "mul",
+            OpKind::Mul,
+            self,
+            other,
+            MUL,
+            rules,
+            Tangent::Product,
+        )
     }
 
     /// `self / other` elementwise, broadcasting. Division by zero gives
@@ -249,17 +362,27 @@ impl Tensor {
         // and XLA then multiplies by the reciprocal; an array divisor is an
         // argument, divided by truly.
         if other.is_traced() || other.data.len() != 1 {
+            let rules = (DIV_TRACED_DA, DIV_TRACED_DB);
             binary(
                 "div",
                 OpKind::DivTraced,
                 self,
                 other,
                 DIV,
-                DIV_TRACED_DA,
-                DIV_TRACED_DB,
+                rules,
+                Tangent::Quotient,
             )
         } else {
-            binary("div", OpKind::Div, self, other, DIV, DIV_DA, DIV_DB)
+            let rules = (DIV_DA, DIV_DB);
+            binary(
+                "div",
+                OpKind::Div,
+                self,
+                other,
+                DIV,
+                rules,
+                Tangent::Quotient,
+            )
         }
     }
 
@@ -272,8 +395,11 @@ impl Tensor {
             self,
             other,
             nan_max,
-            |g, x, y, o| g * balanced(x, y, o),
-            |g, x, y, o| g * balanced(y, x, o),
+            (
+                |g, x, y, o| g * balanced(x, y, o),
+                |g, x, y, o| g * balanced(y, x, o),
+            ),
+            Tangent::Partials,
         )
     }
 
@@ -286,8 +412,11 @@ impl Tensor {
             self,
             other,
             nan_min,
-            |g, x, y, o| g * balanced(x, y, o),
-            |g, x, y, o| g * balanced(y, x, o),
+            (
+                |g, x, y, o| g * balanced(x, y, o),
+                |g, x, y, o| g * balanced(y, x, o),
+            ),
+            Tangent::Partials,
         )
     }
 
@@ -301,8 +430,11 @@ impl Tensor {
             self,
             exponent,
             f32::powf,
-            |g, x, y, _| g * if y == 0.0 { 0.0 } else { y * x.powf(y - 1.0) },
-            |g, x, _, o| g * if x == 0.0 { 0.0 } else { x.ln() * o },
+            (
+                |g, x, y, _| g * if y == 0.0 { 0.0 } else { y * x.powf(y - 1.0) },
+                |g, x, _, o| g * if x == 0.0 { 0.0 } else { x.ln() * o },
+            ),
+            Tangent::Partials,
         )
     }
 
@@ -364,21 +496,30 @@ impl Tensor {
             .into_shared();
         let m = m.into_shared();
         let (st, sf) = (on_true.shape().to_vec(), on_false.shape().to_vec());
-        Ok(Tensor::record(
-            out,
-            &[on_true, on_false],
-            move |g, needs| {
-                let pick = |mut g: ArrayD<f32>, keep: bool, shape: &[usize]| {
-                    Zip::from(&mut g).and(&m).for_each(|g, &m| {
-                        if (m != 0.0) != keep {
-                            *g = 0.0
-                        }
-                    });
-                    sum_to(g, shape)
-                };
-                split(g, needs, |g| pick(g, true, &st), |g| pick(g, false, &sf))
-            },
-        ))
+        let mask = Tensor::constant(m.clone());
+        let tangent = || -> TangentRule {
+            let (st2, sf2) = (on_true.shape().to_vec(), on_false.shape().to_vec());
+            // JAX's select_n rule: the same selection of the tangents,
+            // zeros standing in for a zero one.
+            Box::new(move |t: &[Option<Tensor>]| {
+                let zeros = |s: &[usize]| Tensor::zeros(s);
+                let tt = t[0].clone().unwrap_or_else(|| zeros(&st2));
+                let tf = t[1].clone().unwrap_or_else(|| zeros(&sf2));
+                Ok(Some(Tensor::select(&mask, &tt, &tf)?))
+            })
+        };
+        Ok(Tensor::record(out, &[on_true, on_false], move |g, needs| {
+            let pick = |mut g: ArrayD<f32>, keep: bool, shape: &[usize]| {
+                Zip::from(&mut g).and(&m).for_each(|g, &m| {
+                    if (m != 0.0) != keep {
+                        *g = 0.0
+                    }
+                });
+                sum_to(g, shape)
+            };
+            split(g, needs, |g| pick(g, true, &st), |g| pick(g, false, &sf))
+        })
+        .with_tangent(tangent))
     }
 }
 

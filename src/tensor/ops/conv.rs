@@ -768,10 +768,8 @@ impl Tensor {
             }
         }
         let (x_shape, k_shape) = (self.shape().to_vec(), kernel.shape().to_vec());
-        Ok(Tensor::record(
-            value.into_shared(),
-            &[self, kernel],
-            move |g, needs| {
+        Ok(
+            Tensor::record(value.into_shared(), &[self, kernel], move |g, needs| {
                 let g = g.as_standard_layout();
                 let g = g.as_slice().expect("standard layout");
                 let (x, k) = (row_major_slice(&xa), row_major_slice(&ka));
@@ -786,8 +784,16 @@ impl Tensor {
                     ArrayD::from_shape_vec(IxDyn(&k_shape), dk).expect("kernel size")
                 });
                 smallvec::smallvec![dx, dk]
-            },
-        ))
+            })
+            .with_tangent(|| {
+                let spec = spec.clone();
+                crate::tensor::forward::bilinear(
+                    self.stop_gradient(),
+                    kernel.stop_gradient(),
+                    move |x, k| Ok(x.conv_general_dilated(k, &spec)?),
+                )
+            }),
+        )
     }
 }
 

@@ -2,6 +2,8 @@
 //! `split`, and the activations `silu`, `leaky_relu` and `standardize`,
 //! each composed from exact kernels in JAX's operation order.
 
+use std::sync::Arc;
+
 use ndarray::ArrayD;
 
 use crate::tensor::error::{Result, TensorError};
@@ -139,18 +141,47 @@ impl Tensor {
         });
         let (ad, bd, od) = (a.to_owned(), b.to_owned(), out.clone());
         let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
-        Ok(Tensor::record(
-            out.into_shared(),
-            &[self, other],
-            move |g, _| {
+        let (ad, bd, od) = (Arc::new(ad), Arc::new(bd), Arc::new(od));
+        let (at, bt, ot) = (ad.clone(), bd.clone(), od.clone());
+        let (sa2, sb2) = (sa.clone(), sb.clone());
+        let tangent = move || -> crate::tensor::tape::TangentRule {
+            // JAX's custom rule, zero tangents instantiated:
+            // `t1 * exp(x1 - out) + t2 * exp(x2 - out)` (infinities as 0),
+            // the sum fused into the first product under `jvp`.
+            let factor = |x: &ArrayD<f32>| {
+                let f = Zip::from(x)
+                    .and(&*ot)
+                    .map_collect(|&x, &o| xla_math::exp(replace_inf(x) - replace_inf(o)));
+                Tensor::from_array(f)
+            };
+            let (fa, fb) = (factor(&at), factor(&bt));
+            Box::new(move |t: &[Option<Tensor>]| {
+                let ta = t[0].clone().unwrap_or_else(|| Tensor::zeros(&sa2));
+                let tb = t[1].clone().unwrap_or_else(|| Tensor::zeros(&sb2));
+                if !crate::tensor::forward::fused() {
+                    return Ok(Some(ta.mul(&fa)?.add(&tb.mul(&fb)?)?));
+                }
+                // The sum fused into the first product.
+                let second = tb.mul(&fb)?.broadcast_to(fa.shape())?;
+                let ta = ta.broadcast_to(fa.shape())?;
+                let v = Zip::from(&ta.data)
+                    .and(&fa.data)
+                    .and(&second.data)
+                    .map_collect(|&t, &f, &s| t.mul_add(f, s));
+                Ok(Some(Tensor::from_array(v)))
+            })
+        };
+        Ok(
+            Tensor::record(out.into_shared(), &[self, other], move |g, _| {
                 let d = |x: &ArrayD<f32>| {
-                    Zip::from(&g).and(x).and(&od).map_collect(|&g, &x, &o| {
+                    Zip::from(&g).and(x).and(&*od).map_collect(|&g, &x, &o| {
                         g * xla_math::exp(replace_inf(x) - replace_inf(o))
                     })
                 };
                 smallvec::smallvec![Some(sum_to(d(&ad), &sa)), Some(sum_to(d(&bd), &sb))]
-            },
-        ))
+            })
+            .with_tangent(tangent),
+        )
     }
 
     /// `jax.nn.softplus(x)`: `logaddexp(x, 0)`.

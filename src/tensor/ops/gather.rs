@@ -6,6 +6,7 @@ use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::shape::normalize_axis;
+use crate::tensor::tape::TangentRule;
 use crate::tensor::Tensor;
 
 /// Where index `i` points along an axis of length `len`: negative indices
@@ -62,6 +63,11 @@ impl Tensor {
                 *o = source(i).map_or(f32::NAN, |s| x[s]);
             }
         }
+        let tangent = || {
+            let indices = indices.clone();
+            let gather = move |t: &Tensor| t.take_along_axis(&indices, axis);
+            filled_with_zeros(self.shape().to_vec(), gather)
+        };
         let indices = indices.clone();
         let in_shape = self.shape().to_vec();
         Ok(Tensor::record(out.into_shared(), &[self], move |g, _| {
@@ -79,7 +85,8 @@ impl Tensor {
                 }
             }
             smallvec![Some(dx)]
-        }))
+        })
+        .with_tangent(tangent))
     }
 
     /// `jnp.take(self, indices, axis)`: the slices of `self` at `indices`
@@ -122,6 +129,10 @@ impl Tensor {
         shape.extend_from_slice(&self.shape()[a + 1..]);
         let value = ArrayD::from_shape_vec(IxDyn(&shape), out).expect("shape counted");
         let in_shape = self.shape().to_vec();
+        let tangent = || {
+            let indices = indices.clone();
+            filled_with_zeros(self.shape().to_vec(), move |t| t.take(&indices, axis))
+        };
         Ok(Tensor::record(value.into_shared(), &[self], move |g, _| {
             let g = g.as_standard_layout();
             let g = g.as_slice().expect("standard layout");
@@ -141,7 +152,8 @@ impl Tensor {
             smallvec![Some(
                 ArrayD::from_shape_vec(IxDyn(&in_shape), dx).expect("input shape")
             )]
-        }))
+        })
+        .with_tangent(tangent))
     }
 
     /// `jnp.argmax(self, axis)`: the index of the largest value along
@@ -195,4 +207,22 @@ impl Tensor {
             best as i32
         }))
     }
+}
+
+/// The tangent rule of a gather `gather` from an input of shape `shape`:
+/// the same gather of the tangent, with zeros where an index is out of
+/// range (JAX's rule gathers tangents with a fill value of 0, where the
+/// values get NaN).
+fn filled_with_zeros(
+    shape: Vec<usize>,
+    gather: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + 'static,
+) -> TangentRule {
+    Box::new(move |t: &[Option<Tensor>]| {
+        let Some(t) = &t[0] else { return Ok(None) };
+        let taken = gather(t)?;
+        // Out-of-range positions are the NaNs of a gather of ones.
+        let valid = gather(&Tensor::ones(&shape))?;
+        let mask = Tensor::from_array(valid.data.mapv(|v| f32::from(!v.is_nan())));
+        Ok(Some(Tensor::select(&mask, &taken, &Tensor::zeros(&[]))?))
+    })
 }

@@ -14,6 +14,7 @@ use smallvec::smallvec;
 use crate::tensor::batched::{current_layout, virtual_layout, with_layout, Virtual};
 use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
+use crate::tensor::forward::bilinear;
 use crate::tensor::shape::{broadcast_shapes_for, sum_to};
 use crate::tensor::tape::{DotFactors, FusedOuter, OpKind};
 use crate::tensor::Tensor;
@@ -808,6 +809,11 @@ impl Tensor {
             },
             fused,
             dot,
-        ))
+        )
+        .with_tangent(|| {
+            bilinear(self.stop_gradient(), other.stop_gradient(), |a, b| {
+                Ok(a.matmul(b)?)
+            })
+        }))
     }
 }

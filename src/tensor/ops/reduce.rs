@@ -5,8 +5,9 @@ use smallvec::smallvec;
 
 use super::rows::{self, nan_max};
 use crate::tensor::error::Result;
+use crate::tensor::forward::linear;
 use crate::tensor::shape::{normalize_axes, normalize_axis};
-use crate::tensor::tape::OpKind;
+use crate::tensor::tape::{OpKind, TangentRule};
 use crate::tensor::Tensor;
 
 /// Sums `x` over one axis that is not the last, dropping it: each lane in
@@ -184,11 +185,13 @@ impl Tensor {
             out = to_kept(out, &kept);
         }
         let in_shape = IxDyn(self.shape());
-        Ok(Tensor::record_kind(
-            out.into_shared(),
-            &[self],
-            kind,
-            move |g, _| {
+        let tangent = || {
+            let axes = axes.map(<[isize]>::to_vec);
+            // Linear: the same reduction of the tangent.
+            linear(move |t| Ok(t.sum_divided(op, axes.as_deref(), keepdims, divisor)?))
+        };
+        Ok(
+            Tensor::record_kind(out.into_shared(), &[self], kind, move |g, _| {
                 let mut g = if g.len() == 1 {
                     ArrayD::from_elem(in_shape.clone(), *g.iter().next().unwrap())
                 } else {
@@ -202,8 +205,9 @@ impl Tensor {
                     g.mapv_inplace(|v| v * r);
                 }
                 smallvec![Some(g)]
-            },
-        ))
+            })
+            .with_tangent(tangent),
+        )
     }
 
     /// The sum of all elements, as a scalar (shape `[]`).
@@ -242,6 +246,28 @@ impl Tensor {
         let kept_max = to_kept(reduced.clone(), &kept);
         let out = if keepdims { kept_max.clone() } else { reduced };
         let xd = self.data.clone();
+        let tangent = || -> TangentRule {
+            // Recomputed here, so that only forward mode pays for it.
+            let at = normalize_axes("max", axes, self.ndim()).expect("checked above");
+            let mt = to_kept(
+                max_axes(self.data.view(), &at),
+                &kept_shape(self.shape(), &at),
+            );
+            let xt = self.data.clone();
+            // JAX's reduce_max rule: `sum(g * at_max) / sum(at_max)`, the
+            // sums over the reduced axes.
+            let axes: Vec<isize> = at.iter().map(|&a| a as isize).collect();
+            Box::new(move |t: &[Option<Tensor>]| {
+                let Some(g) = &t[0] else { return Ok(None) };
+                let dim = xt.raw_dim();
+                let at_max = Zip::from(&xt)
+                    .and_broadcast(mt.broadcast(dim).unwrap())
+                    .map_collect(|&x, &m| if x == m { 1.0f32 } else { 0.0 });
+                let at_max = Tensor::from_array(at_max);
+                let counts = at_max.sum(&axes, keepdims)?;
+                Ok(Some(g.mul(&at_max)?.sum(&axes, keepdims)?.div(&counts)?))
+            })
+        };
         Ok(Tensor::record(out.into_shared(), &[self], move |g, _| {
             let dim = xd.raw_dim();
             let mut mask = Zip::from(&xd)
@@ -254,7 +280,8 @@ impl Tensor {
                 .and_broadcast(counts.broadcast(dim).unwrap())
                 .for_each(|m, &g, &c| *m = *m * g / c);
             smallvec![Some(mask)]
-        }))
+        })
+        .with_tangent(tangent))
     }
 
     /// `jax.nn.softmax(x, axis)`: `exp(x - max) / sum(exp(x - max))`, with
@@ -267,6 +294,7 @@ impl Tensor {
             OpKind::SoftmaxLast,
             rows::softmax_rows,
             rows::softmax_rows_backward,
+            rows::softmax_rows_jvp,
         )
     }
 
@@ -279,6 +307,7 @@ impl Tensor {
             OpKind::LogSoftmaxLast,
             rows::log_softmax_rows,
             rows::log_softmax_rows_backward,
+            rows::log_softmax_rows_jvp,
         )
     }
 
@@ -293,6 +322,7 @@ impl Tensor {
         kind: OpKind,
         fwd: fn(&[f32], usize, &mut [f32]),
         bwd: fn(&mut [f32], &[f32], usize),
+        jvp: fn(&mut [f32], &[f32], usize),
     ) -> Result<Tensor> {
         let nd = self.ndim();
         let n = self.shape()[a];
@@ -317,11 +347,24 @@ impl Tensor {
                 standard(x.permuted_axes(inv.clone()))
             }
         };
-        let xr = to_rows(self.data.view());
+        let xr = std::sync::Arc::new(to_rows(self.data.view()));
         let mut out = vec![0.0; self.size()];
         fwd(xr.as_slice().expect("row-major"), n, &mut out);
         let out = ArrayD::from_shape_vec(xr.raw_dim(), out).expect("same shape");
         let out = from_rows(out).into_shared();
+        let (to_rows_t, from_rows_t, xr_t) = (to_rows.clone(), from_rows.clone(), xr.clone());
+        let tangent = move || -> TangentRule {
+            Box::new(move |t: &[Option<Tensor>]| {
+                let Some(t) = &t[0] else { return Ok(None) };
+                let mut t = to_rows_t(t.data.view());
+                jvp(
+                    t.as_slice_mut().expect("row-major"),
+                    xr_t.as_slice().expect("row-major"),
+                    n,
+                );
+                Ok(Some(Tensor::from_array(from_rows_t(t))))
+            })
+        };
         let backward = move |g: ArrayD<f32>, _: &[bool]| {
             let mut g = to_rows(g.view());
             bwd(
@@ -335,6 +378,7 @@ impl Tensor {
             Tensor::record_kind(out, &[self], kind, backward)
         } else {
             Tensor::record(out, &[self], backward)
-        })
+        }
+        .with_tangent(tangent))
     }
 }

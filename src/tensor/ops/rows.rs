@@ -96,3 +96,44 @@ pub(crate) fn log_softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize) {
         }
     }
 }
+
+/// The softmax tangent in place, from the input `x`, as JAX's jvp of
+/// `e / sum(e)` runs op by op: `te = t * e`, `ts = sum(te)`, then
+/// `te / s + ((-ts) * e) * (1 / (s * s))`, the first division by the
+/// broadcast sum as a multiplication by its reciprocal.
+pub(crate) fn softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
+    if n == 0 {
+        return;
+    }
+    let mut e = vec![0.0f32; n];
+    let mut te = vec![0.0f32; n];
+    for (trow, row) in t.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+        let s = shifted_exp(row, &mut e);
+        for ((p, &t), &e) in te.iter_mut().zip(trow.iter()).zip(&e) {
+            *p = t * e;
+        }
+        let ts = xla_row_sum(&te);
+        let (r, r2) = (1.0 / s, 1.0 / (s * s));
+        for ((t, &te), &e) in trow.iter_mut().zip(&te).zip(&e) {
+            *t = te * r + ((-ts) * e) * r2;
+        }
+    }
+}
+
+/// The log-softmax tangent in place, from the input `x`: JAX's jvp of
+/// `shifted - log(sum(exp(shifted)))`, `t - sum(t * e) / s`.
+pub(crate) fn log_softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
+    if n == 0 {
+        return;
+    }
+    let mut e = vec![0.0f32; n];
+    let mut te = vec![0.0f32; n];
+    for (trow, row) in t.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+        let s = shifted_exp(row, &mut e);
+        for ((p, &t), &e) in te.iter_mut().zip(trow.iter()).zip(&e) {
+            *p = t * e;
+        }
+        let tl = xla_row_sum(&te) / s;
+        trow.iter_mut().for_each(|t| *t -= tl);
+    }
+}

@@ -5,6 +5,7 @@ use ndarray::{ArcArray, ArrayD, ArrayViewD, Axis, IxDyn, Slice};
 use smallvec::{smallvec, SmallVec};
 
 use crate::tensor::error::{Result, TensorError};
+use crate::tensor::forward::{linear, linear_all};
 use crate::tensor::shape::{broadcast_shapes_for, normalize_axis, sum_to};
 use crate::tensor::tape::InputGrads;
 use crate::tensor::Tensor;
@@ -85,6 +86,10 @@ impl Tensor {
         let in_shape = self.shape().to_vec();
         Ok(Tensor::record(out, &[self], move |g, _| {
             smallvec![Some(reshape_owned(g, &in_shape))]
+        })
+        .with_tangent(|| {
+            let to: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+            linear(move |t| Ok(t.reshape(&to)?))
         }))
     }
 
@@ -138,6 +143,10 @@ impl Tensor {
         let out = self.data.clone().permuted_axes(IxDyn(perm));
         Ok(Tensor::record(out, &[self], move |g, _| {
             smallvec![Some(g.permuted_axes(IxDyn(&inverse)))]
+        })
+        .with_tangent(|| {
+            let perm = perm.to_vec();
+            linear(move |t| Ok(t.permute(&perm)?))
         }))
     }
 
@@ -173,6 +182,10 @@ impl Tensor {
         let in_shape = self.shape().to_vec();
         Ok(Tensor::record(out, &[self], move |g, _| {
             smallvec![Some(sum_to(g, &in_shape))]
+        })
+        .with_tangent(|| {
+            let to = shape.to_vec();
+            linear(move |t| Ok(t.broadcast_to(&to)?))
         }))
     }
 
@@ -200,7 +213,8 @@ impl Tensor {
             full.slice_axis_mut(Axis(a), Slice::from(start..end))
                 .assign(&g);
             smallvec![Some(full)]
-        }))
+        })
+        .with_tangent(|| linear(move |t| Ok(t.slice(a as isize, start, end)?))))
     }
 
     /// The sub-tensor at `index` along `axis`, which is removed (`x[i]` for
@@ -220,7 +234,8 @@ impl Tensor {
             let mut full = ArrayD::zeros(in_shape.clone());
             full.index_axis_mut(Axis(a), index).assign(&g);
             smallvec![Some(full)]
-        }))
+        })
+        .with_tangent(|| linear(move |t| Ok(t.index_axis(a as isize, index)?))))
     }
 
     /// Stacks equally shaped tensors along a new axis (`jnp.stack`).
@@ -253,6 +268,10 @@ impl Tensor {
                 .enumerate()
                 .map(|(i, &n)| n.then(|| g.index_axis(Axis(a), i).to_owned()))
                 .collect::<InputGrads>()
+        })
+        .with_tangent(|| {
+            let shapes = tensors.iter().map(|t| t.shape().to_vec()).collect();
+            linear_all(shapes, move |t| Ok(Tensor::stack(t, a as isize)?))
         }))
     }
 
@@ -286,19 +305,17 @@ impl Tensor {
             })
             .collect();
         let inputs: Vec<&Tensor> = tensors.iter().collect();
-        Ok(Tensor::record(
-            out.into_shared(),
-            &inputs,
-            move |g, needs| {
-                needs
-                    .iter()
-                    .zip(&bounds)
-                    .map(|(&n, &(s, e))| {
-                        n.then(|| g.slice_axis(Axis(a), Slice::from(s..e)).to_owned())
-                    })
-                    .collect::<InputGrads>()
-            },
-        ))
+        Ok(Tensor::record(out.into_shared(), &inputs, move |g, needs| {
+            needs
+                .iter()
+                .zip(&bounds)
+                .map(|(&n, &(s, e))| n.then(|| g.slice_axis(Axis(a), Slice::from(s..e)).to_owned()))
+                .collect::<InputGrads>()
+        })
+        .with_tangent(|| {
+            let shapes = tensors.iter().map(|t| t.shape().to_vec()).collect();
+            linear_all(shapes, move |t| Ok(Tensor::concatenate(t, a as isize)?))
+        }))
     }
 }
 

@@ -5,7 +5,8 @@ use smallvec::smallvec;
 
 use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
-use crate::tensor::tape::OpKind;
+use crate::tensor::forward::linear;
+use crate::tensor::tape::{OpKind, TangentRule};
 use crate::tensor::Tensor;
 use crate::xla::math as xla_math;
 
@@ -164,6 +165,41 @@ impl UnaryFn {
     }
 }
 
+impl UnaryFn {
+    /// The tangent `g` pushed through the function at `x` (given
+    /// `o = f(x)`), rounded as JAX's jvp rule is, `fused` as under
+    /// `jax.jvp` (see `forward::fused`). Most rules are
+    /// a product with a factor of `x`, the same as the backward rule's;
+    /// `tanh`'s and the compositions (`gelu`, `clip`) run in the other
+    /// direction.
+    #[inline]
+    pub(crate) fn jvp(self, g: f32, x: f32, o: f32, fused: bool) -> f32 {
+        match self {
+            // JAX: `mul(add(g, mul(g, ans)), sub(1, ans))`, the inner sum
+            // fused under `jvp` (see `forward::fused`).
+            UnaryFn::Tanh if fused => g.mul_add(o, g) * (1.0 - o),
+            UnaryFn::Tanh => (g + g * o) * (1.0 - o),
+            // jax.nn.gelu's primitives in order: `x**3` (integer_pow's rule
+            // `g * (3 * x**2)`), the scalings, tanh's rule, then the
+            // product rule of `x * cdf`.
+            UnaryFn::Gelu => {
+                let t = gelu_tanh(x);
+                let cdf = 0.5 * (1.0 + t);
+                let dcube = g * (3.0 * (x * x));
+                let dinner = sqrt_2_over_pi() * (g + 0.044715 * dcube);
+                let dt = (dinner + dinner * t) * (1.0 - t);
+                g * cdf + x * (0.5 * dt)
+            }
+            // `minimum(maximum(x, lo), hi)`: each rule scales in turn.
+            UnaryFn::Clip(lo, hi) => {
+                let y = if x.is_nan() { x } else { x.max(lo) };
+                (g * side(x, lo, true)) * side(y, hi, false)
+            }
+            _ => self.vjp(g, x, o, false),
+        }
+    }
+}
+
 /// `f` applied to every element, keeping the memory order.
 fn map(x: &ArcArray<f32, IxDyn>, f: impl Fn(f32) -> f32) -> ArrayD<f32> {
     match x.as_slice() {
@@ -179,6 +215,18 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
     let out = map(&x.data, |v| func.f(v)).into_shared();
     let (xd, od) = (x.data.clone(), out.clone());
     let fused = in_compiled_region();
+    let (xt, ot) = (x.data.clone(), out.clone());
+    let tangent = move || -> TangentRule {
+        Box::new(move |t: &[Option<Tensor>]| {
+            let Some(g) = &t[0] else { return Ok(None) };
+            let fused = crate::tensor::forward::fused();
+            let out = Zip::from(&g.data)
+                .and(&xt)
+                .and(&ot)
+                .map_collect(|&g, &x, &o| func.jvp(g, x, o, fused));
+            Ok(Some(Tensor::from_array(out)))
+        })
+    };
     Tensor::record_kind(out, &[x], OpKind::Unary(func, fused), move |mut g, _| {
         if let (Some(gs), Some(xs), Some(os)) = (g.as_slice_mut(), xd.as_slice(), od.as_slice()) {
             if gs.len() == xs.len() {
@@ -194,6 +242,7 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
             .for_each(|g, &x, &o| *g = func.vjp(*g, x, o, fused));
         smallvec![Some(g)]
     })
+    .with_tangent(tangent)
 }
 
 impl Tensor {
@@ -201,6 +250,7 @@ impl Tensor {
     pub fn neg(&self) -> Tensor {
         let out = map(&self.data, |v| -v).into_shared();
         Tensor::record_kind(out, &[self], OpKind::Neg, |g, _| smallvec![Some(-g)])
+            .with_tangent(|| linear(|t| Ok(t.neg())))
     }
 
     /// `e^x` elementwise.
