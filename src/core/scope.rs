@@ -283,7 +283,11 @@ impl<'s> Scope<'s> {
         let seed = random::clone(&st.rngs.streams[name]);
         let mut data: Vec<PathElement<'_>> = self.path.iter().map(|s| s.as_str().into()).collect();
         data.push(count.into());
-        Ok(random::fold_in(seed, path_hash(&data, separator)))
+        let hash = path_hash(&data, separator);
+        let derived = random::fold_in(seed.clone(), hash);
+        // A compiled step with keys learns how to derive this key again.
+        crate::tensor::sampled::note_derived(&seed, hash, &derived);
+        Ok(derived)
     }
 
     /// `make_rng()` with Flax's default stream, `params`.

@@ -131,8 +131,12 @@ impl Module for Dropout {
         for &d in &self.broadcast_dims {
             mask_shape[d] = 1;
         }
-        let keep = random::bernoulli(rng, keep_prob, &mask_shape)?;
-        let mask = Tensor::from_array(keep.mapv(|k| if k { 1.0f32 } else { 0.0 }));
+        // Drawn through `Tensor::sampled`, so that a compiled step with keys
+        // draws the mask again on every call.
+        let mask = Tensor::sampled(&rng, move |key: &Key| {
+            let keep = random::bernoulli(key.clone(), keep_prob, &mask_shape)?;
+            Ok(keep.mapv(|k| if k { 1.0f32 } else { 0.0 }))
+        })?;
         // Flax writes `x / keep_prob`. Run eagerly, XLA sees a constant
         // divisor and multiplies by its f32 reciprocal instead; under
         // `jax.grad`, the divisor reaches the kernel as an argument and the

@@ -107,6 +107,8 @@ fn op_name(kind: &OpKind, at: &Location) -> String {
         OpKind::MeanAll | OpKind::SumLast { mean: true, .. } => "mean".into(),
         OpKind::SoftmaxLast => "softmax".into(),
         OpKind::LogSoftmaxLast => "log_softmax".into(),
+        OpKind::Select => "select".into(),
+        OpKind::Sampled(_) => "a random draw".into(),
         OpKind::Other => format!("the operation at {}:{}", at.file(), at.line()),
     }
 }

@@ -25,10 +25,12 @@ use super::ops::binary::{
 };
 use super::ops::matmul::{exact_matmul_limit, matmul_slices_into, DotRoute};
 use super::ops::rows;
+use super::sampled::{draw_again, Sampler};
 use super::shape::broadcast_shapes_for;
 use super::tape::{OpKind, Tape};
 use super::tree::Tree;
 use super::Tensor;
+use crate::random::Key;
 
 /// `jax.jit(jax.value_and_grad(f))`: a training step that traces `f` on
 /// its first call and replays the recorded operations afterwards.
@@ -104,8 +106,57 @@ where
     }
 }
 
-/// A compiled `value_and_grad` step; see [`jit_value_and_grad`] and
-/// [`jit_value_and_grad_with`].
+/// [`jit_value_and_grad_with`] whose function also takes PRNG keys, as a
+/// jitted JAX step takes them as arguments: `jax.jit(jax.value_and_grad(f))
+/// (params, inputs, keys)`. Call it with
+/// [`call_with_keys`](JitValueAndGrad::call_with_keys).
+///
+/// Random numbers drawn inside from keys that `make_rng` derives from these
+/// arguments (a `Dropout` given `rngs` made of them) are drawn again on
+/// every call from that call's keys, as under `jax.jit`; the rest of the
+/// step is replayed. A function that draws from other keys, or uses a
+/// derived key in a way the replay cannot repeat, is not compiled: it runs
+/// eagerly on every call (same numbers, no speed-up).
+///
+/// ```
+/// use flaxen::nn::{Dropout, Module};
+/// use flaxen::core::{Rngs, Variables};
+/// use flaxen::random;
+/// use flaxen::tensor::{jit_value_and_grad_with_keys, value_and_grad, Tensor, Tree};
+///
+/// let dropout = Dropout::new(0.5);
+/// let loss = |p: &Tree, b: &Tree, keys: &[random::Key]| -> flaxen::Result<Tensor> {
+///     let x = b.tensor("x")?.mul(p.tensor("w")?)?;
+///     let rngs = Rngs::none().with("dropout", keys[0].clone());
+///     let y = dropout.apply(&Variables::new(), x, rngs)?;
+///     Ok(y.square().sum_all())
+/// };
+/// let mut step = jit_value_and_grad_with_keys(loss);
+/// let params = Tree::new().with("w", Tensor::full(&[8], 0.5));
+/// let batch = Tree::new().with("x", Tensor::ones(&[8]));
+/// for t in 0..3 {
+///     let keys = [random::fold_in(random::key(0), t)];
+///     let (l, g) = step.call_with_keys(&params, &batch, &keys).unwrap();
+///     // The same numbers as an eager step with the same key.
+///     let (l_eager, g_eager) = value_and_grad(|p| loss(p, &batch, &keys), &params).unwrap();
+///     assert_eq!(l.item().unwrap(), l_eager.item().unwrap());
+///     assert_eq!(g.tensor("w").unwrap().to_vec(), g_eager.tensor("w").unwrap().to_vec());
+/// }
+/// assert!(step.is_compiled());
+/// ```
+pub fn jit_value_and_grad_with_keys<F>(f: F) -> JitValueAndGrad<F>
+where
+    F: Fn(&Tree, &Tree, &[Key]) -> crate::Result<Tensor>,
+{
+    JitValueAndGrad {
+        f,
+        plan: None,
+        no_inputs: Tree::new(),
+    }
+}
+
+/// A compiled `value_and_grad` step; see [`jit_value_and_grad`],
+/// [`jit_value_and_grad_with`] and [`jit_value_and_grad_with_keys`].
 pub struct JitValueAndGrad<F> {
     f: F,
     /// The replay plan and whether it can be used (`None`: never traced).
@@ -135,56 +186,109 @@ where
     ///
     /// Fails as [`value_and_grad`](super::value_and_grad) does.
     pub fn call_with(&mut self, params: &Tree, inputs: &Tree) -> crate::Result<(Tensor, Tree)> {
-        // Inside another differentiation a replay would hand back constants.
-        let traced_in = |t: &Tree| t.leaves().iter().any(Tensor::is_traced);
-        if traced_in(params) || traced_in(inputs) {
-            return Err(super::grad::nested_error("jit_value_and_grad").into());
-        }
-        // Under debug_nans every call runs eagerly, op by op, so that the
-        // operation producing a NaN can be named (as JAX re-runs a jitted
-        // function de-optimized).
-        if let (Some(Ok(plan)), false) = (&mut self.plan, debug_nans()) {
-            if plan.accepts(params, inputs) {
-                return Ok(plan.run(params, inputs));
-            }
-        }
-        // Trace: run eagerly, keeping the tape to plan the replays.
-        let _stale = check_nans();
-        let tape = Tape::new();
-        let (traced, ids) = trace_on(&tape, params);
-        let (traced_inputs, _) = trace_on(&tape, inputs);
-        let result = (self.f)(&traced, &traced_inputs);
-        tape.close();
-        let nan = check_nans();
-        let out = result?;
-        nan?;
-        if out.ndim() != 0 {
-            return Err(TensorError::NotScalar {
-                shape: out.shape().to_vec(),
-            }
-            .into());
-        }
-        let seed = ndarray::ArrayD::ones(IxDyn(&[]));
-        let grads = pull(&tape, &out, seed, params, &ids)?;
-        check_gradients(&grads)?;
-        // A function that read traced values may branch on them: it runs
-        // eagerly on every call rather than replaying this trace.
-        self.plan = Some(if tape.was_read() {
-            Err(TensorError::Argument {
-                op: "jit_value_and_grad",
-                message: "the function reads traced values; it runs eagerly on each call".into(),
-            })
-        } else {
-            Plan::new(&tape, &out, params, inputs)
-        });
-        Ok((stop_gradient(&out), grads))
+        let f = &self.f;
+        compiled_call(&mut self.plan, |p, i, _| f(p, i), params, inputs, None)
     }
+}
 
+impl<F> JitValueAndGrad<F>
+where
+    F: Fn(&Tree, &Tree, &[Key]) -> crate::Result<Tensor>,
+{
+    /// The value of `f(params, inputs, keys)` and its gradient with respect
+    /// to every tensor of `params`, for a step made by
+    /// [`jit_value_and_grad_with_keys`]: the keys are arguments of the
+    /// compiled step, so random numbers drawn inside from keys that
+    /// `make_rng` derives from them are drawn again on every call.
+    ///
+    /// Fails as [`value_and_grad`](super::value_and_grad) does.
+    pub fn call_with_keys(
+        &mut self,
+        params: &Tree,
+        inputs: &Tree,
+        keys: &[Key],
+    ) -> crate::Result<(Tensor, Tree)> {
+        compiled_call(&mut self.plan, &self.f, params, inputs, Some(keys))
+    }
+}
+
+impl<F> JitValueAndGrad<F> {
     /// Whether the last trace could be compiled (later calls with the same
     /// shapes replay it); `false` before the first call.
     pub fn is_compiled(&self) -> bool {
         matches!(self.plan, Some(Ok(_)))
     }
+}
+
+/// One call of a compiled step: a replay of `plan` when it fits, else a
+/// trace of `f` (which plans the next replays). `keys`: the step's key
+/// arguments, for a step with keys.
+fn compiled_call(
+    plan: &mut Option<Result<Plan>>,
+    f: impl Fn(&Tree, &Tree, &[Key]) -> crate::Result<Tensor>,
+    params: &Tree,
+    inputs: &Tree,
+    keys: Option<&[Key]>,
+) -> crate::Result<(Tensor, Tree)> {
+    // Inside another differentiation a replay would hand back constants.
+    let traced_in = |t: &Tree| t.leaves().iter().any(Tensor::is_traced);
+    if traced_in(params) || traced_in(inputs) {
+        return Err(super::grad::nested_error("jit_value_and_grad").into());
+    }
+    let keys_given = keys.unwrap_or(&[]);
+    // Under debug_nans every call runs eagerly, op by op, so that the
+    // operation producing a NaN can be named (as JAX re-runs a jitted
+    // function de-optimized).
+    if let (Some(Ok(p)), false) = (&mut *plan, debug_nans()) {
+        if p.accepts(params, inputs, keys_given.len()) {
+            return p.run(params, inputs, keys_given);
+        }
+    }
+    // Trace: run eagerly, keeping the tape to plan the replays.
+    let _stale = check_nans();
+    let tape = Tape::new();
+    let (traced, ids) = trace_on(&tape, params);
+    let (traced_inputs, _) = trace_on(&tape, inputs);
+    let run = || f(&traced, &traced_inputs, keys_given);
+    let (result, rngs) = match keys {
+        Some(keys) => {
+            let (result, trace) = super::sampled::tracing(&tape, keys, run);
+            (result, Some(trace))
+        }
+        None => (run(), None),
+    };
+    tape.close();
+    let nan = check_nans();
+    let out = result?;
+    nan?;
+    if out.ndim() != 0 {
+        return Err(TensorError::NotScalar {
+            shape: out.shape().to_vec(),
+        }
+        .into());
+    }
+    let seed = ndarray::ArrayD::ones(IxDyn(&[]));
+    let grads = pull(&tape, &out, seed, params, &ids)?;
+    check_gradients(&grads)?;
+    // A function that read traced values may branch on them, and one that
+    // drew random numbers the replay cannot draw again would replay stale
+    // ones: either runs eagerly on every call rather than replaying.
+    *plan = Some(if tape.was_read() {
+        Err(unsupported(
+            "the function reads traced values; it runs eagerly on each call".into(),
+        ))
+    } else if rngs.as_ref().is_some_and(|t| !t.replayable()) {
+        Err(unsupported(
+            "the function draws random numbers from keys it does not derive from its key \
+             arguments with make_rng, or uses such keys other than through a layer's draw; \
+             it runs eagerly on each call"
+                .into(),
+        ))
+    } else {
+        let samplers = rngs.map(|t| t.samplers).unwrap_or_default();
+        Plan::new(&tape, &out, params, inputs, samplers, keys_given.len())
+    });
+    Ok((stop_gradient(&out), grads))
 }
 
 impl<F> std::fmt::Debug for JitValueAndGrad<F> {
@@ -257,6 +361,10 @@ struct Plan {
     scratch: Scratch,
     /// [`exact_matmul_limit`] when the routes were decided.
     limit: usize,
+    /// The random draws repeated on every call, and how many key
+    /// arguments the step takes.
+    samplers: Vec<Sampler>,
+    keys: usize,
 }
 
 /// Buffers the replay reuses between calls, and whether the planned
@@ -277,7 +385,14 @@ fn unsupported(message: String) -> TensorError {
 
 impl Plan {
     /// Plans the replay of `tape` up to `out`, or says why it cannot.
-    fn new(tape: &Arc<Tape>, out: &Tensor, params: &Tree, inputs: &Tree) -> Result<Plan> {
+    fn new(
+        tape: &Arc<Tape>,
+        out: &Tensor,
+        params: &Tree,
+        inputs: &Tree,
+        samplers: Vec<Sampler>,
+        keys: usize,
+    ) -> Result<Plan> {
         let n_params = params.leaves().len();
         let leaves = n_params + inputs.leaves().len();
         let root = match &out.tracer {
@@ -343,6 +458,27 @@ impl Plan {
                     out
                 }
                 OpKind::SoftmaxLast | OpKind::LogSoftmaxLast => in_shapes[0].clone(),
+                OpKind::Sampled(i) => samplers[i].shape.clone(),
+                OpKind::Select => {
+                    // The mask and the picked-where-true branch of the
+                    // output's shape, the other branch too or a scalar (a
+                    // dropout); the scalar branch's gradient, a sum, is
+                    // not replayed.
+                    let shape = broadcast_shapes_for("select", &in_shapes[0], &in_shapes[1])?;
+                    let shape = broadcast_shapes_for("select", &shape, &in_shapes[2])?;
+                    let scalar_traced = in_shapes[2].is_empty() && node.inputs[2].is_some();
+                    let ok = in_shapes[0] == shape
+                        && in_shapes[1] == shape
+                        && (in_shapes[2] == shape || in_shapes[2].is_empty())
+                        && !scalar_traced;
+                    if !ok {
+                        return Err(unsupported(format!(
+                            "select with shapes {:?} cannot be replayed",
+                            in_shapes
+                        )));
+                    }
+                    shape
+                }
             };
             shapes.push(shape.clone());
             let routes = matches!(node.kind, OpKind::Matmul).then(|| {
@@ -407,12 +543,15 @@ impl Plan {
             tmp: Vec::new(),
             scratch: Scratch::default(),
             limit: exact_matmul_limit(),
+            samplers,
+            keys,
         })
     }
 
     /// Whether `params` and `inputs` have the traced structures and shapes.
-    fn accepts(&self, params: &Tree, inputs: &Tree) -> bool {
-        params.same_structure(&self.template)
+    fn accepts(&self, params: &Tree, inputs: &Tree, keys: usize) -> bool {
+        keys == self.keys
+            && params.same_structure(&self.template)
             && inputs.same_structure(&self.input_template)
             && params
                 .leaves()
@@ -422,8 +561,9 @@ impl Plan {
                 .all(|(a, s)| a.shape() == &s[..])
     }
 
-    /// Replays forward and backward on `params`.
-    fn run(&mut self, params: &Tree, inputs: &Tree) -> (Tensor, Tree) {
+    /// Replays forward and backward on `params`, drawing again from
+    /// `keys`.
+    fn run(&mut self, params: &Tree, inputs: &Tree, keys: &[Key]) -> crate::Result<(Tensor, Tree)> {
         let Plan {
             template,
             input_template: _,
@@ -441,6 +581,8 @@ impl Plan {
             tmp,
             scratch,
             limit,
+            samplers,
+            keys: _,
         } = self;
         // The routes were decided outside a `vmap` layout and for this
         // limit; otherwise each product decides again.
@@ -459,6 +601,12 @@ impl Plan {
                 }
             }
         }
+        // This call's random draws.
+        for (s, step) in steps.iter().enumerate() {
+            if let OpKind::Sampled(i) = step.kind {
+                values[leaves + s] = draw_again(&samplers[i], keys)?;
+            }
+        }
         // Forward.
         for (s, step) in steps.iter().enumerate() {
             let (before, rest) = values.split_at_mut(leaves + s);
@@ -470,7 +618,7 @@ impl Plan {
                     Some(Src::Const(c)) => &consts[*c],
                 }
             };
-            forward(step, [input(0), input(1)], &mut rest[0], scratch);
+            forward(step, [input(0), input(1), input(2)], &mut rest[0], scratch);
         }
         // Backward, in the eager order. Parameter gradients go straight into
         // the output buffers (copied first only if the caller still holds
@@ -497,12 +645,15 @@ impl Plan {
                     Some(Src::Const(c)) => &consts[*c],
                 }
             };
-            let ins = [input(0), input(1)];
+            let ins = [input(0), input(1), input(2)];
             for (k, src) in step.inputs.iter().enumerate() {
-                // Constants and inputs get no gradient.
+                // Constants, inputs and masks get no gradient.
                 let Src::Node(target) = *src else {
                     continue;
                 };
+                if step.kind == OpKind::Select && k == 0 {
+                    continue;
+                }
                 if (n_params..leaves).contains(&target) {
                     continue;
                 }
@@ -536,7 +687,7 @@ impl Plan {
         let grads = template
             .with_leaves(out_leaves)
             .expect("one gradient per leaf");
-        (Tensor::constant(loss.clone()), grads)
+        Ok((Tensor::constant(loss.clone()), grads))
     }
 }
 
@@ -568,8 +719,8 @@ fn last(step: &Step) -> usize {
 }
 
 /// The forward computation of one step into `out`.
-fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32], scratch: &mut Scratch) {
-    let [a, b] = ins;
+fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch) {
+    let [a, b, c] = ins;
     match step.kind {
         OpKind::Neg => out.iter_mut().zip(a).for_each(|(o, &x)| *o = -x),
         OpKind::Unary(func, _) => out.iter_mut().zip(a).for_each(|(o, &x)| *o = func.f(x)),
@@ -592,6 +743,20 @@ fn forward(step: &Step, ins: [&[f32]; 2], out: &mut [f32], scratch: &mut Scratch
         OpKind::MeanAll => {
             out[0] =
                 crate::xla::reduce::sum_all(a, step.in_shapes[0].len()) * (1.0 / a.len() as f32)
+        }
+        // Drawn before the forward pass.
+        OpKind::Sampled(_) => {}
+        OpKind::Select => {
+            let one = c.len() == 1;
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = if a[j] != 0.0 {
+                    b[j]
+                } else if one {
+                    c[0]
+                } else {
+                    c[j]
+                };
+            }
         }
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
@@ -654,13 +819,13 @@ fn backward(
     step: &Step,
     input: usize,
     g: &[f32],
-    ins: [&[f32]; 2],
+    ins: [&[f32]; 3],
     out: &[f32],
     dst: &mut [f32],
     scratch: &mut Scratch,
 ) {
     let rows = &mut scratch.rows;
-    let [a, b] = ins;
+    let [a, b, _] = ins;
     match step.kind {
         OpKind::Neg => dst.iter_mut().zip(g).for_each(|(d, &g)| *d = -g),
         OpKind::Unary(func, fused) => {
@@ -718,6 +883,14 @@ fn backward(
         OpKind::MeanAll => {
             dst.fill(g[0] * (1.0 / a.len() as f32));
         }
+        // Each branch gets the cotangent where it was picked, +0 elsewhere.
+        OpKind::Select => {
+            let keep = input == 1;
+            for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
+                *d = if (m != 0.0) == keep { g } else { 0.0 };
+            }
+        }
+        OpKind::Sampled(_) => unreachable!("a draw has no inputs"),
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }

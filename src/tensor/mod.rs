@@ -60,6 +60,7 @@ pub(crate) mod forward;
 mod grad;
 mod jit;
 mod ops;
+pub(crate) mod sampled;
 pub(crate) mod shape;
 mod tape;
 mod tensors;
@@ -73,7 +74,9 @@ pub use debug_nans::{check_nans, debug_nans, set_debug_nans};
 pub use error::{Result, TensorError};
 pub use forward::{jvp, linearize, Linearized};
 pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};
-pub use jit::{jit_value_and_grad, jit_value_and_grad_with, JitValueAndGrad};
+pub use jit::{
+    jit_value_and_grad, jit_value_and_grad_with, jit_value_and_grad_with_keys, JitValueAndGrad,
+};
 pub(crate) use ops::conv::gather_windows as conv_windows;
 pub use ops::matmul::{exact_matmul_limit, set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
 pub use ops::{one_hot, ConvSpec};

@@ -55,6 +55,13 @@ pub(crate) enum OpKind {
     },
     SoftmaxLast,
     LogSoftmaxLast,
+    /// `jnp.where(mask, on_true, on_false)` (inputs in that order; the
+    /// mask is not differentiated).
+    Select,
+    /// A random draw that a compiled step with keys repeats on every call
+    /// (see [`Tensor::sampled`](super::Tensor::sampled)); its sampler's
+    /// index.
+    Sampled(usize),
 }
 
 /// Computes an outer product's two vectors from an output cotangent.

@@ -485,6 +485,7 @@ impl Tensor {
     /// assert_eq!(r.to_vec(), [1.0, 0.0]);
     /// ```
     pub fn select(mask: &Tensor, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
+        let mask_input = mask;
         let branches = broadcast_shapes_for("select", on_true.shape(), on_false.shape())?;
         let shape = broadcast_shapes_for("select", mask.shape(), &branches)?;
         let dim = IxDyn(&shape);
@@ -503,23 +504,35 @@ impl Tensor {
             // zeros standing in for a zero one.
             Box::new(move |t: &[Option<Tensor>]| {
                 let zeros = |s: &[usize]| Tensor::zeros(s);
-                let tt = t[0].clone().unwrap_or_else(|| zeros(&st2));
-                let tf = t[1].clone().unwrap_or_else(|| zeros(&sf2));
+                let tt = t[1].clone().unwrap_or_else(|| zeros(&st2));
+                let tf = t[2].clone().unwrap_or_else(|| zeros(&sf2));
                 Ok(Some(Tensor::select(&mask, &tt, &tf)?))
             })
         };
-        Ok(Tensor::record(out, &[on_true, on_false], move |g, needs| {
-            let pick = |mut g: ArrayD<f32>, keep: bool, shape: &[usize]| {
-                Zip::from(&mut g).and(&m).for_each(|g, &m| {
-                    if (m != 0.0) != keep {
-                        *g = 0.0
-                    }
-                });
-                sum_to(g, shape)
-            };
-            split(g, needs, |g| pick(g, true, &st), |g| pick(g, false, &sf))
-        })
-        .with_tangent(tangent))
+        // The mask is an input too, so that a compiled step can replay a
+        // mask drawn on each call (dropout); it gets no gradient.
+        let inputs = [mask_input, on_true, on_false];
+        Ok(
+            Tensor::record_kind(out, &inputs, OpKind::Select, move |g, needs| {
+                let pick = |mut g: ArrayD<f32>, keep: bool, shape: &[usize]| {
+                    Zip::from(&mut g).and(&m).for_each(|g, &m| {
+                        if (m != 0.0) != keep {
+                            *g = 0.0
+                        }
+                    });
+                    sum_to(g, shape)
+                };
+                let mut grads = split(
+                    g,
+                    &needs[1..],
+                    |g| pick(g, true, &st),
+                    |g| pick(g, false, &sf),
+                );
+                grads.insert(0, None);
+                grads
+            })
+            .with_tangent(tangent),
+        )
     }
 }
 

@@ -1,0 +1,162 @@
+//! Random tensors that a compiled step draws again on every call.
+//!
+//! `jax.jit` takes PRNG keys as arguments: a dropout mask drawn inside a
+//! jitted step comes from the keys of each call, not from the first trace.
+//! A compiled step with keys ([`jit_value_and_grad_with_keys`]) traces its
+//! function once; while it traces, [`note_derived`] learns how each key
+//! that `make_rng` hands out derives from the step's key arguments
+//! (`fold_in(argument, data)`), and [`Tensor::sampled`] records a draw from
+//! such a key as an operation of the tape, which the replay runs again from
+//! the new arguments. A draw from a key of unknown origin, or a derived key
+//! that no [`Tensor::sampled`] consumed (used some other way), makes the
+//! step run eagerly on every call instead: never silently stale numbers.
+//!
+//! [`jit_value_and_grad_with_keys`]: super::jit_value_and_grad_with_keys
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ndarray::ArrayD;
+use smallvec::SmallVec;
+
+use super::tape::{Node, OpKind, Tape, Tracer};
+use super::Tensor;
+use crate::random::Key;
+
+/// Draws a tensor's values from a key.
+pub(crate) type Draw = Arc<dyn Fn(&Key) -> crate::Result<ArrayD<f32>> + Send + Sync>;
+
+/// A draw recorded on a compiled step's tape: from `fold_in(arguments[key],
+/// data)`, with `draw`.
+#[derive(Clone)]
+pub(crate) struct Sampler {
+    pub(crate) key: usize,
+    pub(crate) data: u32,
+    pub(crate) draw: Draw,
+    pub(crate) shape: Vec<usize>,
+}
+
+/// What the trace of a compiled step with keys has seen.
+pub(crate) struct RngTrace {
+    tape: Arc<Tape>,
+    arguments: Vec<Key>,
+    /// Derived keys (by value) and how: (argument, fold_in data, consumed).
+    derived: HashMap<Key, (usize, u32, bool)>,
+    /// Whether randomness of unknown origin was drawn, or derived in a way
+    /// the replay cannot follow.
+    pub(crate) unknown: bool,
+    pub(crate) samplers: Vec<Sampler>,
+}
+
+impl RngTrace {
+    /// Whether every derived key was consumed by a recorded draw and
+    /// nothing random came from elsewhere.
+    pub(crate) fn replayable(&self) -> bool {
+        !self.unknown && self.derived.values().all(|&(_, _, used)| used)
+    }
+}
+
+thread_local! {
+    static TRACE: RefCell<Option<RngTrace>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with a trace of key derivations for `tape`; returns `f`'s
+/// result and the trace.
+pub(crate) fn tracing<T>(
+    tape: &Arc<Tape>,
+    arguments: &[Key],
+    f: impl FnOnce() -> T,
+) -> (T, RngTrace) {
+    let trace = RngTrace {
+        tape: tape.clone(),
+        arguments: arguments.to_vec(),
+        derived: HashMap::new(),
+        unknown: false,
+        samplers: Vec::new(),
+    };
+    let outer = TRACE.with(|t| t.borrow_mut().replace(trace));
+    let out = f();
+    let trace = TRACE.with(|t| std::mem::replace(&mut *t.borrow_mut(), outer));
+    (out, trace.expect("set above"))
+}
+
+/// Notes that `derived = fold_in(seed, data)` was handed out (by
+/// `make_rng`) while a compiled step traces.
+pub(crate) fn note_derived(seed: &Key, data: u32, derived: &Key) {
+    TRACE.with(|t| {
+        let mut t = t.borrow_mut();
+        let Some(trace) = t.as_mut() else { return };
+        match trace.arguments.iter().position(|a| a == seed) {
+            Some(i) => {
+                trace.derived.insert(derived.clone(), (i, data, false));
+            }
+            // From a key the step does not take (split inside a lifted
+            // transform, say): the replay could not derive it again.
+            None => trace.unknown = true,
+        }
+    });
+}
+
+impl Tensor {
+    /// A tensor of random values drawn from `key` by `draw` (a dropout
+    /// mask, noise): `draw(key)` outside compiled steps. Inside a compiled
+    /// step with keys, where `key` comes from `make_rng`, the draw is
+    /// recorded so that every later call draws again from its own keys.
+    pub(crate) fn sampled(
+        key: &Key,
+        draw: impl Fn(&Key) -> crate::Result<ArrayD<f32>> + Send + Sync + 'static,
+    ) -> crate::Result<Tensor> {
+        let value = draw(key)?;
+        let recorded = TRACE.with(|t| {
+            let mut t = t.borrow_mut();
+            let trace = t.as_mut()?;
+            let Some(entry) = trace.derived.get_mut(key) else {
+                trace.unknown = true;
+                return None;
+            };
+            entry.2 = true;
+            let (argument, data) = (entry.0, entry.1);
+            let index = trace.samplers.len();
+            trace.samplers.push(Sampler {
+                key: argument,
+                data,
+                draw: Arc::new(draw),
+                shape: value.shape().to_vec(),
+            });
+            let node = trace.tape.push(Node {
+                inputs: SmallVec::new(),
+                backward: None,
+                kind: OpKind::Sampled(index),
+                consts: Vec::new(),
+                fused: None,
+                dot: None,
+                view: None,
+                tangent: None,
+                site: std::panic::Location::caller(),
+            });
+            Some(Tracer {
+                tape: trace.tape.clone(),
+                node,
+            })
+        });
+        let data = value.into_shared();
+        Ok(match recorded {
+            Some(tracer) => Tensor {
+                data,
+                tracer: Some(tracer),
+            },
+            None => Tensor::constant(data),
+        })
+    }
+}
+
+/// A sampler's values for the step's key arguments `keys`, in row-major
+/// order.
+pub(crate) fn draw_again(sampler: &Sampler, keys: &[Key]) -> crate::Result<Vec<f32>> {
+    let key = crate::random::fold_in(keys[sampler.key].clone(), sampler.data);
+    let values = (sampler.draw)(&key)?;
+    debug_assert_eq!(values.shape(), &sampler.shape[..]);
+    // Logical (row-major) order, whatever the memory order.
+    Ok(values.iter().copied().collect())
+}
