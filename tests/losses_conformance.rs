@@ -1,5 +1,6 @@
 //! optax 0.2.8's losses (tools/oracle/generate_losses.py): values, and the
-//! jitted gradient of `sum(loss * c)`, bit for bit.
+//! jitted gradient of `sum(loss * c)`, bit for bit. Integer labels
+//! (`softmax_cross_entropy_with_integer_labels`) have their own map.
 
 mod common;
 
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 
 use flaxen::optim::losses;
 use flaxen::tensor::{as_jitted, grad, Tensor, Tree};
+use ndarray::{ArrayD, IxDyn};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -20,9 +22,27 @@ struct Case {
     grad: Array,
 }
 
+/// An int32 array as the oracle scripts write it.
+#[derive(Deserialize)]
+struct IntArray {
+    shape: Vec<usize>,
+    int: Vec<i32>,
+}
+
+/// A case whose `other` is integer labels.
+#[derive(Deserialize)]
+struct IntCase {
+    x: Array,
+    other: IntArray,
+    c: Array,
+    value: Array,
+    grad: Array,
+}
+
 #[derive(Deserialize)]
 struct Fixture {
     cases: BTreeMap<String, Case>,
+    integer_label_cases: BTreeMap<String, IntCase>,
 }
 
 fn bits(t: &Tensor) -> Vec<u32> {
@@ -70,6 +90,54 @@ fn check_known(
         .max()
         .unwrap_or(0);
     assert_eq!(worst, known_ulp, "{name} gradient: worst {worst} ulp");
+}
+
+/// `softmax_cross_entropy_with_integer_labels(x, labels)` and the jitted
+/// gradient of `sum(loss * c)`, every bit (signed zeros included).
+fn check_integer_labels(name: &str) {
+    let f: Fixture = common::load_fixture("losses.json");
+    let c = &f.integer_label_cases[name];
+    let (x, weights) = (c.x.tensor(), c.c.tensor());
+    let labels = ArrayD::from_shape_vec(IxDyn(&c.other.shape), c.other.int.clone()).unwrap();
+    let loss = |p: &Tensor| losses::softmax_cross_entropy_with_integer_labels(p, &labels);
+    let value = as_jitted(|| loss(&x)).unwrap();
+    assert_eq!(value.shape(), c.value.shape.as_slice(), "{name}");
+    assert_eq!(bits(&value), want_bits(&c.value), "{name} value");
+    let g = as_jitted(|| {
+        grad(
+            |p| Ok(loss(p.as_tensor().unwrap())?.mul(&weights)?.sum_all()),
+            &Tree::from(x.clone()),
+        )
+    })
+    .unwrap();
+    let g = g.as_tensor().unwrap();
+    assert_eq!(g.shape(), c.grad.shape.as_slice(), "{name} gradient");
+    assert_eq!(bits(g), want_bits(&c.grad), "{name} gradient");
+}
+
+/// Random logits; the same times 30 (`exp` underflows to 0 away from the
+/// maximum); rows offset by up to 1e4; ties at the maximum, constant rows,
+/// signed zeros and tiny values; a batch of [2, 3].
+const INTEGER_LABEL_CASES: [&str; 5] = [
+    "softmax_cross_entropy_with_integer_labels",
+    "softmax_cross_entropy_with_integer_labels_wide",
+    "softmax_cross_entropy_with_integer_labels_offset",
+    "softmax_cross_entropy_with_integer_labels_ties",
+    "softmax_cross_entropy_with_integer_labels_3d",
+];
+
+#[test]
+fn integer_label_cross_entropy() {
+    for name in INTEGER_LABEL_CASES {
+        check_integer_labels(name);
+    }
+    let f: Fixture = common::load_fixture("losses.json");
+    let mut listed = INTEGER_LABEL_CASES.to_vec();
+    listed.sort_unstable();
+    assert!(
+        f.integer_label_cases.keys().eq(listed),
+        "every case is checked"
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 """How the oracle scripts write arrays into fixtures: f32 values as the
-exact decimals of their bits (null for NaN), int32 arrays as integers, the
-shape beside them; nested dicts of arrays flattened to '/'-joined paths."""
+exact decimals of their bits (null for NaN), or as the bits themselves
+where infinities must survive JSON; int32 arrays as integers, the shape
+beside them; nested dicts of arrays flattened to '/'-joined paths."""
 
 import numpy as np
 
@@ -24,3 +25,10 @@ def flat(tree, prefix=""):
         else:
             out[p] = enc(v)
     return out
+
+
+def enc_bits(x):
+    """An f32 array as {"shape": [...], "bits": [...]}: every value's bit
+    pattern, so infinities, signed zeros and NaNs survive JSON."""
+    x = np.asarray(x, dtype=np.float32)
+    return {"shape": list(x.shape), "bits": [int(v) for v in x.reshape(-1).view(np.uint32)]}

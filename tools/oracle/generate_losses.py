@@ -1,6 +1,7 @@
 """Conformance fixtures for `flaxen::optim::losses`: optax 0.2.8's losses,
 their values and the jitted gradient of `sum(loss * c)` with respect to
-the predictions (or logits).
+the predictions (or logits). `softmax_cross_entropy_with_integer_labels`,
+whose labels are int32, has its own map (`integer_label_cases`).
 
 Pinned: jax==0.10.2, jaxlib==0.10.2, optax==0.2.8 (CPU). From the
 repository root:
@@ -61,8 +62,43 @@ def main():
             lambda lp, t: optax.kl_divergence(lp, t), jax.nn.log_softmax(logits), targets_with_zeros
         ),
     }
+    # softmax_cross_entropy_with_integer_labels: the one-hot case's logits
+    # and labels; wide logits (exp underflows to 0 away from the maximum);
+    # logits far from 0 (the stop-gradient maximum matters); ties at the
+    # maximum, constant rows and signed zeros; a 3-D batch.
+    sce_int = optax.softmax_cross_entropy_with_integer_labels
+    labels = jnp.array([0, 3, 9, 2, 2, 7], dtype=jnp.int32)
+    ties = jnp.array(
+        [
+            [2.0, 2.0, -1.0, 0.5, 2.0],
+            [2.0, 2.0, -1.0, 0.5, 2.0],
+            [0.0, -0.0, 0.0, -0.0, 0.0],
+            [-3.0, -3.0, -3.0, -3.0, -3.0],
+            [1e-30, -1e-30, 0.0, 1e-38, -0.0],
+            [7.5, 7.5, 7.5, 7.5, -7.5],
+        ],
+        dtype=jnp.float32,
+    )
+    batch = jax.random.normal(jax.random.fold_in(k, 5), (2, 3, 5)) * 2.0
+    integer_label_cases = {
+        "softmax_cross_entropy_with_integer_labels": case(sce_int, logits, labels),
+        "softmax_cross_entropy_with_integer_labels_wide": case(sce_int, logits * 30.0, labels),
+        "softmax_cross_entropy_with_integer_labels_offset": case(
+            sce_int, logits + jnp.array([1000.0, -1000.0, 1e4, -1e4, 50.0, 0.0])[:, None], labels
+        ),
+        "softmax_cross_entropy_with_integer_labels_ties": case(
+            sce_int, ties, jnp.array([0, 2, 1, 4, 3, 4], dtype=jnp.int32)
+        ),
+        "softmax_cross_entropy_with_integer_labels_3d": case(
+            sce_int, batch, jnp.array([[0, 4, 2], [1, 1, 3]], dtype=jnp.int32)
+        ),
+    }
     with open(OUT, "w") as f:
-        json.dump({"versions": EXPECTED, "cases": cases}, f, indent=0)
+        json.dump(
+            {"versions": EXPECTED, "cases": cases, "integer_label_cases": integer_label_cases},
+            f,
+            indent=0,
+        )
         f.write("\n")
 
 
