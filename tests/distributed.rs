@@ -289,6 +289,211 @@ fn handshakes_and_mesh_sizes_are_checked() {
     );
 }
 
+/// The `Mismatch` in `e`: what differs, and the two processes with their
+/// values.
+fn mismatch(e: &Error) -> (&str, usize, &str, usize, &str) {
+    match distributed(e) {
+        DistributedError::Mismatch {
+            what,
+            process,
+            value,
+            peer,
+            peer_value,
+        } => (what, *process, value, *peer, peer_value),
+        other => panic!("expected a mismatch, got {other:?}"),
+    }
+}
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[test]
+fn a_process_of_another_flaxen_version_fails_the_handshake() {
+    // Process 1 poses as another build; both fail at once (no timeout),
+    // each naming both processes and both versions.
+    let start = Instant::now();
+    let results = simulate(2, |t| {
+        let timeout = Duration::from_secs(30);
+        if t.process_index() == 1 {
+            Cluster::announcing_version(t, 2, timeout, "0.0.0-other").map(|_| ())
+        } else {
+            Cluster::with_timeout(t, 2, timeout).map(|_| ())
+        }
+    });
+    assert!(start.elapsed() < Duration::from_secs(10));
+    for r in &results {
+        let e = r.as_ref().unwrap_err();
+        assert_eq!(
+            mismatch(e),
+            ("the flaxen version", 0, VERSION, 1, "0.0.0-other"),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "processes disagree on the flaxen version: process 0 has {VERSION}, process 1 \
+                 has 0.0.0-other"
+            )
+        );
+    }
+    // Of three, the odd one out is named by every process, with whichever
+    // other process it is compared to; the version is checked before the
+    // device count (which differs too).
+    let results = simulate(3, |t| {
+        let timeout = Duration::from_secs(30);
+        if t.process_index() == 2 {
+            Cluster::announcing_version(t, 2, timeout, "9.9.9").map(|_| ())
+        } else {
+            Cluster::with_timeout(t, 1, timeout).map(|_| ())
+        }
+    });
+    let pairs: Vec<_> = results
+        .iter()
+        .map(|r| mismatch(r.as_ref().unwrap_err()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("the flaxen version", 0, VERSION, 2, "9.9.9"),
+            ("the flaxen version", 1, VERSION, 2, "9.9.9"),
+            ("the flaxen version", 0, VERSION, 2, "9.9.9"),
+        ]
+    );
+    // The same version announced through the hook passes.
+    let results = simulate(2, |t| {
+        Cluster::announcing_version(t, 1, Duration::from_secs(30), VERSION).map(|_| ())
+    });
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+}
+
+#[test]
+fn different_local_device_counts_fail_the_handshake() {
+    let start = Instant::now();
+    let results = simulate(3, |t| {
+        let local = if t.process_index() == 1 { 3 } else { 2 };
+        Cluster::with_timeout(t, local, Duration::from_secs(30)).map(|_| ())
+    });
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let pairs: Vec<_> = results
+        .iter()
+        .map(|r| mismatch(r.as_ref().unwrap_err()))
+        .collect();
+    let what = "the number of local devices";
+    assert_eq!(
+        pairs,
+        [
+            (what, 0, "2", 1, "3"),
+            (what, 0, "2", 1, "3"),
+            (what, 1, "3", 2, "2"),
+        ]
+    );
+    assert_eq!(
+        results[2].as_ref().unwrap_err().to_string(),
+        "processes disagree on the number of local devices: process 1 has 3, process 2 has 2"
+    );
+}
+
+#[test]
+fn check_same_names_the_processes_and_the_model_shapes() {
+    let results = simulate(2, |t| {
+        let me = t.process_index();
+        let cluster = Cluster::with_timeout(t, 1, Duration::from_secs(30))?;
+        // Agreeing is fine.
+        cluster.check_same("the optimizer", "adam")?;
+        let shapes = if me == 0 {
+            "Dense_0/kernel [3, 4]"
+        } else {
+            "Dense_0/kernel [3, 5]"
+        };
+        let e = cluster.check_same("parameter shapes", shapes).unwrap_err();
+        // The processes are out of step now: a later call fails at once.
+        let later = cluster.check_same("the optimizer", "adam").unwrap_err();
+        Ok((e, later))
+    });
+    for r in &results {
+        let (e, later) = r.as_ref().unwrap();
+        assert_eq!(
+            mismatch(e),
+            (
+                "parameter shapes",
+                0,
+                "Dense_0/kernel [3, 4]",
+                1,
+                "Dense_0/kernel [3, 5]"
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "processes disagree on parameter shapes: process 0 has Dense_0/kernel [3, 4], \
+             process 1 has Dense_0/kernel [3, 5]"
+        );
+        assert!(
+            matches!(distributed(later), DistributedError::Transport { .. })
+                && later.to_string().contains("out of step"),
+            "{later}"
+        );
+    }
+}
+
+#[test]
+fn a_process_count_that_does_not_divide_the_devices_is_refused() {
+    // `mpirun -np 3` for 4 devices: refused by every process before any
+    // message is sent.
+    let results = simulate(3, |t| Cluster::sharing(t, 4).map(|_| ()));
+    for r in &results {
+        let e = r.as_ref().unwrap_err();
+        assert!(
+            matches!(
+                distributed(e),
+                DistributedError::MeshSize { shape, processes: 3, .. } if shape == &[4]
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("3 processes cannot share 4 devices equally"),
+            "{e}"
+        );
+    }
+    // Zero devices cannot be shared either.
+    let e = simulate(2, |t| Cluster::sharing(t, 0).map(|_| ()))
+        .remove(0)
+        .unwrap_err();
+    assert!(
+        matches!(
+            distributed(&e),
+            DistributedError::MeshSize { processes: 2, .. }
+        ),
+        "{e}"
+    );
+    // A count that divides gives each process its share.
+    let locals = simulate(2, |t| Ok(Cluster::sharing(t, 4)?.local_device_count()));
+    assert_eq!(
+        locals.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        [2, 2]
+    );
+    // Three processes of one device each cannot make up a mesh of four.
+    let results = simulate(3, |t| {
+        let cluster = Cluster::with_timeout(t, 1, Duration::from_secs(30))?;
+        cluster.mesh(&[2, 2], &["a", "b"]).map(|_| ())
+    });
+    for r in &results {
+        let e = r.as_ref().unwrap_err();
+        assert!(
+            matches!(
+                distributed(e),
+                DistributedError::MeshSize { shape, processes: 3, .. } if shape == &[2, 2]
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("the mesh needs 4 devices, the job has 3 (1 per process)"),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn sharded_arrays_know_which_shards_are_local() {
     let results = simulate(2, |t| {

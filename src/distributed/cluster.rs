@@ -86,6 +86,21 @@ impl Cluster {
         local_devices: usize,
         timeout: Duration,
     ) -> Result<Cluster> {
+        Cluster::announcing_version(transport, local_devices, timeout, env!("CARGO_PKG_VERSION"))
+    }
+
+    /// [`Cluster::with_timeout`], announcing `version` as this process's
+    /// flaxen version at the handshake instead of the version it was built
+    /// as. A test hook, not API: the threads of [`simulate`](super::simulate)
+    /// are all one build, so this is how a test makes one of them pose as a
+    /// process built with another flaxen version.
+    #[doc(hidden)]
+    pub fn announcing_version(
+        transport: impl Transport + 'static,
+        local_devices: usize,
+        timeout: Duration,
+        version: &str,
+    ) -> Result<Cluster> {
         let process = transport.process_index();
         let count = transport.process_count();
         let total = local_devices.saturating_mul(count);
@@ -111,7 +126,7 @@ impl Cluster {
                 control: Mutex::new(()),
             }),
         };
-        cluster.check_same("the flaxen version", env!("CARGO_PKG_VERSION"))?;
+        cluster.check_same("the flaxen version", version)?;
         cluster.check_same("the number of local devices", &local_devices.to_string())?;
         Ok(cluster)
     }
