@@ -694,7 +694,11 @@ impl Plan {
 /// Applies `f` over two operands in one of the replayable broadcast
 /// patterns (equal shapes, or one operand repeated along leading axes).
 fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
-    if a.len() == out.len() && b.len() == out.len() {
+    if a.len() == out.len() && b.len() == 1 {
+        // A scalar operand (dropout's scaling): one tight loop.
+        let y = b[0];
+        out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y));
+    } else if a.len() == out.len() && b.len() == out.len() {
         for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
             *o = f(x, y);
         }
@@ -746,16 +750,15 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
         }
         // Drawn before the forward pass.
         OpKind::Sampled(_) => {}
+        OpKind::Select if c.len() == 1 => {
+            let f = c[0];
+            for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
+                *o = if m != 0.0 { t } else { f };
+            }
+        }
         OpKind::Select => {
-            let one = c.len() == 1;
-            for (j, o) in out.iter_mut().enumerate() {
-                *o = if a[j] != 0.0 {
-                    b[j]
-                } else if one {
-                    c[0]
-                } else {
-                    c[j]
-                };
+            for (((o, &m), &t), &f) in out.iter_mut().zip(a).zip(b).zip(c) {
+                *o = if m != 0.0 { t } else { f };
             }
         }
         OpKind::Other => unreachable!("planned steps are replayable"),
@@ -839,6 +842,21 @@ fn backward(
             rows.clear();
             rows.extend(g.iter().map(|&x| -x));
             sum_rows_into(rows, dst)
+        }
+        // A scalar right operand's left cotangent, without a call per
+        // element: the same arithmetic as the rules (`g * y`, `g * (1 / y)`,
+        // `g / y`).
+        OpKind::Mul if input == 0 && b.len() == 1 && dst.len() == g.len() => {
+            let y = b[0];
+            dst.iter_mut().zip(g).for_each(|(d, &g)| *d = g * y);
+        }
+        OpKind::Div if input == 0 && b.len() == 1 && dst.len() == g.len() => {
+            let r = 1.0 / b[0];
+            dst.iter_mut().zip(g).for_each(|(d, &g)| *d = g * r);
+        }
+        OpKind::DivTraced if input == 0 && b.len() == 1 && dst.len() == g.len() => {
+            let y = b[0];
+            dst.iter_mut().zip(g).for_each(|(d, &g)| *d = g / y);
         }
         OpKind::Mul => {
             let rule = if input == 0 { MUL_DA } else { MUL_DB };

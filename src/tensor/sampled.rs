@@ -158,5 +158,9 @@ pub(crate) fn draw_again(sampler: &Sampler, keys: &[Key]) -> crate::Result<Vec<f
     let values = (sampler.draw)(&key)?;
     debug_assert_eq!(values.shape(), &sampler.shape[..]);
     // Logical (row-major) order, whatever the memory order.
-    Ok(values.iter().copied().collect())
+    Ok(if values.is_standard_layout() {
+        values.into_raw_vec_and_offset().0
+    } else {
+        values.iter().copied().collect()
+    })
 }
