@@ -254,13 +254,20 @@ const COMPARISONS: [(&str, CompareFn); 5] = [
 /// The masks compared: every pair of infinities, the largest finite values,
 /// +-1, the smallest normals, both zeros and NaN (`table`); random values
 /// with ties, signed zeros, infinities and NaN; each value against 0 and NaN.
-const COMPARE_CASES: [&str; 4] = ["table", "same_shape", "scalar", "scalar_nan"];
+const COMPARE_CASES: [&str; 5] = [
+    "table",
+    "same_shape",
+    "scalar",
+    "scalar_nan",
+    "table_subnormal",
+];
 
 /// `jnp.where(mask, on_true, on_false)` with an f32 mask (NaN, infinities,
 /// signed zeros), broadcast in every position, and a cotangent holding NaN,
 /// infinity, signed zeros and a subnormal.
-const SELECT_CASES: [&str; 9] = [
+const SELECT_CASES: [&str; 10] = [
     "where",
+    "where_subnormal_mask",
     "where_special_ct",
     "where_broadcast_false",
     "where_broadcast_mask",
@@ -290,29 +297,6 @@ const CONCATENATE_CASES: [(&str, isize); 6] = [
     ("concatenate_special_ct", 0),
 ];
 
-/// Fixture cases recorded from JAX but not asserted: flaxen disagrees.
-///
-/// - Subnormals (`table_subnormal`, `where_subnormal_mask`,
-///   `where_greater_subnormal_table`): XLA's CPU compares with denormals
-///   as zero, so `-1e-45 == 0.0`, `1e-45 > 0.0` is false and a mask of
-///   `1e-45` picks `on_false`; flaxen compares the IEEE values.
-/// - `where_<op>_table_broadcast`: x of shape [11, 1], y of [1, 11]. The
-///   values and y's cotangent are exact; x's cotangent, summed along rows
-///   of 11, is off by 1 or 2 ulp in some rows: JAX adds a row left to right,
-///   flaxen's `sum_to` (an axis other than the leading ones) uses
-///   `ndarray`'s `sum_axis`, which adds with 8 accumulators. Rows of up to
-///   7 agree (`where_broadcast_rows`).
-const KNOWN_DISAGREEMENTS: [&str; 8] = [
-    "table_subnormal",
-    "where_subnormal_mask",
-    "where_greater_subnormal_table",
-    "where_greater_table_broadcast",
-    "where_greater_equal_table_broadcast",
-    "where_less_table_broadcast",
-    "where_less_equal_table_broadcast",
-    "where_equal_table_broadcast",
-];
-
 #[test]
 fn comparisons() {
     let fx: Fixture = common::load_fixture("data_ops.json");
@@ -335,7 +319,17 @@ fn comparisons() {
         check_n(&fx, &format!("{op}_mask"), |xs| f(&xs[0], &xs[1]));
         // A comparison picking a side: random values with ties, and every
         // pair of the table.
-        for case in [format!("where_{op}"), format!("where_{op}_table")] {
+        // Subnormals compare as zero (XLA:CPU's denormals-are-zero); a
+        // broadcast side's cotangent is summed along rows in XLA's order.
+        let mut cases = vec![
+            format!("where_{op}"),
+            format!("where_{op}_table"),
+            format!("where_{op}_table_broadcast"),
+        ];
+        if op == "greater" {
+            cases.push("where_greater_subnormal_table".into());
+        }
+        for case in cases {
             check_n(&fx, &case, |xs| {
                 Ok(Tensor::select(&f(&xs[0], &xs[1])?, &xs[0], &xs[1])?)
             });
@@ -363,8 +357,7 @@ fn stack_and_concatenate() {
     }
 }
 
-/// Every comparison and `vjp_n` case of the fixture is asserted above or
-/// listed in [`KNOWN_DISAGREEMENTS`].
+/// Every comparison and `vjp_n` case of the fixture is asserted above.
 #[test]
 fn every_case_is_checked_or_known() {
     let fx: Fixture = common::load_fixture("data_ops.json");
@@ -374,12 +367,13 @@ fn every_case_is_checked_or_known() {
             format!("{op}_mask"),
             format!("where_{op}"),
             format!("where_{op}_table"),
+            format!("where_{op}_table_broadcast"),
         ]);
     }
+    checked.push("where_greater_subnormal_table".into());
     checked.extend(SELECT_CASES.iter().map(|c| c.to_string()));
     checked.extend(STACK_CASES.iter().map(|(c, _)| c.to_string()));
     checked.extend(CONCATENATE_CASES.iter().map(|(c, _)| c.to_string()));
-    checked.extend(KNOWN_DISAGREEMENTS.iter().map(|c| c.to_string()));
     checked.sort();
     checked.dedup();
     let mut cases: Vec<String> = fx.compare.keys().chain(fx.vjp_n.keys()).cloned().collect();

@@ -21,7 +21,8 @@ use super::debug_nans::{check_gradients, check_nans, debug_nans};
 use super::error::{Result, TensorError};
 use super::grad::{pull, stop_gradient, trace_on};
 use super::ops::binary::{
-    is_trailing, Rule, DIV, DIV_DA, DIV_DB, DIV_TRACED_DA, DIV_TRACED_DB, MUL, MUL_DA, MUL_DB,
+    is_trailing, picks, Rule, DIV, DIV_DA, DIV_DB, DIV_TRACED_DA, DIV_TRACED_DB, MUL, MUL_DA,
+    MUL_DB,
 };
 use super::ops::matmul::{exact_matmul_limit, matmul_slices_into, DotRoute};
 use super::ops::rows;
@@ -753,12 +754,12 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
         OpKind::Select if c.len() == 1 => {
             let f = c[0];
             for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
-                *o = if m != 0.0 { t } else { f };
+                *o = if picks(m) { t } else { f };
             }
         }
         OpKind::Select => {
             for (((o, &m), &t), &f) in out.iter_mut().zip(a).zip(b).zip(c) {
-                *o = if m != 0.0 { t } else { f };
+                *o = if picks(m) { t } else { f };
             }
         }
         OpKind::Other => unreachable!("planned steps are replayable"),
@@ -905,7 +906,7 @@ fn backward(
         OpKind::Select => {
             let keep = input == 1;
             for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
-                *d = if (m != 0.0) == keep { g } else { 0.0 };
+                *d = if picks(m) == keep { g } else { 0.0 };
             }
         }
         OpKind::Sampled(_) => unreachable!("a draw has no inputs"),

@@ -125,10 +125,26 @@ pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<
     }
     for (i, &d) in shape.iter().enumerate() {
         if d == 1 && g.shape()[i] != 1 {
-            g = g.sum_axis(Axis(i)).insert_axis(Axis(i));
+            g = sum_lanes(&g, i).insert_axis(Axis(i));
         }
     }
     g
+}
+
+/// Sums `g` over axis `axis`, each lane as XLA sums a row (left to right
+/// in windows of 32: [`crate::xla::reduce::xla_row_sum`]; ndarray's
+/// `sum_axis` would add with 8 accumulators).
+fn sum_lanes(g: &ArrayD<f32>, axis: usize) -> ArrayD<f32> {
+    let mut lane = Vec::with_capacity(g.shape()[axis]);
+    let mut out = g.index_axis(Axis(axis), 0).to_owned();
+    ndarray::Zip::from(&mut out)
+        .and(g.lanes(Axis(axis)))
+        .for_each(|o, l| {
+            lane.clear();
+            lane.extend(l.iter().copied());
+            *o = crate::xla::reduce::xla_row_sum(&lane);
+        });
+    out
 }
 
 /// The number of elements of `shape`, checked for elements of `elem_size`

@@ -439,12 +439,13 @@ impl Tensor {
     }
 
     fn compare(&self, other: &Tensor, op: &'static str, f: fn(f32, f32) -> bool) -> Result<Tensor> {
-        let out = zip_map(
-            op,
-            &self.data,
-            &other.data,
-            |x, y| if f(x, y) { 1.0 } else { 0.0 },
-        )?;
+        let out = zip_map(op, &self.data, &other.data, |x, y| {
+            if f(flush(x), flush(y)) {
+                1.0
+            } else {
+                0.0
+            }
+        })?;
         Ok(Tensor::constant(out.into_shared()))
     }
 
@@ -493,7 +494,7 @@ impl Tensor {
         let out = Zip::from(&m)
             .and_broadcast(on_true.data.broadcast(dim.clone()).unwrap())
             .and_broadcast(on_false.data.broadcast(dim).unwrap())
-            .map_collect(|&m, &t, &f| if m != 0.0 { t } else { f })
+            .map_collect(|&m, &t, &f| if picks(m) { t } else { f })
             .into_shared();
         let m = m.into_shared();
         let (st, sf) = (on_true.shape().to_vec(), on_false.shape().to_vec());
@@ -516,7 +517,7 @@ impl Tensor {
             Tensor::record_kind(out, &inputs, OpKind::Select, move |g, needs| {
                 let pick = |mut g: ArrayD<f32>, keep: bool, shape: &[usize]| {
                     Zip::from(&mut g).and(&m).for_each(|g, &m| {
-                        if (m != 0.0) != keep {
+                        if picks(m) != keep {
                             *g = 0.0
                         }
                     });
@@ -534,6 +535,23 @@ impl Tensor {
             .with_tangent(tangent),
         )
     }
+}
+
+/// `x` with a subnormal value flushed to a zero of its sign: XLA:CPU
+/// compares with denormals as zero (measured: `1e-45 > 0` is false and
+/// `-1e-45 == 0` true in JAX; tools/oracle/generate_data_ops.py).
+pub(crate) fn flush(x: f32) -> f32 {
+    if x.is_subnormal() {
+        0.0f32.copysign(x)
+    } else {
+        x
+    }
+}
+
+/// Whether a `where` mask value picks `on_true`: non-zero, a subnormal
+/// counting as zero as in XLA:CPU's comparisons.
+pub(crate) fn picks(m: f32) -> bool {
+    flush(m) != 0.0
 }
 
 /// Panics with the error's message; used by the operator overloads.
