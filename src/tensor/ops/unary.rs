@@ -187,8 +187,14 @@ impl UnaryFn {
                 let cdf = 0.5 * (1.0 + t);
                 let dcube = g * (3.0 * (x * x));
                 let dinner = sqrt_2_over_pi() * (g + 0.044715 * dcube);
-                let dt = (dinner + dinner * t) * (1.0 - t);
-                g * cdf + x * (0.5 * dt)
+                if fused {
+                    // tanh's and the product's rules fused, as above.
+                    let dt = dinner.mul_add(t, dinner) * (1.0 - t);
+                    g.mul_add(cdf, x * (0.5 * dt))
+                } else {
+                    let dt = (dinner + dinner * t) * (1.0 - t);
+                    g * cdf + x * (0.5 * dt)
+                }
             }
             // `minimum(maximum(x, lo), hi)`: each rule scales in turn.
             UnaryFn::Clip(lo, hi) => {
