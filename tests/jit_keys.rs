@@ -4,6 +4,8 @@
 //! step whose randomness the replay could not repeat runs eagerly instead
 //! of replaying stale draws.
 
+mod common;
+
 use flaxen::core::{Result, Rngs, Scope, Variables};
 use flaxen::nn::{Dense, Dropout, Module};
 use flaxen::random::{self, Key};
@@ -139,4 +141,84 @@ fn a_step_without_keys_still_bakes_in_captured_randomness_as_jax_does() {
     let first = step.call_with(&params, &batch).unwrap();
     let second = step.call_with(&params, &batch).unwrap();
     assert_same(&first, &second);
+}
+
+#[derive(serde::Deserialize)]
+struct Bits {
+    shape: Vec<usize>,
+    bits: Vec<u32>,
+}
+
+impl Bits {
+    fn tensor(&self) -> Tensor {
+        let v = self.bits.iter().map(|&b| f32::from_bits(b)).collect();
+        Tensor::from_vec(v, &self.shape).unwrap()
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct FlaxStep {
+    loss: Vec<u32>,
+    grads: std::collections::BTreeMap<String, Bits>,
+}
+
+#[derive(serde::Deserialize)]
+struct FlaxFixture {
+    x: Vec<u32>,
+    y: Vec<u32>,
+    params: std::collections::BTreeMap<String, Bits>,
+    steps: Vec<FlaxStep>,
+}
+
+/// Dense(32) -> relu -> Dropout(0.3) -> Dense(2), tools/oracle/generate_jit_keys.py's model.
+struct FlaxMlp;
+
+impl Module for FlaxMlp {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let h = s.child(Dense::new(32))?.call(x)?.relu();
+        let h = s.child(Dropout::new(0.3))?.call(h)?;
+        s.child(Dense::new(2))?.call(h)
+    }
+}
+
+#[test]
+fn a_compiled_step_with_dropout_equals_flaxs_jitted_step() {
+    let fx: FlaxFixture = common::load_fixture("jit_keys.json");
+    let tensor = |bits: &[u32], shape: &[usize]| {
+        Tensor::from_vec(bits.iter().map(|&b| f32::from_bits(b)).collect(), shape).unwrap()
+    };
+    let batch = Tree::new()
+        .with("x", tensor(&fx.x, &[12, 8]))
+        .with("y", tensor(&fx.y, &[12, 2]));
+    let mut params = Tree::new();
+    for (path, b) in &fx.params {
+        let (module, name) = path.split_once('/').unwrap();
+        let mut layer = params.subtree(module).unwrap_or_default();
+        layer.insert(name, b.tensor()).unwrap();
+        params.insert(module, layer).unwrap();
+    }
+    let loss = |p: &Tree, b: &Tree, keys: &[Key]| {
+        as_jitted(|| {
+            let v = Variables::new().with("params", p.clone());
+            let rngs = Rngs::none().with("dropout", keys[0].clone());
+            let out = FlaxMlp.apply(&v, b.tensor("x")?.clone(), rngs)?;
+            Ok(out.sub(b.tensor("y")?)?.square().sum_all())
+        })
+    };
+    let mut step = jit_value_and_grad_with_keys(loss);
+    for (t, expected) in fx.steps.iter().enumerate() {
+        let keys = [random::fold_in(random::key(7), t as u32)];
+        let (l, grads) = step.call_with_keys(&params, &batch, &keys).unwrap();
+        assert_eq!(bits(&l), expected.loss, "loss of step {t}");
+        for (path, b) in &expected.grads {
+            assert_eq!(
+                bits(grads.tensor(path).unwrap()),
+                b.bits,
+                "{path} at step {t}"
+            );
+        }
+    }
+    assert!(step.is_compiled());
 }
