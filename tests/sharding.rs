@@ -854,3 +854,68 @@ mod collectives {
         assert!(e.contains("leading (batch)"), "{e}");
     }
 }
+
+/// `categorical` sharded over its results gathers to the unsharded draw:
+/// logits of several ranks, the category axis first, last or inside, a
+/// sample prefix, meshes and specs of one and two axes, both Threefry
+/// modes; and its errors are the unsharded sampler's.
+#[test]
+fn sharded_categorical_equals_unsharded() {
+    let meshes = [
+        mesh(&[2], &["d"]),
+        mesh(&[4], &["d"]),
+        mesh(&[2, 2], &["a", "b"]),
+    ];
+    let cases: [(&[usize], isize, Option<&[usize]>); 5] = [
+        (&[8, 5], -1, None),
+        (&[5, 8], 0, None),
+        (&[4, 7, 6], 1, None),
+        (&[4, 6], -1, Some(&[2, 4])),
+        (&[8, 3], 1, Some(&[4, 8])),
+    ];
+    let mut checked = 0;
+    for mode in [ThreefryMode::Partitionable, ThreefryMode::NonPartitionable] {
+        let key = random::key(11).with_mode(mode);
+        for (lshape, axis, shape) in cases {
+            let n: usize = lshape.iter().product();
+            let values = (0..n).map(|i| (i as f32 * 0.37).sin() * 2.0).collect();
+            let logits = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(lshape), values).unwrap();
+            let whole = random::categorical(key.clone(), &logits.view(), axis, shape).unwrap();
+            for m in &meshes {
+                let names: Vec<&str> = m.axis_names().iter().map(String::as_str).collect();
+                let mut specs = vec![PartitionSpec::replicated(), PartitionSpec::new([names[0]])];
+                if names.len() == 2 {
+                    specs.push(PartitionSpec::new([None, Some(names[1])]));
+                    specs.push(PartitionSpec::new([names]));
+                }
+                for spec in specs {
+                    let s = NamedSharding::new(m, spec).unwrap();
+                    if s.check(whole.shape(), "test").is_err() {
+                        continue;
+                    }
+                    let sharded =
+                        sharding::random::categorical(key.clone(), &logits.view(), axis, shape, &s)
+                            .unwrap();
+                    assert_eq!(
+                        sharded.gather().unwrap(),
+                        whole,
+                        "{lshape:?} axis {axis} {shape:?}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 40, "{checked}");
+    let s = NamedSharding::new(&mesh(&[2], &["d"]), PartitionSpec::new(["d"])).unwrap();
+    let logits = ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[4, 0]));
+    let e =
+        sharding::random::categorical(random::key(0), &logits.view(), -1, None, &s).unwrap_err();
+    assert!(e.to_string().contains("no categories"), "{e}");
+    let logits = ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[4, 3]));
+    let e = sharding::random::categorical(random::key(0), &logits.view(), 2, None, &s).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+    let e = sharding::random::categorical(random::key(0), &logits.view(), -1, Some(&[3]), &s)
+        .unwrap_err();
+    assert!(e.to_string().contains("must end with"), "{e}");
+}

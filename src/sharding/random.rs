@@ -21,7 +21,8 @@
 //! ```
 //!
 //! Only samplers whose elements are independent of one another are here;
-//! `permutation`, `choice` and `categorical` are not.
+//! `permutation` and `choice` are not (`categorical` is sharded over its
+//! results, each device drawing every category of its block).
 
 use ndarray::ArrayD;
 
@@ -230,5 +231,124 @@ pub fn exponential_as<T: Float + Clone + Send + Sync>(
 ) -> Result<Sharded<T>> {
     draw_sharded("exponential", shape, sharding, || {
         jr::exponential_as::<T>(key.clone(), shape)
+    })
+}
+
+/// `jax.random.categorical(key, logits, axis, shape)`, laid out by
+/// `sharding` over the result's shape. Each device draws the Gumbel noise
+/// of its block of results only, every category of it (the whole `axis`),
+/// and takes the argmax there: the gathered result is the unsharded one.
+///
+/// ```
+/// use flaxen::random;
+/// use flaxen::sharding::{self, create_device_mesh, Mesh, NamedSharding, PartitionSpec};
+/// use ndarray::ArrayD;
+///
+/// let mesh = Mesh::new(create_device_mesh(&[2])?, &["batch"])?;
+/// let s = NamedSharding::new(&mesh, PartitionSpec::new(["batch"]))?;
+/// let logits = ArrayD::from_shape_fn(ndarray::IxDyn(&[6, 5]), |i| (i[0] + 2 * i[1]) as f32 * 0.1);
+/// let key = random::key(0);
+/// let sharded = sharding::random::categorical(key.clone(), &logits.view(), -1, None, &s)?;
+/// assert_eq!(sharded.gather()?, random::categorical(key, &logits.view(), -1, None)?);
+/// # Ok::<(), flaxen::Error>(())
+/// ```
+pub fn categorical(
+    key: Key,
+    logits: &ndarray::ArrayViewD<'_, f32>,
+    axis: isize,
+    shape: Option<&[usize]>,
+    sharding: &NamedSharding,
+) -> Result<Sharded<i32>> {
+    use ndarray::{Axis, IxDyn, Slice};
+    let shape_error = |message: String| RandomError::Shape {
+        function: "categorical",
+        message,
+    };
+    let ndim = logits.ndim();
+    let ax = if axis < 0 { axis + ndim as isize } else { axis };
+    if ax < 0 || ax as usize >= ndim {
+        return Err(shape_error(format!(
+            "axis {axis} is out of range for logits of {ndim} dimensions"
+        ))
+        .into());
+    }
+    let ax = ax as usize;
+    let mut batch = logits.shape().to_vec();
+    batch.remove(ax);
+    let shape = shape.unwrap_or(&batch).to_vec();
+    if shape.len() < batch.len() || shape[shape.len() - batch.len()..] != batch[..] {
+        return Err(shape_error(format!(
+            "shape {shape:?} must end with the logits' batch shape {batch:?} (logits shape {:?} \
+             without axis {axis})",
+            logits.shape()
+        ))
+        .into());
+    }
+    if logits.shape()[ax] == 0 {
+        return Err(shape_error(format!(
+            "the logits have no categories: axis {axis} of shape {:?} is empty",
+            logits.shape()
+        ))
+        .into());
+    }
+    sharding.check(&shape, "categorical")?;
+    let prefix = shape.len() - batch.len();
+    let mut gshape = shape[..prefix].to_vec();
+    gshape.extend_from_slice(logits.shape());
+    // XLA's CPU reads subnormal logits as zero, as the unsharded sampler.
+    let logits = logits.mapv(|l| {
+        if l.abs() < f32::MIN_POSITIVE {
+            0.0f32.copysign(l)
+        } else {
+            l
+        }
+    });
+    Sharded::from_fn(&shape, sharding, "categorical", |p| {
+        let (start, block) = (p.start(), p.shape(&shape));
+        if block.iter().product::<usize>() == 0 {
+            return Ok(ArrayD::from_shape_vec(IxDyn(&block), Vec::new()).expect("empty"));
+        }
+        // The noise's block: the results' block, and every category.
+        let (bs, bb) = (&start[prefix..], &block[prefix..]);
+        let mut gstart = start[..prefix].to_vec();
+        let mut gblock = block[..prefix].to_vec();
+        for d in 0..ndim {
+            let (s, n) = match d.cmp(&ax) {
+                std::cmp::Ordering::Less => (bs[d], bb[d]),
+                std::cmp::Ordering::Equal => (0, logits.shape()[ax]),
+                std::cmp::Ordering::Greater => (bs[d - 1], bb[d - 1]),
+            };
+            gstart.push(s);
+            gblock.push(n);
+        }
+        let region = Region {
+            global: gshape.clone(),
+            start: gstart,
+            shape: gblock.clone(),
+        };
+        let g = with_region(region, || jr::gumbel(key.clone(), &gshape))?;
+        let local = logits.slice_each_axis(|a| {
+            let d = a.axis.index();
+            match d.cmp(&ax) {
+                std::cmp::Ordering::Less => Slice::from(bs[d]..bs[d] + bb[d]),
+                std::cmp::Ordering::Equal => Slice::from(..),
+                std::cmp::Ordering::Greater => Slice::from(bs[d - 1]..bs[d - 1] + bb[d - 1]),
+            }
+        });
+        let draws: usize = block[..prefix].iter().product();
+        let g = g
+            .into_shape_with_order(IxDyn(&[&[draws][..], local.shape()].concat()))
+            .expect("the block's element count");
+        let mut out = Vec::with_capacity(block.iter().product());
+        for d in 0..draws {
+            let scores = &g.index_axis(Axis(0), d) + &local;
+            out.extend(
+                scores
+                    .lanes(Axis(ax))
+                    .into_iter()
+                    .map(|lane| jr::argmax(lane.iter().copied())),
+            );
+        }
+        Ok(ArrayD::from_shape_vec(IxDyn(&block), out).expect("the block's element count"))
     })
 }

@@ -17,6 +17,7 @@ mod shuffle;
 mod typed;
 mod uniform;
 
+pub(crate) use categorical::argmax;
 pub use categorical::{categorical, exponential, gumbel};
 pub use discrete::{bernoulli, randint};
 pub use dynamic::{
