@@ -175,45 +175,6 @@ const KNOWN: &[(&str, &str)] = &[
         " of [5, 40, 3] over Some([0, 1])",
         "sum over two axes, one of 40",
     ),
-    // k = 1 products (an outer product): XLA keeps a -0.0 product, flaxen
-    // adds it to +0.0.
-    ("negzero_a [5, 1] @ [1, 4]", "-0.0 products with k = 1"),
-    (
-        "negzero_a_mixed_b [5, 1] @ [1, 4]",
-        "-0.0 products with k = 1",
-    ),
-    ("negzero_row [5, 1] @ [1, 4]", "-0.0 products with k = 1"),
-    ("inf_times_zero [5, 1] @ [1, 4]", "-0.0 products with k = 1"),
-    // The same through a VJP: da = g @ b^T contracts over n = 1, and for
-    // [1, k] @ [k, 1], db = a^T @ g over m = 1.
-    (
-        "vjp inf_times_zero [100, 300] @ [300, 1]: da",
-        "-0.0 products with k = 1",
-    ),
-    (
-        "vjp inf_times_zero [32, 10] @ [10, 1]: da",
-        "-0.0 products with k = 1",
-    ),
-    (
-        "vjp negzero [32, 10] @ [10, 1]: da",
-        "-0.0 products with k = 1",
-    ),
-    (
-        "vjp negzero [1, 33] @ [33, 1]: da",
-        "-0.0 products with k = 1",
-    ),
-    (
-        "vjp negzero [1, 33] @ [33, 1]: db",
-        "-0.0 products with k = 1",
-    ),
-    // [1, 5] @ [5, 9]: the output column XLA sums without fused
-    // multiply-adds (matmul.rs plain_column) starts from the first product,
-    // so all -0.0 products give -0.0; flaxen gives +0.0.
-    ("negzero_a [1, 5] @ [5, 9]", "-0.0 in the plain GEMV column"),
-    (
-        "negzero_row [1, 5] @ [5, 9]",
-        "-0.0 in the plain GEMV column",
-    ),
 ];
 
 /// Collects the disagreements of one group of cases.

@@ -259,6 +259,10 @@ pub(crate) struct DotPlan {
     /// first term is the product `x0 * y0` rounded alone, added to XLA's
     /// `+0` accumulator (which only turns a `-0` product into `+0`).
     pub(crate) chain: bool,
+    /// With `chain`: the columns from this one on start from their first
+    /// product instead (a sum of `-0` products is `-0`), as XLA's GEMV
+    /// epilogue does (see `matmul::signed_from`); `usize::MAX`: none.
+    pub(crate) signed_from: usize,
 }
 
 impl DotPlan {
@@ -269,7 +273,28 @@ impl DotPlan {
             tile_k: 1,
             tiles: vec![(0, n, k.max(1))],
             chain: true,
+            signed_from: usize::MAX,
         }
+    }
+
+    /// This plan with the columns from `from` on summed from their first
+    /// product (see [`DotPlan::signed_from`]).
+    pub(crate) fn signed_from(self, from: usize) -> Self {
+        DotPlan {
+            signed_from: from,
+            ..self
+        }
+    }
+}
+
+/// What a chain's column `j` starts from, added to its first product:
+/// `+0`, or `-0` (which leaves the product as it is) from column `from` on.
+#[inline(always)]
+fn chain_start(j: usize, from: usize) -> f32 {
+    if j >= from {
+        -0.0
+    } else {
+        0.0
     }
 }
 
@@ -409,6 +434,7 @@ pub(crate) fn plan(
             tile_k,
             tiles: vec![(0, n, kc)],
             chain: false,
+            signed_from: usize::MAX,
         }
     } else {
         let (u, _) = unpacked.expect("unpacked kernel");
@@ -429,6 +455,7 @@ pub(crate) fn plan(
             tile_k,
             tiles,
             chain: false,
+            signed_from: usize::MAX,
         }
     }
 }
@@ -464,11 +491,11 @@ fn kernel_call<const T: usize, const CHAIN: bool, const C: usize>(
     (i0, rows): (usize, usize),
     (c0, w): (usize, usize),
     (s, e): (usize, usize),
-    first: bool,
+    (first, from): (bool, usize),
     tot: &mut [[f32; C]; ROWS],
 ) {
     if rows == ROWS && w == C {
-        return kernel_block::<T, CHAIN, C>(x, sa, y, n, i0, c0, (s, e), first, tot);
+        return kernel_block::<T, CHAIN, C>(x, sa, y, n, i0, c0, (s, e), (first, from), tot);
     }
     let mut lanes = [[[0.0f32; C]; T]; ROWS];
     for p in s..e {
@@ -477,8 +504,8 @@ fn kernel_call<const T: usize, const CHAIN: bool, const C: usize>(
         for (r, lr) in lanes.iter_mut().enumerate().take(rows) {
             let xv = x[(i0 + r) * sa.0 + p * sa.1];
             if CHAIN && p == s && first {
-                for (acc, &bv) in lr[q][..w].iter_mut().zip(brow) {
-                    *acc = xv * bv + 0.0;
+                for (j, (acc, &bv)) in lr[q][..w].iter_mut().zip(brow).enumerate() {
+                    *acc = xv * bv + chain_start(c0 + j, from);
                 }
             } else {
                 for (acc, &bv) in lr[q][..w].iter_mut().zip(brow) {
@@ -508,10 +535,11 @@ fn kernel_block<const T: usize, const CHAIN: bool, const C: usize>(
     i0: usize,
     c0: usize,
     (s, e): (usize, usize),
-    first: bool,
+    (first, from): (bool, usize),
     tot: &mut [[f32; C]; ROWS],
 ) {
     let mut lanes = [[[0.0f32; C]; T]; ROWS];
+    let starts: [f32; C] = std::array::from_fn(|j| chain_start(c0 + j, from));
     let mut p0 = s;
     while p0 < e {
         for q in 0..T {
@@ -527,7 +555,7 @@ fn kernel_block<const T: usize, const CHAIN: bool, const C: usize>(
                 let acc = &mut lr[q];
                 if CHAIN && p == s && first {
                     for j in 0..C {
-                        acc[j] = xv * brow[j] + 0.0;
+                        acc[j] = xv * brow[j] + starts[j];
                     }
                 } else {
                     for j in 0..C {
@@ -577,7 +605,7 @@ fn rows_body<const T: usize, const CHAIN: bool, const C: usize>(
                     (i0, rows),
                     (c0, w),
                     (s, e),
-                    first,
+                    (first, plan.signed_from),
                     &mut tot,
                 );
                 first = false;
@@ -592,7 +620,7 @@ fn rows_body<const T: usize, const CHAIN: bool, const C: usize>(
                     (i0, rows),
                     (c0, w),
                     (kmain, k),
-                    first,
+                    (first, plan.signed_from),
                     &mut tot,
                 );
             }
@@ -716,18 +744,18 @@ pub(crate) const SCALAR_LIMIT: usize = 1024;
 /// `(p - s) % T`, reduced as [`reduce`] does (zero lanes included, which
 /// decide the sign of a zero sum as YNNPACK's padded lanes do).
 /// `chain_first`: the first term is a plain product (XLA's own emitter,
-/// `T == 1`).
+/// `T == 1`) added to this start (see [`chain_start`]).
 #[inline(always)]
 fn scalar_call<const T: usize>(
     term: impl Fn(usize) -> (f32, f32),
     (s, e): (usize, usize),
-    chain_first: bool,
+    chain_first: Option<f32>,
 ) -> f32 {
     let mut lanes = [0.0f32; T];
     let mut p = s;
-    if chain_first && p < e {
+    if let (Some(start), true) = (chain_first, p < e) {
         let (x, y) = term(p);
-        lanes[0] = x * y + 0.0;
+        lanes[0] = x * y + start;
         p += 1;
     }
     while p + T <= e {
@@ -749,13 +777,14 @@ fn scalar_call<const T: usize>(
 }
 
 /// One output of the product under `plan`, summed as [`rows_body`] sums
-/// it: `kc`-term chunks of the multiple of `T`, then the tail.
+/// it: `kc`-term chunks of the multiple of `T`, then the tail. `chain`:
+/// a chain's start (see [`chain_start`]), if the plan is one.
 #[inline(always)]
 fn scalar_output<const T: usize>(
     term: impl Fn(usize) -> (f32, f32) + Copy,
     k: usize,
     kc: usize,
-    chain: bool,
+    chain: Option<f32>,
 ) -> f32 {
     let kmain = k / T * T;
     let mut tot = 0.0f32;
@@ -763,13 +792,13 @@ fn scalar_output<const T: usize>(
     let mut s = 0;
     while s < kmain {
         let e = (s + kc).min(kmain);
-        let v = scalar_call::<T>(term, (s, e), chain && first);
+        let v = scalar_call::<T>(term, (s, e), chain.filter(|_| first));
         tot = if first { v } else { v + tot };
         first = false;
         s = e;
     }
     if kmain < k {
-        let v = scalar_call::<T>(term, (kmain, k), chain && first);
+        let v = scalar_call::<T>(term, (kmain, k), chain.filter(|_| first));
         tot = if first { v } else { v + tot };
     }
     tot
@@ -786,6 +815,7 @@ fn scalar_tiles<const T: usize>(
     plan: &DotPlan,
     out: &mut [f32],
 ) {
+    let chain = |j: usize| plan.chain.then(|| chain_start(j, plan.signed_from));
     if sa.1 == 1 && sb.0 == 1 {
         // Rows of A and columns of B contiguous: each output a dot of two
         // slices (bounds checked once per output).
@@ -795,7 +825,7 @@ fn scalar_tiles<const T: usize>(
                 for j in j0..j1 {
                     let yc = &y[j * sb.1..j * sb.1 + k];
                     let term = |p: usize| (xr[p], yc[p]);
-                    out[i * n + j] = scalar_output::<T>(term, k, kc, plan.chain);
+                    out[i * n + j] = scalar_output::<T>(term, k, kc, chain(j));
                 }
             }
         }
@@ -805,7 +835,7 @@ fn scalar_tiles<const T: usize>(
         for i in 0..m {
             for j in j0..j1 {
                 let term = |p: usize| (x[i * sa.0 + p * sa.1], y[p * sb.0 + j * sb.1]);
-                out[i * n + j] = scalar_output::<T>(term, k, kc, plan.chain);
+                out[i * n + j] = scalar_output::<T>(term, k, kc, chain(j));
             }
         }
     }
@@ -945,6 +975,7 @@ mod tests {
                 plan(m, k, n, false, 1, 1),
                 plan(m, k, n, true, 1, 1),
                 DotPlan::chain(k, n),
+                DotPlan::chain(k, n).signed_from(n / 2),
             ];
             for p in &plans {
                 let mut blocked = vec![0.0; m * n];

@@ -61,13 +61,90 @@ fn gemv_plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
     }
 }
 
-/// One term of an output's sum, in XLA's order (see [`plain_column`]).
+/// The first output column whose sums XLA:CPU (jaxlib 0.10.2, x86-64)
+/// starts from the first product itself rather than from a `+0`
+/// accumulator, for `[m, k] @ [k, n]` as XLA sees it (`k >= 1`) with B's
+/// (row, column) strides `sb`; `usize::MAX` if none. That only decides the
+/// sign of a zero sum: from `+0`, a sum of `-0` products is `+0`; from the
+/// first product, it is `-0`. Measured (`jnp.matmul` and its VJP):
+///
+/// * `k == 1`: every column. XLA's algebraic simplifier rewrites a dot
+///   whose contraction has length 1 as a plain multiply (so `-0` products
+///   stay `-0`, in any shape and layout).
+/// * One row (`m == 1`, `n >= 2`) and B not stored transposed: the
+///   columns after the last full group of 8 (`8 * (n / 8)` on; all of
+///   them when `n < 8`). XLA's column-major GEMV sums groups of 8 columns
+///   in vector accumulators cleared to `+0`, and the leftover columns in
+///   an epilogue whose sums start from the first product (the
+///   [`plain_column`] among them). With B stored transposed (`g @ W^T`,
+///   XLA's row-major GEMV), a vector dot (`n == 1`) or several rows, all
+///   sums start from `+0`. (`A^T @ g` with one column, A stored
+///   transposed, XLA computes as one row `g^T @ A`: see
+///   [`DotRoute::Transposed`].)
+///
+/// A left operand repeated over a batch (`[b, 1, k] @ [k, n]`) is folded
+/// into the rows by JAX (no such columns); a batch of right operands with
+/// one left row (`[1, k] @ [b, k, n]`) is folded into XLA's columns, which
+/// the caller's per-matrix product cannot see: not covered (from `+0`).
+fn signed_from(m: usize, k: usize, n: usize, sb: (usize, usize)) -> usize {
+    let b_transposed = sb.0 == 1 && sb.1 != 1;
+    if k == 1 {
+        0
+    } else if m == 1 && n >= 2 && !b_transposed {
+        n / 8 * 8
+    } else {
+        usize::MAX
+    }
+}
+
+/// [`signed_from`] for one matrix of a product with `batches` (as for
+/// [`dot_into`]), in the columns of this product: inside a `vmap`, the
+/// product is part of JAX's batched one (see `tensor::batched`).
+fn signed_columns(
+    m: usize,
+    k: usize,
+    n: usize,
+    sb: (usize, usize),
+    batches: (usize, usize),
+) -> usize {
+    if k == 1 {
+        return 0;
+    }
+    match current_layout() {
+        None if batches.0 != batches.1 => usize::MAX,
+        None | Some(Virtual::Batched { .. }) => signed_from(m, k, n, sb),
+        Some(Virtual::Rows { rows, .. }) => signed_from(rows, k, n, sb),
+        Some(Virtual::Cols { cols, offset }) => signed_from(m, k, cols, sb).saturating_sub(offset),
+    }
+}
+
+/// The value XLA's sum of column `j` starts from, added to its first
+/// product: `+0`, or `-0` (which leaves every product as it is) from
+/// column `from` on (see [`signed_from`]).
 #[inline(always)]
-fn dot_step(p: usize, j: usize, plain: Option<usize>, x: f32, y: f32, acc: f32) -> f32 {
+fn start(j: usize, from: usize) -> f32 {
+    if j >= from {
+        -0.0
+    } else {
+        0.0
+    }
+}
+
+/// One term of an output's sum, in XLA's order (see [`plain_column`] and
+/// [`signed_from`]).
+#[inline(always)]
+fn dot_step(
+    p: usize,
+    j: usize,
+    (plain, from): (Option<usize>, usize),
+    x: f32,
+    y: f32,
+    acc: f32,
+) -> f32 {
     if p == 0 {
-        // XLA's accumulator starts at +0: the first product is exact, but
-        // a -0 product becomes +0.
-        x * y + 0.0
+        // XLA's accumulator starts at +0 (but in the columns `from` on):
+        // the first product is exact, but a -0 product becomes +0.
+        x * y + start(j, from)
     } else if plain == Some(j) {
         acc + x * y
     } else {
@@ -77,7 +154,8 @@ fn dot_step(p: usize, j: usize, plain: Option<usize>, x: f32, y: f32, acc: f32) 
 
 /// `out = a @ b` for `a: [m, k]` stored in `x` with (row, column) strides
 /// `sa`, `b: [k, n]` in `y` with strides `sb`, and row-major `out`, each
-/// output summed as [`dot_step`] says.
+/// output summed as [`dot_step`] says (`plain`: [`plain_column`], `from`:
+/// [`signed_columns`]).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn small_matmul_body(
@@ -89,7 +167,7 @@ fn small_matmul_body(
     k: usize,
     n: usize,
     o: &mut [f32],
-    plain: Option<usize>,
+    (plain, from): (Option<usize>, usize),
 ) {
     if k == 0 {
         o.fill(0.0);
@@ -101,8 +179,9 @@ fn small_matmul_body(
         let xrow = i * sa.0;
         for (j, out) in o[i * n..(i + 1) * n].iter_mut().enumerate() {
             let ycol = j * sb.1;
-            // From +0, as XLA accumulates (see `dot_step`).
-            let mut acc = x[xrow] * y[ycol] + 0.0;
+            // From +0 (or the first product), as XLA accumulates (see
+            // `dot_step`).
+            let mut acc = x[xrow] * y[ycol] + start(j, from);
             if plain == Some(j) {
                 for p in 1..k {
                     acc += x[xrow + p * sa.1] * y[p * sb.0 + ycol];
@@ -136,13 +215,14 @@ unsafe fn small_matmul_fma(
     k: usize,
     n: usize,
     o: &mut [f32],
-    plain: Option<usize>,
+    (plain, from): (Option<usize>, usize),
 ) {
-    small_matmul_body(x, sa, y, sb, m, k, n, o, plain)
+    small_matmul_body(x, sa, y, sb, m, k, n, o, (plain, from))
 }
 
 /// `out = a @ b` for operands in contiguous slices with strides; see
-/// [`small_matmul_body`]; `plain`: [`plain_column`]'s answer.
+/// [`small_matmul_body`]; `plain`: [`plain_column`]'s answer, `from`:
+/// [`signed_columns`]'s.
 #[allow(clippy::too_many_arguments)]
 fn small_matmul_strided(
     x: &[f32],
@@ -153,16 +233,16 @@ fn small_matmul_strided(
     k: usize,
     n: usize,
     o: &mut [f32],
-    plain: Option<usize>,
+    (plain, from): (Option<usize>, usize),
 ) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU supports FMA, checked just above; that is the only
         // requirement of `small_matmul_fma`, whose body is safe code.
-        unsafe { small_matmul_fma(x, sa, y, sb, m, k, n, o, plain) };
+        unsafe { small_matmul_fma(x, sa, y, sb, m, k, n, o, (plain, from)) };
         return;
     }
-    small_matmul_body(x, sa, y, sb, m, k, n, o, plain)
+    small_matmul_body(x, sa, y, sb, m, k, n, o, (plain, from))
 }
 
 /// `out = a @ b` for 2-D operands; `out` is row-major zeros.
@@ -173,10 +253,14 @@ fn small_matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, o: &mut [f32])
         (Some(x), Some(y)) if sa.iter().chain(sb).all(|&s| s >= 0) => {
             let sa = (sa[0] as usize, sa[1] as usize);
             let sb = (sb[0] as usize, sb[1] as usize);
-            small_matmul_strided(x, sa, y, sb, m, k, n, o, plain_column(m, k, n));
+            let from = signed_columns(m, k, n, sb, (1, 1));
+            small_matmul_strided(x, sa, y, sb, m, k, n, o, (plain_column(m, k, n), from));
         }
         _ => {
-            let plain = plain_column(m, k, n);
+            // B's strides as XLA sees them: only whether B is transposed
+            // matters (see `signed_from`).
+            let sb = (sb[0].unsigned_abs(), sb[1].unsigned_abs());
+            let plain = (plain_column(m, k, n), signed_columns(m, k, n, sb, (1, 1)));
             for (i, orow) in o.chunks_exact_mut(n).enumerate() {
                 for (p, brow) in b.rows().into_iter().enumerate() {
                     let x = a[[i, p]];
@@ -215,9 +299,12 @@ pub(crate) enum DotRoute {
     Empty,
     /// No terms (`k` is 0): zeros.
     Zeros,
+    /// One term (`k` is 1): XLA multiplies (see [`signed_from`]).
+    Outer,
     /// XLA's own emitter for a small product: plain chains (but for the
-    /// column [`plain_column`] names).
-    Small(Option<usize>),
+    /// column [`plain_column`] names), from `+0` but in the columns from
+    /// [`signed_columns`] on.
+    Small(Option<usize>, usize),
     /// A plan summed one output at a time (small products, B read through
     /// its strides).
     Scalar(Arc<DotPlan>),
@@ -231,6 +318,11 @@ pub(crate) enum DotRoute {
     RowGemv,
     /// A vector dot (`[1, k] @ [k, 1]`): XLA's reduction of the products.
     VectorDot,
+    /// A matrix stored transposed times a vector (`A^T @ g` with `g: [k,
+    /// 1]`, A row-major `[k, m]`): XLA computes `g^T @ A`, one row times a
+    /// row-major matrix (its column-major GEMV), along this route of
+    /// `[1, k] @ [k, m]`.
+    Transposed(Box<DotRoute>),
 }
 
 impl DotRoute {
@@ -262,6 +354,9 @@ impl DotRoute {
         if k == 0 {
             return DotRoute::Zeros;
         }
+        if k == 1 {
+            return DotRoute::Outer;
+        }
         if m * k * n > exact_matmul_limit() {
             return DotRoute::Fast;
         }
@@ -271,8 +366,20 @@ impl DotRoute {
             if m == 1 {
                 return DotRoute::VectorDot;
             }
-            if sa.1 == 1 || k == 1 {
+            if sa.1 == 1 {
                 return DotRoute::RowGemv;
+            }
+            if sa.0 == 1 && batches == (1, 1) {
+                // Each output's sum is the same chain of products either
+                // way round; the transposed product has XLA's GEMV epilogue
+                // (`plain_column`, `signed_from`), measured for `A^T @ g`.
+                return DotRoute::Transposed(Box::new(Self::with_plan_shape(
+                    (k * sb.0, sb.0),
+                    (sa.1, 1),
+                    (1, k, m),
+                    (1, m, (1, 1)),
+                    false,
+                )));
             }
         }
         let route = ynn_route(
@@ -283,8 +390,20 @@ impl DotRoute {
             (sb.0 as isize, sb.1 as isize),
         );
         let plan = match route {
-            None if pm * pn * k <= SMALL => return DotRoute::Small(plain_column(m, k, n)),
-            None => Arc::new(DotPlan::chain(k, pn)),
+            None if pm * pn * k <= SMALL => {
+                let from = signed_columns(m, k, n, sb, batches);
+                return DotRoute::Small(plain_column(m, k, n), from);
+            }
+            None => {
+                // In the columns of the product planned (this item's
+                // columns among others' inside a `vmap`).
+                let from = if batches.0 == batches.1 {
+                    signed_from(pm, k, pn, sb)
+                } else {
+                    usize::MAX
+                };
+                Arc::new(DotPlan::chain(k, pn).signed_from(from))
+            }
             Some(b_transposed) => {
                 ynn_dot::cached_plan(pm, k, pn, b_transposed, batches.0, batches.1)
             }
@@ -313,7 +432,17 @@ impl DotRoute {
         match self {
             DotRoute::Empty => {}
             DotRoute::Zeros => out.fill(0.0),
-            DotRoute::Small(plain) => small_matmul_strided(x, sa, y, sb, m, k, n, out, *plain),
+            DotRoute::Outer => {
+                for (i, row) in out.chunks_exact_mut(n).enumerate() {
+                    let xi = x[i * sa.0];
+                    for (j, o) in row.iter_mut().enumerate() {
+                        *o = xi * y[j * sb.1];
+                    }
+                }
+            }
+            DotRoute::Small(plain, from) => {
+                small_matmul_strided(x, sa, y, sb, m, k, n, out, (*plain, *from))
+            }
             DotRoute::Scalar(plan) if sa.1 == 1 && sb.1 == 1 && sb.0 != 1 => {
                 // B's columns gathered, so that every output is a dot of
                 // two contiguous slices.
@@ -325,6 +454,9 @@ impl DotRoute {
             DotRoute::Fast => fast_matmul(x, sa, y, sb, (m, k, n), out),
             DotRoute::RowGemv => gemv::row_major_gemv(x, sa.0, y, sb.0, m, k, out),
             DotRoute::VectorDot => out[0] = gemv::vector_dot(x, sa.1, y, sb.0, k),
+            DotRoute::Transposed(route) => {
+                route.run(y, (k * sb.0, sb.0), x, (sa.1, 1), (1, k, m), out, packed)
+            }
             DotRoute::Planned(plan) if sb == (n, 1) => planned_matmul(x, sa, y, m, k, n, plan, out),
             DotRoute::Planned(plan) => {
                 // B row-major for the kernels (rows of B are read
