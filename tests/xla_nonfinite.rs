@@ -155,27 +155,7 @@ fn compare(what: &str, got: &Tensor, want: &[u32]) -> Option<String> {
 /// assertions (src/ is not changed here): a pattern found in a comparison's
 /// label, and why. Each must still disagree somewhere, so that a fix shows
 /// up as a failure asking to move the case back into the assertions.
-const KNOWN: &[(&str, &str)] = &[
-    // Summation order, finite inputs too (the "finite" control differs):
-    // src/xla/reduce.rs sum_all sums arrays of 2+ axes left to right
-    // (documented exact up to 31 elements), with `Iterator::sum`, whose
-    // start is -0.0: the sum of -0.0s is -0.0 where XLA gives +0.0, and an
-    // overflow gives -inf where XLA gives NaN.
-    (
-        " of [40, 33] over None",
-        "sum_all / mean_all of a 2-D array",
-    ),
-    // sum_many_axes with a reduced dimension longer than 32 (documented as
-    // not verified): finite results differ by a few ulp, overflows differ.
-    (
-        " of [6, 40, 7] over Some([1, 2])",
-        "sum over two axes, one of 40",
-    ),
-    (
-        " of [5, 40, 3] over Some([0, 1])",
-        "sum over two axes, one of 40",
-    ),
-];
+const KNOWN: &[(&str, &str)] = &[];
 
 /// Collects the disagreements of one group of cases.
 struct Checker {

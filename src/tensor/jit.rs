@@ -734,7 +734,7 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
         OpKind::Mul => zip_into(step, a, b, out, MUL),
         OpKind::Div | OpKind::DivTraced => zip_into(step, a, b, out, DIV),
         OpKind::Matmul => product(step, 0, a, b, out, scratch),
-        OpKind::SumAll => out[0] = crate::xla::reduce::sum_all(a, step.in_shapes[0].len()),
+        OpKind::SumAll => out[0] = crate::xla::reduce::sum_all(a, &step.in_shapes[0]),
         OpKind::SumLast { mean, .. } => {
             let n = *step.in_shapes[0].last().expect("at least 2-D");
             crate::xla::reduce::row_sums(a, n, out);
@@ -746,8 +746,7 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
         OpKind::SoftmaxLast => rows::softmax_rows(a, last(step), out),
         OpKind::LogSoftmaxLast => rows::log_softmax_rows(a, last(step), out),
         OpKind::MeanAll => {
-            out[0] =
-                crate::xla::reduce::sum_all(a, step.in_shapes[0].len()) * (1.0 / a.len() as f32)
+            out[0] = crate::xla::reduce::sum_all(a, &step.in_shapes[0]) * (1.0 / a.len() as f32)
         }
         // Drawn before the forward pass.
         OpKind::Sampled(_) => {}

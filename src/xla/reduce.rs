@@ -1,6 +1,7 @@
 //! The orders in which XLA:CPU sums: along a row (its tree-reduction
-//! windows), and down the columns of a matrix (windows of rows, or
-//! YNNPACK's tiles), as measured against jaxlib 0.10.2.
+//! windows), down the columns of a matrix (windows of rows, or YNNPACK's
+//! tiles), and over all axes of an array (windows, then loop nests as LLVM
+//! vectorizes them), as measured against jaxlib 0.10.2.
 
 /// `out[r] = sum(x[r, :])` for rows of length `n`, each in XLA's order
 /// ([`xla_row_sum`]; checked against `jnp.sum(x, axis=-1)` for rows of up
@@ -15,15 +16,291 @@ pub(crate) fn row_sums(x: &[f32], n: usize, out: &mut [f32]) {
     }
 }
 
-/// The sum of all elements of an array of `ndim` axes in row-major order:
-/// in XLA's order for a vector ([`xla_row_sum`]; checked against
-/// `jnp.sum` up to about 1000 elements); left to right for more axes, which
-/// XLA sums in another, vectorized order (exact up to 31 elements only).
-pub(crate) fn sum_all(x: &[f32], ndim: usize) -> f32 {
-    if ndim <= 1 {
+/// The sum of all elements of a row-major array of `shape`, in XLA:CPU's
+/// order: [`xla_row_sum`] for a vector; for more axes, the order of
+/// [`reduce_all`] (checked against eager `jnp.sum` of 2-D and 3-D arrays
+/// of up to 4,095 elements; from 4,096 XLA hands the reduction to YNNPACK,
+/// whose order is not reproduced).
+pub(crate) fn sum_all(x: &[f32], shape: &[usize]) -> f32 {
+    if shape.len() <= 1 {
         xla_row_sum(x)
     } else {
-        x.iter().sum::<f32>()
+        reduce_all(x, shape, true)
+    }
+}
+
+/// The sum of a row-major array of `shape` (all axes reduced) as XLA:CPU
+/// computes `reduce(x, dimensions=all)`, measured against jaxlib 0.10.2 on
+/// an x86-64 host with AVX2 (LLVM vectorizes for 256-bit registers).
+///
+/// 1. `TreeReductionRewriter`, to a fixed point: while an axis is longer
+///    than 32, a reduce-window with windows of 32 on every such axis (the
+///    whole length on the others), padded `kSame` ([`xla_row_sum`]); each
+///    window summed by [`window_sum`], from `+0`.
+/// 2. The remaining array (every axis at most 32) summed by one loop nest
+///    over its axes in row-major order ([`nest_sum`]), from `+0`.
+///
+/// With `vectorized` false every loop is left to right (the order of a
+/// reduce over axes that are not the minor ones).
+pub(crate) fn reduce_all(x: &[f32], shape: &[usize], vectorized: bool) -> f32 {
+    if x.is_empty() {
+        return 0.0;
+    }
+    let mut data = std::borrow::Cow::Borrowed(x);
+    let mut shape = shape.to_vec();
+    while shape.iter().any(|&d| d > TREE_WINDOW) {
+        let (d, s) = reduce_window(&data, &shape, vectorized);
+        data = std::borrow::Cow::Owned(d);
+        shape = s;
+    }
+    if vectorized {
+        nest_sum(0.0, &data, &shape, &vec![false; shape.len()])
+    } else {
+        fold(0.0, &data)
+    }
+}
+
+/// `acc` plus the elements of `x`, left to right.
+fn fold(acc: f32, x: &[f32]) -> f32 {
+    x.iter().fold(acc, |a, &v| a + v)
+}
+
+/// One step of the tree reduction: windows of 32 (kSame padding) on the
+/// axes longer than 32, the whole axis on the others.
+fn reduce_window(x: &[f32], shape: &[usize], vectorized: bool) -> (Vec<f32>, Vec<usize>) {
+    struct Dim {
+        windows: usize,
+        size: usize,
+        low: usize,
+        high: usize,
+    }
+    let dims: Vec<Dim> = shape
+        .iter()
+        .map(|&d| {
+            if d > TREE_WINDOW {
+                let windows = d.div_ceil(TREE_WINDOW);
+                let pad = windows * TREE_WINDOW - d;
+                Dim {
+                    windows,
+                    size: TREE_WINDOW,
+                    low: pad / 2,
+                    high: pad - pad / 2,
+                }
+            } else {
+                Dim {
+                    windows: 1,
+                    size: d,
+                    low: 0,
+                    high: 0,
+                }
+            }
+        })
+        .collect();
+    // The loop of an axis padded at both ends keeps its bounds check, and
+    // LLVM does not vectorize it. An axis padded by one element at the end
+    // has its last iteration split off ([`window_sum`]).
+    let checked: Vec<bool> = dims.iter().map(|d| d.low > 0).collect();
+    // Innermost first.
+    let split: Vec<usize> = (0..dims.len())
+        .rev()
+        .filter(|&a| dims[a].low == 0 && dims[a].high == 1)
+        .collect();
+    let out_shape: Vec<usize> = dims.iter().map(|d| d.windows).collect();
+    let count: usize = out_shape.iter().product();
+    let mut out = Vec::with_capacity(count);
+    let mut index = vec![0usize; dims.len()];
+    for _ in 0..count {
+        let ranges: Vec<(usize, usize)> = dims
+            .iter()
+            .zip(&index)
+            .zip(shape)
+            .map(|((d, &o), &n)| {
+                let start = (o * d.size).saturating_sub(d.low);
+                let end = ((o + 1) * d.size).saturating_sub(d.low).min(n);
+                (start, end)
+            })
+            .collect();
+        let (block, extents) = gather(x, shape, &ranges);
+        out.push(if vectorized {
+            window_sum(0.0, &block, &extents, &checked, &split, false)
+        } else {
+            fold(0.0, &block)
+        });
+        // Next output index, row-major.
+        for a in (0..index.len()).rev() {
+            index[a] += 1;
+            if index[a] < out_shape[a] {
+                break;
+            }
+            index[a] = 0;
+        }
+    }
+    (out, out_shape)
+}
+
+/// The elements of `x` (row-major, `shape`) in the box `ranges`, row-major,
+/// with the box's extents.
+fn gather(x: &[f32], shape: &[usize], ranges: &[(usize, usize)]) -> (Vec<f32>, Vec<usize>) {
+    let extents: Vec<usize> = ranges.iter().map(|&(s, e)| e - s).collect();
+    let count: usize = extents.iter().product();
+    let mut strides = vec![1usize; shape.len()];
+    for a in (0..shape.len().saturating_sub(1)).rev() {
+        strides[a] = strides[a + 1] * shape[a + 1];
+    }
+    let mut out = Vec::with_capacity(count);
+    if count == 0 {
+        return (out, extents);
+    }
+    let last = shape.len() - 1;
+    let mut index: Vec<usize> = ranges.iter().map(|&(s, _)| s).collect();
+    loop {
+        let base: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
+        out.extend_from_slice(&x[base..base + extents[last]]);
+        let mut a = last;
+        loop {
+            if a == 0 {
+                return (out, extents);
+            }
+            a -= 1;
+            index[a] += 1;
+            if index[a] < ranges[a].1 {
+                break;
+            }
+            index[a] = ranges[a].0;
+        }
+    }
+}
+
+/// `acc` plus one window (its valid elements `block`, row-major, of
+/// `extents`). Each axis in `split` (padded by one element at the end, so
+/// only the last window has 31 valid positions; innermost first) has its
+/// last iteration split off and summed after the first 31, the split of an
+/// inner axis outermost: for two such axes, `[..31, ..31]`, `[31, ..31]`,
+/// `[..31, 31]`, `[31, 31]`. Split off from the innermost loop or the one
+/// LLVM vectorizes ([`nest_sum`]), the last iterations are summed left to
+/// right; split off from an outer loop, they are summed as the others.
+fn window_sum(
+    acc: f32,
+    block: &[f32],
+    extents: &[usize],
+    checked: &[bool],
+    split: &[usize],
+    tail: bool,
+) -> f32 {
+    let Some((&axis, rest)) = split.split_first() else {
+        return if tail {
+            fold(acc, block)
+        } else {
+            nest_sum(acc, block, extents, checked)
+        };
+    };
+    let n = extents[axis];
+    let head = n.min(TREE_WINDOW - 1);
+    let (first, first_ext) = take(block, extents, axis, 0, head);
+    let mut acc = window_sum(acc, &first, &first_ext, checked, rest, tail);
+    if n == TREE_WINDOW {
+        // The two innermost loops (axes longer than 1).
+        let vector_loop = (0..extents.len())
+            .rev()
+            .filter(|&a| extents[a] != 1)
+            .take(2)
+            .any(|a| a == axis);
+        let (last, last_ext) = take(block, extents, axis, head, n);
+        acc = window_sum(acc, &last, &last_ext, checked, rest, tail || vector_loop);
+    }
+    acc
+}
+
+/// Positions `start..end` of `axis` of a row-major block.
+fn take(
+    block: &[f32],
+    extents: &[usize],
+    axis: usize,
+    start: usize,
+    end: usize,
+) -> (Vec<f32>, Vec<usize>) {
+    let inner: usize = extents[axis + 1..].iter().product();
+    let n = extents[axis];
+    let out = block
+        .chunks_exact(n * inner)
+        .flat_map(|c| &c[start * inner..end * inner])
+        .copied()
+        .collect();
+    let mut ext = extents.to_vec();
+    ext[axis] = end - start;
+    (out, ext)
+}
+
+/// `acc` plus a block of `extents` (row-major) summed by XLA's loop nest as
+/// LLVM compiles it. Axes of length 1 have no loop. The innermost loop is
+/// unrolled; when it has at most 8 elements and the next loop (over `b`
+/// rows) has no bounds check (`checked`), LLVM vectorizes that loop with
+/// [`vector_factor`] lanes: lane `l` adds rows `l, l + vf, ...` element by
+/// element, lane 0 starting from the running sum; the lanes are added
+/// pairwise (`l + vf/2`, ...), then the rows left over are added in order.
+/// Outer loops run in order around this.
+fn nest_sum(acc: f32, block: &[f32], extents: &[usize], checked: &[bool]) -> f32 {
+    let loops: Vec<(usize, bool)> = extents
+        .iter()
+        .zip(checked)
+        .filter(|(&e, _)| e != 1)
+        .map(|(&e, &c)| (e, c))
+        .collect();
+    let [.., (b, b_checked), (c, _)] = loops[..] else {
+        return fold(acc, block);
+    };
+    let vf = if b_checked { 0 } else { vector_factor(b, c) };
+    if vf == 0 {
+        return fold(acc, block);
+    }
+    block
+        .chunks_exact(b * c)
+        .fold(acc, |acc, rows| vector_rows(acc, rows, b, c, vf))
+}
+
+/// `acc` plus `b` rows of `c` elements, the rows split among `vf` lanes.
+fn vector_rows(acc: f32, rows: &[f32], b: usize, c: usize, vf: usize) -> f32 {
+    let main = b - b % vf;
+    let mut lanes = [-0.0f32; 8];
+    lanes[0] = acc;
+    for group in rows[..main * c].chunks_exact(vf * c) {
+        for j in 0..c {
+            for (l, lane) in lanes[..vf].iter_mut().enumerate() {
+                *lane += group[l * c + j];
+            }
+        }
+    }
+    let mut width = vf;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            lanes[l] += lanes[l + width];
+        }
+    }
+    fold(lanes[0], &rows[main * c..])
+}
+
+/// The lanes with which LLVM (jaxlib 0.10.2, AVX2 cost model) vectorizes a
+/// loop of `b` iterations whose body adds `c` consecutive elements (0: not
+/// vectorized), as read from XLA's optimized IR for `b` and `c` of 2 to 32.
+/// A loop whose body has more than 8 elements is not vectorized, nor one
+/// of fewer than 16 iterations that the lanes do not divide.
+fn vector_factor(b: usize, c: usize) -> usize {
+    #[rustfmt::skip]
+    const TABLE: [[u8; 31]; 7] = [
+        // b = 2, 3, ..., 32
+        [2, 0, 4, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 8], // c = 2
+        [2, 0, 4, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 4, 4, 4, 4, 8, 8, 8, 8, 4, 4, 4, 4, 8], // c = 3
+        [2, 0, 4, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 4, 4, 4, 4, 8, 8, 8, 8, 4, 4, 4, 4, 8], // c = 4
+        [2, 0, 4, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 4, 4, 4, 4, 8, 8, 8, 8, 4, 4, 4, 4, 8], // c = 5
+        [2, 0, 4, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 4, 4, 4, 4, 8, 8, 8, 8, 4, 4, 4, 4, 8], // c = 6
+        [2, 0, 4, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4], // c = 7
+        [2, 0, 4, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4], // c = 8
+    ];
+    if (2..=32).contains(&b) && (2..=8).contains(&c) {
+        usize::from(TABLE[c - 2][b - 2])
+    } else {
+        0
     }
 }
 
