@@ -866,7 +866,9 @@ fn sharded_categorical_equals_unsharded() {
         mesh(&[4], &["d"]),
         mesh(&[2, 2], &["a", "b"]),
     ];
-    let cases: [(&[usize], isize, Option<&[usize]>); 5] = [
+    // Logits' shape, category axis, result shape.
+    type Case = (&'static [usize], isize, Option<&'static [usize]>);
+    let cases: [Case; 5] = [
         (&[8, 5], -1, None),
         (&[5, 8], 0, None),
         (&[4, 7, 6], 1, None),
