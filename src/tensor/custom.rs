@@ -158,63 +158,55 @@ pub(crate) fn record_custom(
         .collect()
 }
 
-/// Checks that a forward rule returned one tangent of the right shape per
-/// output.
+/// What a rule returns: (`rule`, `value`, `of`), e.g. ("backward",
+/// "cotangent", "input") or ("tangent", "tangent", "output").
+type RuleWords = (&'static str, &'static str, &'static str);
+
+/// Checks that a rule returned one value of the right shape per tensor
+/// of `shapes`.
+fn checked_rule(
+    op: &'static str,
+    (rule, value, of): RuleWords,
+    shapes: &[Vec<usize>],
+    values: Vec<Tensor>,
+) -> Result<Vec<Tensor>> {
+    if values.len() != shapes.len() {
+        return Err(argument(
+            op,
+            format!(
+                "the {rule} rule returned {} {value}s for {} {of} tensors",
+                values.len(),
+                shapes.len()
+            ),
+        ));
+    }
+    for (i, (v, shape)) in values.iter().zip(shapes).enumerate() {
+        if v.shape() != &shape[..] {
+            return Err(argument(
+                op,
+                format!(
+                    "the {rule} rule returned a {value} of shape {:?} for {of} tensor {i} \
+                     of shape {shape:?}",
+                    v.shape()
+                ),
+            ));
+        }
+    }
+    Ok(values)
+}
+
+/// Checks a forward rule's tangents against the outputs' shapes.
 fn checked_tangents(
     op: &'static str,
     shapes: &[Vec<usize>],
     ts: Vec<Tensor>,
 ) -> Result<Vec<Tensor>> {
-    if ts.len() != shapes.len() {
-        return Err(argument(
-            op,
-            format!(
-                "the tangent rule returned {} tangents for {} output tensors",
-                ts.len(),
-                shapes.len()
-            ),
-        ));
-    }
-    for (i, (t, shape)) in ts.iter().zip(shapes).enumerate() {
-        if t.shape() != &shape[..] {
-            return Err(argument(
-                op,
-                format!(
-                    "the tangent rule returned a tangent of shape {:?} for output tensor {i} \
-                     of shape {shape:?}",
-                    t.shape()
-                ),
-            ));
-        }
-    }
-    Ok(ts)
+    checked_rule(op, ("tangent", "tangent", "output"), shapes, ts)
 }
 
-/// Checks that a rule returned one cotangent of the right shape per input.
+/// Checks a backward rule's cotangents against the inputs' shapes.
 fn checked(op: &'static str, shapes: &[Vec<usize>], cts: Vec<Tensor>) -> Result<Vec<Tensor>> {
-    if cts.len() != shapes.len() {
-        return Err(argument(
-            op,
-            format!(
-                "the backward rule returned {} cotangents for {} input tensors",
-                cts.len(),
-                shapes.len()
-            ),
-        ));
-    }
-    for (i, (ct, shape)) in cts.iter().zip(shapes).enumerate() {
-        if ct.shape() != &shape[..] {
-            return Err(argument(
-                op,
-                format!(
-                    "the backward rule returned a cotangent of shape {:?} for input tensor {i} \
-                     of shape {shape:?}",
-                    ct.shape()
-                ),
-            ));
-        }
-    }
-    Ok(cts)
+    checked_rule(op, ("backward", "cotangent", "input"), shapes, cts)
 }
 
 /// A recomputed function's forward rule: the tangents of `run` at

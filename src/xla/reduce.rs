@@ -47,14 +47,16 @@ pub(crate) fn reduce_all(x: &[f32], shape: &[usize], vectorized: bool) -> f32 {
         return 0.0;
     }
     let mut data = std::borrow::Cow::Borrowed(x);
-    let mut shape = shape.to_vec();
+    // Inline up to 8 axes: a compiled step's loss sums without allocating.
+    let mut shape: smallvec::SmallVec<[usize; 8]> = shape.iter().copied().collect();
     while shape.iter().any(|&d| d > TREE_WINDOW) {
         let (d, s) = reduce_window(&data, &shape, vectorized);
         data = std::borrow::Cow::Owned(d);
-        shape = s;
+        shape = s.into_iter().collect();
     }
     if vectorized {
-        nest_sum(0.0, &data, &shape, &vec![false; shape.len()])
+        let split: smallvec::SmallVec<[bool; 8]> = smallvec::smallvec![false; shape.len()];
+        nest_sum(0.0, &data, &shape, &split)
     } else {
         fold(0.0, &data)
     }

@@ -52,36 +52,12 @@ impl<'s> Scope<'s> {
         f: impl FnOnce(&Scope<'_>, &Tree) -> Result<Tensor>,
         primals: &Tree,
     ) -> Result<(Tensor, ScopeVjp)> {
-        let modes = vec![(Filter::All, VarMode::Broadcast)];
-        let packed = Packed::new(self, "vjp", modes, &[(Filter::All, false)]);
-        let rngs = packed.item_rngs(1)?.pop().unwrap_or_default();
-        let state = packed.item_state(1, 0, rngs, &[], packed.counters.clone())?;
-        let path = self.path().to_vec();
-        let args = Tree::new()
-            .with("params", params_at(&state, &path))
-            .with("primals", primals.clone());
-        let finished = RefCell::new(None);
-        let (out, pullback) = tensor::vjp(
-            |a: &Tree| {
-                let mut st = state.clone();
-                let params = a.subtree("params").unwrap_or_default();
-                packed.replace_subtree(&mut st, "params", params)?;
-                let cell = RefCell::new(st);
-                let out = f(
-                    &Scope::at(&cell, path.clone()),
-                    &a.subtree("primals").unwrap_or_default(),
-                )?;
-                *finished.borrow_mut() = Some(cell.into_inner());
-                Ok(out)
-            },
-            &args,
-        )?;
-        if let Some(mut st) = finished.into_inner() {
-            packed.trim_for_repack(&mut st);
-            let counters = st.counters.clone();
-            let collections = packed.repack(&[st])?;
-            packed.commit(self, collections, &counters)?;
-        }
+        let (out, pullback) = self.over_params("vjp", f, |params, body| {
+            let args = Tree::new()
+                .with("params", params)
+                .with("primals", primals.clone());
+            tensor::vjp(body, &args)
+        })?;
         Ok((out, ScopeVjp { pullback }))
     }
 
@@ -99,60 +75,73 @@ impl<'s> Scope<'s> {
         tangents: &Tree,
         params_tangents: &Tree,
     ) -> Result<(Tensor, Tensor)> {
+        self.over_params("jvp", f, |params, body| {
+            let paths = |t: &Tree| t.paths().into_iter().map(|(p, _)| p).collect::<Vec<_>>();
+            for (what, given, like) in [
+                ("the parameters", params_tangents, &params),
+                ("the primals", tangents, primals),
+            ] {
+                if paths(given) != paths(like) {
+                    return Err(tensor::TensorError::Argument {
+                        op: "jvp",
+                        message: format!(
+                            "the tangents of {what} at {:?} have the paths {:?}, not {:?}",
+                            self.path_text(),
+                            paths(given),
+                            paths(like)
+                        ),
+                    }
+                    .into());
+                }
+            }
+            let args = Tree::new()
+                .with("params", params)
+                .with("primals", primals.clone());
+            let tangent_args = Tree::new()
+                .with("params", params_tangents.clone())
+                .with("primals", tangents.clone());
+            tensor::jvp(body, &args, &tangent_args)
+        })
+    }
+
+    /// Runs a transform of `f(scope, primals)` as a function of this
+    /// scope's `params` and the primals (Flax's lifted `vjp` and `jvp`):
+    /// `transform` gets the scope's `params` and the body to transform, a
+    /// function of the tree `{params, primals}`; what the body writes is
+    /// committed afterwards.
+    fn over_params<T>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Scope<'_>, &Tree) -> Result<Tensor>,
+        transform: impl FnOnce(Tree, Box<dyn FnOnce(&Tree) -> Result<Tensor> + '_>) -> Result<T>,
+    ) -> Result<T> {
         let modes = vec![(Filter::All, VarMode::Broadcast)];
-        let packed = Packed::new(self, "jvp", modes, &[(Filter::All, false)]);
+        let packed = Packed::new(self, op, modes, &[(Filter::All, false)]);
         let rngs = packed.item_rngs(1)?.pop().unwrap_or_default();
         let state = packed.item_state(1, 0, rngs, &[], packed.counters.clone())?;
         let path = self.path().to_vec();
         let params = params_at(&state, &path);
-        for (what, given, like) in [
-            ("the parameters", params_tangents, &params),
-            ("the primals", tangents, primals),
-        ] {
-            let paths = |t: &Tree| t.paths().into_iter().map(|(p, _)| p).collect::<Vec<_>>();
-            if paths(given) != paths(like) {
-                return Err(tensor::TensorError::Argument {
-                    op: "jvp",
-                    message: format!(
-                        "the tangents of {what} at {:?} have the paths {:?}, not {:?}",
-                        path.join("/"),
-                        paths(given),
-                        paths(like)
-                    ),
-                }
-                .into());
-            }
-        }
-        let args = Tree::new()
-            .with("params", params)
-            .with("primals", primals.clone());
-        let tangent_args = Tree::new()
-            .with("params", params_tangents.clone())
-            .with("primals", tangents.clone());
         let finished = RefCell::new(None);
-        let (out, tangent) = tensor::jvp(
-            |a: &Tree| {
-                let mut st = state.clone();
-                let params = a.subtree("params").unwrap_or_default();
-                packed.replace_subtree(&mut st, "params", params)?;
-                let cell = RefCell::new(st);
-                let out = f(
-                    &Scope::at(&cell, path.clone()),
-                    &a.subtree("primals").unwrap_or_default(),
-                )?;
-                *finished.borrow_mut() = Some(cell.into_inner());
-                Ok(out)
-            },
-            &args,
-            &tangent_args,
-        )?;
+        let body = Box::new(|a: &Tree| -> Result<Tensor> {
+            let mut st = state.clone();
+            let params = a.subtree("params").unwrap_or_default();
+            packed.replace_subtree(&mut st, "params", params)?;
+            let cell = RefCell::new(st);
+            let out = f(
+                &Scope::at(&cell, path.clone()),
+                &a.subtree("primals").unwrap_or_default(),
+            )?;
+            *finished.borrow_mut() = Some(cell.into_inner());
+            Ok(out)
+        });
+        let result = transform(params, body)?;
         if let Some(mut st) = finished.into_inner() {
             packed.trim_for_repack(&mut st);
             let counters = st.counters.clone();
             let collections = packed.repack(&[st])?;
             packed.commit(self, collections, &counters)?;
         }
-        Ok((out, tangent))
+        Ok(result)
     }
 
     /// Flax's `lift.custom_vjp` (behind `nn.custom_vjp`): `fwd(scope,
