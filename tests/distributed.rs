@@ -440,15 +440,17 @@ fn a_process_count_that_does_not_divide_the_devices_is_refused() {
     // `mpirun -np 3` for 4 devices: refused by every process before any
     // message is sent.
     let results = simulate(3, |t| Cluster::sharing(t, 4).map(|_| ()));
-    for r in &results {
+    for (i, r) in results.iter().enumerate() {
         let e = r.as_ref().unwrap_err();
         assert!(
             matches!(
                 distributed(e),
-                DistributedError::MeshSize { shape, processes: 3, .. } if shape == &[4]
+                DistributedError::MeshSize { process, shape, processes: 3, .. }
+                    if shape == &[4] && *process == i
             ),
             "{e}"
         );
+        assert!(e.to_string().contains(&format!("process {i}: ")), "{e}");
         assert!(
             e.to_string()
                 .contains("3 processes cannot share 4 devices equally"),
@@ -477,12 +479,13 @@ fn a_process_count_that_does_not_divide_the_devices_is_refused() {
         let cluster = Cluster::with_timeout(t, 1, Duration::from_secs(30))?;
         cluster.mesh(&[2, 2], &["a", "b"]).map(|_| ())
     });
-    for r in &results {
+    for (i, r) in results.iter().enumerate() {
         let e = r.as_ref().unwrap_err();
         assert!(
             matches!(
                 distributed(e),
-                DistributedError::MeshSize { shape, processes: 3, .. } if shape == &[2, 2]
+                DistributedError::MeshSize { process, shape, processes: 3, .. }
+                    if shape == &[2, 2] && *process == i
             ),
             "{e}"
         );

@@ -62,6 +62,7 @@ impl Cluster {
         let count = transport.process_count();
         if count == 0 || devices % count != 0 || devices == 0 {
             return Err(DistributedError::MeshSize {
+                process: transport.process_index(),
                 shape: vec![devices],
                 processes: count,
                 message: format!(
@@ -106,6 +107,7 @@ impl Cluster {
         let total = local_devices.saturating_mul(count);
         if local_devices == 0 || total > MAX_DEVICES {
             return Err(DistributedError::MeshSize {
+                process,
                 shape: vec![total],
                 processes: count,
                 message: format!(
@@ -176,6 +178,7 @@ impl Cluster {
         let n: Option<usize> = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         if n != Some(self.device_count()) {
             return Err(DistributedError::MeshSize {
+                process: self.process_index(),
                 shape: shape.to_vec(),
                 processes: self.process_count(),
                 message: format!(

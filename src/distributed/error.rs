@@ -41,6 +41,8 @@ pub enum DistributedError {
     },
     /// A global mesh that the processes' devices cannot make up.
     MeshSize {
+        /// The process that found it (each process checks on its own).
+        process: usize,
         /// The mesh shape asked for.
         shape: Vec<usize>,
         /// The number of processes.
@@ -93,12 +95,14 @@ impl fmt::Display for DistributedError {
                  has {peer_value}"
             ),
             DistributedError::MeshSize {
+                process,
                 shape,
                 processes,
                 message,
             } => write!(
                 f,
-                "a mesh of shape {shape:?} over {processes} processes: {message}"
+                "process {process}: a mesh of shape {shape:?} over {processes} processes: \
+                 {message}"
             ),
             DistributedError::Malformed { peer, message } => {
                 write!(f, "unreadable message from process {peer}: {message}")
