@@ -222,3 +222,30 @@ fn a_compiled_step_with_dropout_equals_flaxs_jitted_step() {
     }
     assert!(step.is_compiled());
 }
+
+#[test]
+fn another_number_of_keys_traces_again() {
+    let (params, batch) = setup();
+    // The function reads as many keys as it gets; one or two streams.
+    let mut step = jit_value_and_grad_with_keys(|p: &Tree, b: &Tree, keys: &[Key]| {
+        let second = keys.get(1).cloned().unwrap_or_else(|| keys[0].clone());
+        let total = loss(p, b, &keys[..1])?.add(&loss(p, b, std::slice::from_ref(&second))?)?;
+        Ok(total)
+    });
+    let one = [random::key(3)];
+    let two = [random::key(3), random::key(4)];
+    for keys in [&one[..], &two[..], &one[..]] {
+        let compiled = step.call_with_keys(&params, &batch, keys).unwrap();
+        let eager = value_and_grad(
+            |p| {
+                let second = keys.get(1).cloned().unwrap_or_else(|| keys[0].clone());
+                loss(p, &batch, &keys[..1])?
+                    .add(&loss(p, &batch, std::slice::from_ref(&second))?)
+                    .map_err(Into::into)
+            },
+            &params,
+        )
+        .unwrap();
+        assert_same(&compiled, &eager);
+    }
+}

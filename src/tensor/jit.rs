@@ -281,8 +281,8 @@ fn compiled_call(
     } else if rngs.as_ref().is_some_and(|t| !t.replayable()) {
         Err(unsupported(
             "the function draws random numbers from keys it does not derive from its key \
-             arguments with make_rng, or uses such keys other than through a layer's draw; \
-             it runs eagerly on each call"
+             arguments with make_rng, or uses such keys other than through \
+             Tensor::sampled; it runs eagerly on each call"
                 .into(),
         ))
     } else {

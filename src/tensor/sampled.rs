@@ -101,9 +101,48 @@ pub(crate) fn note_derived(seed: &Key, data: u32, derived: &Key) {
 impl Tensor {
     /// A tensor of random values drawn from `key` by `draw` (a dropout
     /// mask, noise): `draw(key)` outside compiled steps. Inside a compiled
-    /// step with keys, where `key` comes from `make_rng`, the draw is
-    /// recorded so that every later call draws again from its own keys.
-    pub(crate) fn sampled(
+    /// step with keys ([`jit_value_and_grad_with_keys`]), where `key` comes
+    /// from `make_rng`, the draw is recorded so that every later call
+    /// draws again from its own keys. Layers that draw random tensors
+    /// (`Dropout`) go through here; a layer of your own should too, or a
+    /// compiled step using it runs eagerly on every call.
+    ///
+    /// ```
+    /// use flaxen::core::{Result, Rngs, Scope, Variables};
+    /// use flaxen::nn::Module;
+    /// use flaxen::random::{self, Key};
+    /// use flaxen::tensor::{jit_value_and_grad_with_keys, Tensor, Tree};
+    ///
+    /// /// Adds Gaussian noise from the `noise` stream.
+    /// struct Noise;
+    ///
+    /// impl Module for Noise {
+    ///     type Input = Tensor;
+    ///     type Output = Tensor;
+    ///     fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+    ///         let shape = x.shape().to_vec();
+    ///         let noise = Tensor::sampled(&s.make_rng("noise")?, move |k: &Key| {
+    ///             Ok(random::normal(k.clone(), &shape)?)
+    ///         })?;
+    ///         Ok(x.add(&noise)?)
+    ///     }
+    /// }
+    ///
+    /// let mut step = jit_value_and_grad_with_keys(|p: &Tree, _: &Tree, keys: &[Key]| {
+    ///     let rngs = Rngs::none().with("noise", keys[0].clone());
+    ///     let y = Noise.apply(&Variables::new(), p.tensor("w")?.clone(), rngs)?;
+    ///     Ok(y.square().sum_all())
+    /// });
+    /// let params = Tree::new().with("w", Tensor::zeros(&[4]));
+    /// let (a, _) = step.call_with_keys(&params, &Tree::new(), &[random::key(1)])?;
+    /// let (b, _) = step.call_with_keys(&params, &Tree::new(), &[random::key(2)])?;
+    /// assert!(step.is_compiled());
+    /// assert_ne!(a.item()?, b.item()?);
+    /// # Ok::<(), flaxen::Error>(())
+    /// ```
+    ///
+    /// [`jit_value_and_grad_with_keys`]: super::jit_value_and_grad_with_keys
+    pub fn sampled(
         key: &Key,
         draw: impl Fn(&Key) -> crate::Result<ArrayD<f32>> + Send + Sync + 'static,
     ) -> crate::Result<Tensor> {
