@@ -249,3 +249,24 @@ fn another_number_of_keys_traces_again() {
         assert_same(&compiled, &eager);
     }
 }
+
+#[test]
+fn a_layer_given_a_key_argument_directly_draws_again() {
+    let (params, batch) = setup();
+    // Dropout with an explicit key (Flax's `rng=`), the step's argument.
+    let f = |p: &Tree, b: &Tree, keys: &[Key]| -> flaxen::Result<Tensor> {
+        let x = b.tensor("x")?.matmul(p.tensor("Dense_0/kernel")?)?;
+        let y = Dropout::new(0.5)
+            .rng(keys[0].clone())
+            .apply(&Variables::new(), x, ())?;
+        Ok(y.square().sum_all())
+    };
+    let mut step = jit_value_and_grad_with_keys(f);
+    for t in 0..3 {
+        let keys = [random::fold_in(random::key(2), t)];
+        let compiled = step.call_with_keys(&params, &batch, &keys).unwrap();
+        let eager = value_and_grad(|p| f(p, &batch, &keys), &params).unwrap();
+        assert_same(&compiled, &eager);
+    }
+    assert!(step.is_compiled());
+}

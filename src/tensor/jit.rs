@@ -112,9 +112,10 @@ where
 /// (params, inputs, keys)`. Call it with
 /// [`call_with_keys`](JitValueAndGrad::call_with_keys).
 ///
-/// Random numbers drawn inside from keys that `make_rng` derives from these
-/// arguments (a `Dropout` given `rngs` made of them) are drawn again on
-/// every call from that call's keys, as under `jax.jit`; the rest of the
+/// Random numbers drawn inside (through [`Tensor::sampled`], as `Dropout`
+/// draws) from these arguments or from keys that `make_rng` derives from
+/// them (a `Dropout` given `rngs` made of them) are drawn again on every
+/// call from that call's keys, as under `jax.jit`; the rest of the
 /// step is replayed. A function that draws from other keys, or uses a
 /// derived key in a way the replay cannot repeat, is not compiled: it runs
 /// eagerly on every call (same numbers, no speed-up).

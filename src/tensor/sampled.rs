@@ -28,11 +28,11 @@ use crate::random::Key;
 pub(crate) type Draw = Arc<dyn Fn(&Key) -> crate::Result<ArrayD<f32>> + Send + Sync>;
 
 /// A draw recorded on a compiled step's tape: from `fold_in(arguments[key],
-/// data)`, with `draw`.
+/// data)` (`data` `None`: the argument itself), with `draw`.
 #[derive(Clone)]
 pub(crate) struct Sampler {
     pub(crate) key: usize,
-    pub(crate) data: u32,
+    pub(crate) data: Option<u32>,
     pub(crate) draw: Draw,
     pub(crate) shape: Vec<usize>,
 }
@@ -150,12 +150,21 @@ impl Tensor {
         let recorded = TRACE.with(|t| {
             let mut t = t.borrow_mut();
             let trace = t.as_mut()?;
-            let Some(entry) = trace.derived.get_mut(key) else {
-                trace.unknown = true;
-                return None;
+            // A key `make_rng` derived from an argument, or an argument
+            // itself (a layer given an explicit key).
+            let (argument, data) = match trace.derived.get_mut(key) {
+                Some(entry) => {
+                    entry.2 = true;
+                    (entry.0, Some(entry.1))
+                }
+                None => match trace.arguments.iter().position(|a| a == key) {
+                    Some(i) => (i, None),
+                    None => {
+                        trace.unknown = true;
+                        return None;
+                    }
+                },
             };
-            entry.2 = true;
-            let (argument, data) = (entry.0, entry.1);
             let index = trace.samplers.len();
             trace.samplers.push(Sampler {
                 key: argument,
@@ -193,7 +202,11 @@ impl Tensor {
 /// A sampler's values for the step's key arguments `keys`, in row-major
 /// order.
 pub(crate) fn draw_again(sampler: &Sampler, keys: &[Key]) -> crate::Result<Vec<f32>> {
-    let key = crate::random::fold_in(keys[sampler.key].clone(), sampler.data);
+    let argument = keys[sampler.key].clone();
+    let key = match sampler.data {
+        Some(data) => crate::random::fold_in(argument, data),
+        None => argument,
+    };
     let values = (sampler.draw)(&key)?;
     debug_assert_eq!(values.shape(), &sampler.shape[..]);
     // Logical (row-major) order, whatever the memory order.
