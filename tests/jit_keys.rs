@@ -270,3 +270,36 @@ fn a_layer_given_a_key_argument_directly_draws_again() {
     }
     assert!(step.is_compiled());
 }
+
+#[test]
+fn a_scaled_branch_inside_a_select_replays_the_same_bits() {
+    // x * -2, x / -3 and x / y (traced y is not fused) picked by a mask,
+    // with signed zeros, NaN and infinities in x: the fused replay equals
+    // the eager step, cotangents' signs of zero included.
+    let x = Tensor::from_vec(
+        vec![0.0, -0.0, 1.5, f32::NAN, f32::INFINITY, -2.0, 3.0, -0.0],
+        &[2, 4],
+    )
+    .unwrap();
+    let mask = Tensor::from_vec(vec![1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0], &[2, 4]).unwrap();
+    let params = Tree::new().with("x", x);
+    let f = |p: &Tree, b: &Tree| -> flaxen::Result<Tensor> {
+        let x = p.tensor("x")?;
+        let m = b.tensor("mask")?;
+        let a = Tensor::select(m, &(x * -2.0), &Tensor::zeros(&[]))?;
+        let c = Tensor::select(m, &(x / -3.0), &Tensor::full(&[2, 4], 0.5))?;
+        Ok(a.add(&c)?.mul(&Tensor::full(&[2, 4], -1.0))?.sum_all())
+    };
+    let batch = Tree::new().with("mask", mask);
+    let mut step = jit_value_and_grad_with(f);
+    for _ in 0..3 {
+        let compiled = step.call_with(&params, &batch).unwrap();
+        let eager = value_and_grad(|p| f(p, &batch), &params).unwrap();
+        assert_eq!(bits(&compiled.0), bits(&eager.0));
+        assert_eq!(
+            bits(compiled.1.tensor("x").unwrap()),
+            bits(eager.1.tensor("x").unwrap())
+        );
+    }
+    assert!(step.is_compiled());
+}
