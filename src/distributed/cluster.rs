@@ -196,8 +196,9 @@ impl Cluster {
     }
 
     /// Checks that every process passes the same `value` for `what` (a
-    /// model's parameter shapes, a configuration): otherwise the error
-    /// names the first two processes that differ and their values.
+    /// model's parameter shapes, a configuration): otherwise every process
+    /// fails with an error naming itself, the first process whose value
+    /// differs from its own, and both values.
     pub fn check_same(&self, what: &str, value: &str) -> Result<()> {
         let mine = Message::Value {
             what: what.to_string(),
