@@ -1,7 +1,7 @@
 //! Forward-mode differentiation against JAX 0.10.2 (tools/oracle/generate_jvp.py):
 //! `tensor::jvp` of each operation with a tangent rule, `linearize` of an
-//! MLP applied to two tangents, and `custom_jvp` under `jvp` and `grad`,
-//! bit for bit.
+//! MLP applied to two tangents and of the softmaxes, and `custom_jvp` under
+//! `jvp` and `grad`, bit for bit.
 
 mod common;
 
@@ -41,6 +41,7 @@ struct Fixture {
     cases: BTreeMap<String, Case>,
     linearize: Linearize,
     custom_jvp: CustomJvp,
+    linearize_cases: BTreeMap<String, Case>,
 }
 
 type Op = fn(&[Tensor]) -> flaxen::Result<Tensor>;
@@ -76,9 +77,9 @@ fn op(name: &str) -> Op {
         "sum_all" => |x| Ok(x[0].sum_all()),
         "mean_last" => |x| Ok(x[0].mean(&[-1], false)?),
         "max_1" => |x| Ok(x[0].max(&[1], false)?),
-        "softmax" => |x| Ok(x[0].softmax(-1)?),
+        "softmax" | "softmax_rows" | "softmax_wide" => |x| Ok(x[0].softmax(-1)?),
         "softmax_0" => |x| Ok(x[0].softmax(0)?),
-        "log_softmax" => |x| Ok(x[0].log_softmax(-1)?),
+        "log_softmax" | "log_softmax_rows" | "log_softmax_wide" => |x| Ok(x[0].log_softmax(-1)?),
         "reshape" => |x| Ok(x[0].reshape(&[5, 3])?),
         "transpose" => |x| Ok(x[0].transpose()),
         "concatenate" => |x| Ok(Tensor::concatenate(x, 1)?),
@@ -121,12 +122,10 @@ fn worst(a: &Tensor, expected: &F32Array) -> u64 {
         .unwrap_or(0)
 }
 
-/// Cases not yet bit for bit, with the measured worst tangent distance:
-/// the softmaxes' tangents (`log_softmax` is one jitted function whose
-/// whole jvp XLA fuses; `softmax`'s division rule is fused in a way not
-/// yet reproduced: eight candidate orders tried). Everything else must be
-/// exact, and a listed case that becomes exact must leave the list.
-const KNOWN: &[(&str, u64)] = &[("log_softmax", 2), ("softmax", 1), ("softmax_0", 1)];
+/// Cases not yet bit for bit, with the measured worst tangent distance.
+/// Everything must be exact, and a listed case that becomes exact must
+/// leave the list.
+const KNOWN: &[(&str, u64)] = &[];
 
 #[test]
 fn jvp_of_every_operation_matches_jax() {
@@ -151,6 +150,27 @@ fn jvp_of_every_operation_matches_jax() {
         "differences from JAX:\n{}",
         report.join("\n")
     );
+}
+
+/// `linearize` of the softmaxes: `softmax`'s tangent unfused (its linear
+/// part runs operation by operation), `log_softmax`'s as under `jvp` (one
+/// jitted function).
+#[test]
+fn linearize_of_the_softmaxes_matches_jax() {
+    let fixture: Fixture = load_fixture("jvp.json");
+    assert_eq!(fixture.linearize_cases.len(), 7);
+    for (name, case) in &fixture.linearize_cases {
+        let xs: Vec<Tensor> = case.inputs.iter().map(F32Array::tensor).collect();
+        let ts: Vec<Tensor> = case.tangents.iter().map(F32Array::tensor).collect();
+        let f = op(name);
+        let (y, f_jvp) = linearize(|x: &Vec<Tensor>| f(x), &xs).unwrap();
+        assert_eq!(worst(&y, &case.out), 0, "{name}: output");
+        assert_eq!(
+            worst(&f_jvp.call(&ts).unwrap(), &case.tangent),
+            0,
+            "{name}: tangent"
+        );
+    }
 }
 
 #[test]

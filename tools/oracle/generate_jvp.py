@@ -1,6 +1,7 @@
 """Conformance fixtures for forward-mode differentiation: `jax.jvp` and
 `jax.linearize` (eager, as flaxen's `tensor::jvp` runs) of the operations
-flaxen gives a tangent rule, one case each, and of a small MLP; plus
+flaxen gives a tangent rule, one case each, and of a small MLP; the
+softmaxes also under `jax.linearize` (`linearize_cases`); plus
 `jax.custom_jvp` (the tangent and the transposed rule under `jax.grad`).
 
 Each case: the primal inputs and their tangents (float32, from a seeded
@@ -96,16 +97,47 @@ CASES = {
     ),
 }
 
+BASE = set(CASES)
+
+# Wider softmax rows, from a generator of their own (the cases above keep
+# their draws): rows of 12 (log_softmax's tangent is one fused FMA chain)
+# and of 40 (longer than XLA's 32-wide reduction windows: the products are
+# rounded before the row sum).
+rs_rows = np.random.RandomState(12)
+CASES.update({
+    "softmax_rows": (lambda x: jax.nn.softmax(x, axis=-1), [rs_rows.randn(6, 12).astype(np.float32)]),
+    "softmax_wide": (lambda x: jax.nn.softmax(x, axis=-1), [rs_rows.randn(4, 40).astype(np.float32)]),
+    "log_softmax_rows": (lambda x: jax.nn.log_softmax(x, axis=-1),
+                         [rs_rows.randn(6, 12).astype(np.float32)]),
+    "log_softmax_wide": (lambda x: jax.nn.log_softmax(x, axis=-1),
+                         [rs_rows.randn(4, 40).astype(np.float32)]),
+})
+
+# Cases also run under `jax.linearize` (same inputs and tangents): where
+# the jvp of a `jnp` function is fused under `jax.jvp` but its linear part
+# runs operation by operation under `jax.linearize`.
+LINEARIZE = ["softmax", "softmax_0", "softmax_rows", "softmax_wide",
+             "log_softmax", "log_softmax_rows", "log_softmax_wide"]
+
 
 def main():
     assert jax.__version__ == EXPECTED["jax"], jax.__version__
     assert jaxlib.__version__ == EXPECTED["jaxlib"], jaxlib.__version__
-    cases = {}
+    cases, tangents = {}, {}
     for name, (f, xs) in CASES.items():
-        ts = [arr(*np.shape(x)) for x in xs]
+        ts = [arr(*np.shape(x)) for x in xs] if name in BASE else [
+            rs_rows.randn(*np.shape(x)).astype(np.float32) for x in xs]
         y, ty = jax.jvp(f, tuple(xs), tuple(ts))
         cases[name] = dict(inputs=[enc(x) for x in xs], tangents=[enc(t) for t in ts],
                            out=enc(y), tangent=enc(ty))
+        tangents[name] = ts
+    linearized = {}
+    for name in LINEARIZE:
+        f, xs = CASES[name]
+        y, f_jvp = jax.linearize(f, *xs)
+        linearized[name] = dict(inputs=[enc(x) for x in xs],
+                                tangents=[enc(t) for t in tangents[name]],
+                                out=enc(y), tangent=enc(f_jvp(*tangents[name])))
     # linearize: the MLP's linear map applied to two tangents.
     f, xs = CASES["mlp"]
     y, f_jvp = jax.linearize(f, *xs)
@@ -132,7 +164,8 @@ def main():
     g = jax.grad(lambda x: jnp.sum(safe_sqrt(x) * jnp.arange(8, dtype=jnp.float32)))(x)
     custom = dict(x=enc(x), t=enc(t), out=enc(y), tangent=enc(ty), grad=enc(g))
 
-    data = dict(jax=jax.__version__, cases=cases, linearize=linearize, custom_jvp=custom)
+    data = dict(jax=jax.__version__, cases=cases, linearize=linearize, custom_jvp=custom,
+                linearize_cases=linearized)
     path = os.path.abspath(OUT)
     with open(path, "w") as fh:
         json.dump(data, fh, separators=(",", ":"))
