@@ -319,13 +319,6 @@ struct Step {
     /// For a product: how its forward and its two cotangents are summed,
     /// decided when planned (see [`DotRoute`]).
     routes: Option<[DotRoute; 3]>,
-    /// For a select whose picked-where-true branch is `x op y` with a
-    /// constant scalar `y` used nowhere else (dropout's scaling): that
-    /// operation (`Mul`, `Div`, `DivTraced`) and `y`, computed inside the
-    /// select's pass (the same arithmetic, one pass less each way); its
-    /// own step is then `dead`.
-    scale: Option<(OpKind, f32)>,
-    dead: bool,
 }
 
 /// The shapes (`m, k, n`) and strides of a product's forward (`a @ b`)
@@ -500,12 +493,9 @@ impl Plan {
                 in_shapes,
                 shape,
                 routes,
-                scale: None,
-                dead: false,
             });
         }
         drop(nodes);
-        fuse_scaled_selects(&mut steps, leaves, root, &consts);
         let size = |s: &[usize]| s.iter().product::<usize>();
         let values = shapes
             .iter()
@@ -621,9 +611,6 @@ impl Plan {
         }
         // Forward.
         for (s, step) in steps.iter().enumerate() {
-            if step.dead {
-                continue;
-            }
             let (before, rest) = values.split_at_mut(leaves + s);
             let input = |k: usize| -> &[f32] {
                 match step.inputs.get(k) {
@@ -706,50 +693,6 @@ impl Plan {
     }
 }
 
-/// Folds into each select the scaling of its picked-where-true branch when
-/// that branch is `x * y`, `x / y` (a constant scalar `y`) used by nothing
-/// else: the select reads `x` and scales it in its own pass, and the
-/// scaling's step is dead. Same arithmetic, element by element.
-fn fuse_scaled_selects(steps: &mut [Step], leaves: usize, root: usize, consts: &[Vec<f32>]) {
-    let mut uses = vec![0usize; root + 1];
-    for step in steps.iter() {
-        for src in &step.inputs {
-            if let Src::Node(i) = src {
-                uses[*i] += 1;
-            }
-        }
-    }
-    for s in 0..steps.len() {
-        if steps[s].kind != OpKind::Select {
-            continue;
-        }
-        let Src::Node(d) = steps[s].inputs[1] else {
-            continue;
-        };
-        if d < leaves || d == root || uses[d] != 1 {
-            continue;
-        }
-        let inner = &steps[d - leaves];
-        let scalar = match inner.inputs.get(1) {
-            Some(Src::Const(c)) if consts[*c].len() == 1 && inner.in_shapes[1].is_empty() => {
-                consts[*c][0]
-            }
-            _ => continue,
-        };
-        let fits = matches!(inner.kind, OpKind::Mul | OpKind::Div | OpKind::DivTraced)
-            && inner.in_shapes[0] == inner.shape
-            && inner.shape == steps[s].shape;
-        if !fits {
-            continue;
-        }
-        let (kind, x) = (inner.kind, inner.inputs[0]);
-        steps[d - leaves].dead = true;
-        let select = &mut steps[s];
-        select.inputs[1] = x;
-        select.scale = Some((kind, scalar));
-    }
-}
-
 /// Applies `f` over two operands in one of the replayable broadcast
 /// patterns (equal shapes, or one operand repeated along leading axes).
 fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
@@ -808,23 +751,6 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
         }
         // Drawn before the forward pass.
         OpKind::Sampled(_) => {}
-        OpKind::Select if step.scale.is_some() => {
-            let (op, y) = step.scale.expect("checked");
-            let f = |x: f32| match op {
-                OpKind::Mul => MUL(x, y),
-                _ => DIV(x, y),
-            };
-            let one = c.len() == 1;
-            for (j, ((o, &m), &x)) in out.iter_mut().zip(a).zip(b).enumerate() {
-                *o = if picks(m) {
-                    f(x)
-                } else if one {
-                    c[0]
-                } else {
-                    c[j]
-                };
-            }
-        }
         OpKind::Select if c.len() == 1 => {
             let f = c[0];
             for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
@@ -979,30 +905,8 @@ fn backward(
         // Each branch gets the cotangent where it was picked, +0 elsewhere.
         OpKind::Select => {
             let keep = input == 1;
-            let picked = |g: f32, m: f32| if picks(m) == keep { g } else { 0.0 };
-            match step.scale.filter(|_| keep) {
-                // The branch's cotangent, then the scaling's rule on it.
-                Some((OpKind::Mul, y)) => {
-                    for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
-                        *d = MUL_DA(picked(g, m), 0.0, y, 0.0);
-                    }
-                }
-                Some((OpKind::Div, y)) => {
-                    let r = 1.0 / y;
-                    for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
-                        *d = picked(g, m) * r;
-                    }
-                }
-                Some((_, y)) => {
-                    for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
-                        *d = DIV_TRACED_DA(picked(g, m), 0.0, y, 0.0);
-                    }
-                }
-                None => {
-                    for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
-                        *d = picked(g, m);
-                    }
-                }
+            for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
+                *d = if picks(m) == keep { g } else { 0.0 };
             }
         }
         OpKind::Sampled(_) => unreachable!("a draw has no inputs"),
