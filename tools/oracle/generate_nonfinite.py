@@ -17,9 +17,11 @@ the matching row), sums that overflow to inf, and -0.0 reach the kernels.
 Each shape also has a "finite" case (no edits): the control that tells an
 order difference from a difference in how non-finite values propagate.
 
-Expected results are u32 bit patterns. A NaN's payload and sign are not part
-of what XLA promises (compare NaN as NaN); infinities and zeros keep their
-sign and are compared exactly.
+Expected results are u32 bit patterns; arrays of more than 4,096 elements
+are stored as the SHA-1 of their bits and their length (`expected`). A NaN's
+payload and sign are not part of what XLA promises (compared as NaN; the
+digest hashes every NaN as 0x7fc00000); infinities and zeros keep their sign
+and are compared exactly.
 
 Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU; recorded on x86-64 with
 AVX-512F, AMD EPYC, where XLA:CPU hands most f32 dots to YNNPACK). From the
