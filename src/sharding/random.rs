@@ -259,7 +259,7 @@ pub fn categorical(
     shape: Option<&[usize]>,
     sharding: &NamedSharding,
 ) -> Result<Sharded<i32>> {
-    use ndarray::{Axis, IxDyn, Slice};
+    use ndarray::{IxDyn, Slice};
     let shape_error = |message: String| RandomError::Shape {
         function: "categorical",
         message,
@@ -296,13 +296,7 @@ pub fn categorical(
     let mut gshape = shape[..prefix].to_vec();
     gshape.extend_from_slice(logits.shape());
     // XLA's CPU reads subnormal logits as zero, as the unsharded sampler.
-    let logits = logits.mapv(|l| {
-        if l.abs() < f32::MIN_POSITIVE {
-            0.0f32.copysign(l)
-        } else {
-            l
-        }
-    });
+    let logits = jr::flushed(logits);
     Sharded::from_fn(&shape, sharding, "categorical", |p| {
         let (start, block) = (p.start(), p.shape(&shape));
         if block.iter().product::<usize>() == 0 {
@@ -336,19 +330,7 @@ pub fn categorical(
             }
         });
         let draws: usize = block[..prefix].iter().product();
-        let g = g
-            .into_shape_with_order(IxDyn(&[&[draws][..], local.shape()].concat()))
-            .expect("the block's element count");
-        let mut out = Vec::with_capacity(block.iter().product());
-        for d in 0..draws {
-            let scores = &g.index_axis(Axis(0), d) + &local;
-            out.extend(
-                scores
-                    .lanes(Axis(ax))
-                    .into_iter()
-                    .map(|lane| jr::argmax(lane.iter().copied())),
-            );
-        }
+        let out = jr::argmax_of_scores(g, &local, ax, draws);
         Ok(ArrayD::from_shape_vec(IxDyn(&block), out).expect("the block's element count"))
     })
 }

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use ndarray::{ArrayD, IxDyn};
-use smallvec::SmallVec;
 
 use super::debug_nans::{check_gradients, check_nans};
 use super::error::TensorError;
@@ -35,17 +34,7 @@ pub(crate) fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
 pub(crate) fn trace_on(tape: &Arc<Tape>, tree: &Tree) -> (Tree, Vec<usize>) {
     let mut ids = Vec::new();
     let traced = tree_map(tree, |t| {
-        let node = tape.push(Node {
-            inputs: SmallVec::new(),
-            backward: None,
-            kind: OpKind::Other,
-            consts: Vec::new(),
-            fused: None,
-            dot: None,
-            view: None,
-            tangent: None,
-            site: std::panic::Location::caller(),
-        });
+        let node = tape.push(Node::leaf(OpKind::Other));
         ids.push(node);
         Tensor {
             data: t.data.clone(),

@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ndarray::ArrayD;
-use smallvec::SmallVec;
 
 use super::tape::{Node, OpKind, Tape, Tracer};
 use super::Tensor;
@@ -172,17 +171,7 @@ impl Tensor {
                 draw: Arc::new(draw),
                 shape: value.shape().to_vec(),
             });
-            let node = trace.tape.push(Node {
-                inputs: SmallVec::new(),
-                backward: None,
-                kind: OpKind::Sampled(index),
-                consts: Vec::new(),
-                fused: None,
-                dot: None,
-                view: None,
-                tangent: None,
-                site: std::panic::Location::caller(),
-            });
+            let node = trace.tape.push(Node::leaf(OpKind::Sampled(index)));
             Some(Tracer {
                 tape: trace.tape.clone(),
                 node,

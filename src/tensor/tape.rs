@@ -111,6 +111,25 @@ pub(crate) struct Node {
     pub(crate) site: &'static std::panic::Location<'static>,
 }
 
+impl Node {
+    /// A node without inputs or backward rule: a traced argument
+    /// (`OpKind::Other`) or a random draw (`OpKind::Sampled`).
+    #[track_caller]
+    pub(crate) fn leaf(kind: OpKind) -> Node {
+        Node {
+            inputs: SmallVec::new(),
+            backward: None,
+            kind,
+            consts: Vec::new(),
+            fused: None,
+            dot: None,
+            view: None,
+            tangent: None,
+            site: std::panic::Location::caller(),
+        }
+    }
+}
+
 /// An operation's tangent rule: its output's tangent from its inputs'
 /// tangents (`None`: a zero tangent, as JAX's symbolic zeros), computed
 /// with JAX's jvp rule in JAX's order. Returns `None` for a zero output

@@ -13,7 +13,7 @@ import datetime
 import os
 import re
 
-from train_step_table import cpu, fmt, merge, run, seconds
+from train_step_table import cpu, fmt, merge, parse, run, write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "book", "src", "generated", "jit_dropout.md")
@@ -26,19 +26,10 @@ CASES = [
 ]
 
 
-def parse(text):
-    out = {}
-    for line in text.splitlines():
-        m = LINE.match(line.strip())
-        if m:
-            out[m.group(1)] = (seconds(m.group(2), m.group(3)), seconds(m.group(4), m.group(5)))
-    return out
-
-
 def main():
     times = {}
     for _ in range(2):
-        merge(times, parse(run(["cargo", "bench", "--bench", "jit_dropout"])))
+        merge(times, parse(run(["cargo", "bench", "--bench", "jit_dropout"]), LINE))
     rows = ["| step (784-512-512-10, batch 128) | median | best |", "|---|---|---|"]
     for name, label in CASES:
         med, best = times[name]
@@ -57,10 +48,7 @@ def main():
         + f"\n*Measured {stamp} on {cpu()} ({os.cpu_count()} cores), best of two rounds; "
         "regenerate with `python3 tools/bench/jit_dropout_table.py`.*\n"
     )
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
-        f.write(text)
-    print(text)
+    write(OUT, text)
 
 
 if __name__ == "__main__":

@@ -31,11 +31,12 @@ def seconds(value, unit):
     return float(value) * (1e-6 if unit == "µs" else 1e-3)
 
 
-def parse(text):
-    """{name: (median, best)} in seconds from a bench's output."""
+def parse(text, line_re=LINE):
+    """{name: (median, best)} in seconds from a bench's output (lines
+    matching `line_re`: name, median and its unit, best and its unit)."""
     out = {}
     for line in text.splitlines():
-        m = LINE.match(line.strip())
+        m = line_re.match(line.strip())
         if m:
             out[m.group(1)] = (seconds(m.group(2), m.group(3)), seconds(m.group(4), m.group(5)))
     return out
@@ -103,8 +104,13 @@ def main():
         + f"\n\n*Measured {stamp} on {cpu()} ({cores} cores), both sides back to back, "
         "best of two rounds; regenerate with `python3 tools/bench/train_step_table.py`.*\n"
     )
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
+    write(OUT, text)
+
+
+def write(path, text):
+    """Writes a generated table and shows it."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
         f.write(text)
     print(text)
 

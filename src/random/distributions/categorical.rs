@@ -107,20 +107,39 @@ pub fn categorical(
     let mut gshape = prefix.to_vec();
     gshape.extend_from_slice(logits.shape());
     let g = gumbel_named("categorical", key, &gshape)?;
-    // XLA's CPU reads subnormal logits as zero (denormals-are-zero).
-    let logits = logits.mapv(|l| {
+    let logits = flushed(logits);
+    let out = argmax_of_scores(g, &logits.view(), ax, draws);
+    Ok(ArrayD::from_shape_vec(IxDyn(shape), out).expect("element count matches the shape"))
+}
+
+/// The logits as XLA's CPU reads them: subnormals as zero
+/// (denormals-are-zero).
+pub(crate) fn flushed(logits: &ArrayViewD<'_, f32>) -> ArrayD<f32> {
+    logits.mapv(|l| {
         if l.abs() < f32::MIN_POSITIVE {
             0.0f32.copysign(l)
         } else {
             l
         }
-    });
+    })
+}
+
+/// For each of `draws` blocks of Gumbel noise `g` (each of the logits'
+/// shape), the index of the largest `noise + logit` along axis `ax`, in
+/// row-major order of the other axes.
+pub(crate) fn argmax_of_scores(
+    g: ArrayD<f32>,
+    logits: &ArrayViewD<'_, f32>,
+    ax: usize,
+    draws: usize,
+) -> Vec<i32> {
     let g = g
         .into_shape_with_order(IxDyn(&[&[draws][..], logits.shape()].concat()))
-        .expect("same element count");
-    let mut out = Vec::with_capacity(draws * batch.iter().product::<usize>());
+        .expect("one block of noise per draw");
+    let lanes = logits.len() / logits.shape()[ax].max(1);
+    let mut out = Vec::with_capacity(draws * lanes);
     for d in 0..draws {
-        let scores = &g.index_axis(Axis(0), d) + &logits;
+        let scores = &g.index_axis(Axis(0), d) + logits;
         out.extend(
             scores
                 .lanes(Axis(ax))
@@ -128,7 +147,7 @@ pub fn categorical(
                 .map(|lane| argmax(lane.iter().copied())),
         );
     }
-    Ok(ArrayD::from_shape_vec(IxDyn(shape), out).expect("element count matches the shape"))
+    out
 }
 
 /// Index of the first maximum, a NaN counting as larger than everything

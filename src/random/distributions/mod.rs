@@ -17,7 +17,7 @@ mod shuffle;
 mod typed;
 mod uniform;
 
-pub(crate) use categorical::argmax;
+pub(crate) use categorical::{argmax_of_scores, flushed};
 pub use categorical::{categorical, exponential, gumbel};
 pub use discrete::{bernoulli, randint};
 pub use dynamic::{

@@ -182,24 +182,22 @@ fn binary_tangent(
         let (ta, tb) = (t[0].as_ref(), t[1].as_ref());
         // Under `jvp` the sum of the two terms is fused into the first
         // product (see `forward::fused`).
-        let fused = |l: &Tensor, r: &Tensor, m: &Tensor, acc: &Tensor| -> Result<Tensor> {
+        // `fma(l, r, acc)` elementwise, broadcasting.
+        let fused = |l: &Tensor, r: &Tensor, acc: &Tensor| -> Result<Tensor> {
             let shape = broadcast_shapes_for("jvp", l.shape(), acc.shape())?;
             let shape = broadcast_shapes_for("jvp", &shape, r.shape())?;
-            let shape = broadcast_shapes_for("jvp", &shape, m.shape())?;
             let dim = IxDyn(&shape);
             let v = Zip::from(&l.data.broadcast(dim.clone()).expect("broadcasts"))
                 .and(&r.data.broadcast(dim.clone()).expect("broadcasts"))
-                .and(&m.data.broadcast(dim.clone()).expect("broadcasts"))
                 .and(&acc.data.broadcast(dim).expect("broadcasts"))
-                .map_collect(|&l, &r, &m, &acc| l.mul_add(r * m, acc));
+                .map_collect(|&l, &r, &acc| l.mul_add(r, acc));
             Ok(Tensor::from_array(v))
         };
-        let one = Tensor::scalar(1.0);
-        let (ta, tb, fuse) = (ta, tb, crate::tensor::forward::fused());
+        let fuse = crate::tensor::forward::fused();
         let (lhs, rhs) = match (how, ta, tb) {
             // `fma(xdot, y, x * ydot)`.
             (Tangent::Product, Some(ta), Some(tb)) if fuse => {
-                (Some(fused(ta, &b, &one, &a.mul(tb)?)?), None)
+                (Some(fused(ta, &b, &a.mul(tb)?)?), None)
             }
             (Tangent::Product, ta, tb) => (
                 ta.map(|t| t.mul(&b)).transpose()?,
@@ -211,7 +209,7 @@ fn binary_tangent(
                 match (lhs, tb) {
                     // `fma((-ydot) * x, integer_pow(y, -2), xdot / y)`.
                     (Some(l), Some(t)) if fuse => {
-                        (Some(fused(&t.neg().mul(&a)?, &inv_sq(), &one, &l)?), None)
+                        (Some(fused(&t.neg().mul(&a)?, &inv_sq(), &l)?), None)
                     }
                     (Some(l), Some(t)) => (Some(l), Some(t.neg().mul(&a)?.mul(&inv_sq())?)),
                     (None, Some(t)) => (None, Some(t.neg().mul(&a)?.mul(&inv_sq())?)),
@@ -223,12 +221,16 @@ fn binary_tangent(
                 tb.map(|t| t.mul(&partial(&a, &b, &o, db)?)).transpose()?,
             ),
         };
-        let out = add_tangents(lhs, rhs)?;
-        // A tangent of a broadcast operand alone has that operand's shape.
-        Ok(match out {
-            Some(t) if t.shape() != o.shape() => Some(t.broadcast_to(o.shape())?),
-            t => t,
-        })
+        Ok(broadcast_tangent(add_tangents(lhs, rhs)?, o.shape())?)
+    })
+}
+
+/// A tangent of the output's shape: one that comes from a broadcast
+/// operand alone still has that operand's shape.
+fn broadcast_tangent(t: Option<Tensor>, shape: &[usize]) -> Result<Option<Tensor>> {
+    Ok(match t {
+        Some(t) if t.shape() != shape => Some(t.broadcast_to(shape)?),
+        t => t,
     })
 }
 
@@ -269,10 +271,7 @@ fn sum_tangent(a: &Tensor, b: &Tensor, negate_b: bool) -> TangentRule {
             (None, Some(b)) => Some(b.clone()),
             (None, None) => None,
         };
-        Ok(match out {
-            Some(t) if t.shape() != &shape[..] => Some(t.broadcast_to(&shape)?),
-            t => t,
-        })
+        Ok(broadcast_tangent(out, &shape)?)
     })
 }
 

@@ -322,15 +322,18 @@ impl Tensor {
         let nd = self.ndim();
         let n = self.shape()[a];
         // `perm` moves axis `a` last; `inv` moves it back.
-        let perm: Vec<usize> = (0..nd).filter(|&d| d != a).chain([a]).collect();
+        // Shared, so that the tangent rule's copies of the closures below
+        // cost no allocation.
+        let perm: std::sync::Arc<[usize]> = (0..nd).filter(|&d| d != a).chain([a]).collect();
         let mut inv = vec![0; nd];
         perm.iter().enumerate().for_each(|(i, &p)| inv[p] = i);
+        let inv: std::sync::Arc<[usize]> = inv.into();
         let last = a + 1 == nd;
         let to_rows = move |x: ArrayViewD<'_, f32>| -> ArrayD<f32> {
             if last {
                 x.as_standard_layout().into_owned()
             } else {
-                x.permuted_axes(perm.clone())
+                x.permuted_axes(perm.to_vec())
                     .as_standard_layout()
                     .into_owned()
             }
@@ -339,7 +342,7 @@ impl Tensor {
             if last {
                 x
             } else {
-                standard(x.permuted_axes(inv.clone()))
+                standard(x.permuted_axes(inv.to_vec()))
             }
         };
         let xr = std::sync::Arc::new(to_rows(self.data.view()));
