@@ -50,6 +50,7 @@ fn rank() {
         "silent" => silent(),
         "failing" => failing(),
         "dies" => dies(),
+        "alone" => alone(),
         other => panic!("unknown scenario {other}"),
     };
     match result {
@@ -68,6 +69,17 @@ type RankResult = Result<String, String>;
 /// Rank `rank`'s error line.
 fn fail(rank: usize, e: flaxen::Error) -> String {
     format!("{rank} error: {e}")
+}
+
+/// Joins a job: what a process started outside the launcher's runtime
+/// finds.
+fn alone() -> RankResult {
+    let cluster = Cluster::from_mpi(1).map_err(|e| fail(usize::MAX, e))?;
+    Ok(format!(
+        "process {} of {}",
+        cluster.process_index(),
+        cluster.process_count()
+    ))
 }
 
 /// Rows minus their mean, times the column sums, gathered everywhere: the
@@ -232,4 +244,32 @@ fn a_rank_that_dies_ends_the_job_with_an_error() {
     for l in &lines {
         assert!(l.starts_with("RESULT 0 error: "), "{l}");
     }
+}
+
+/// A process whose environment says "rank 1 of 2" (as `mpirun` leaves it)
+/// but whose MPI runs it alone (here: started without the launcher's
+/// runtime; in practice, a program built against another MPI than the
+/// launcher's) stops with a typed error naming both views, instead of
+/// training a model of its own.
+#[test]
+fn a_process_mpi_runs_alone_under_a_launcher_is_an_error() {
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(exe)
+        .args(["--exact", "rank", "--nocapture", "--test-threads=1"])
+        .env("FLAXEN_MPI_SCENARIO", "alone")
+        .env("OMPI_COMM_WORLD_RANK", "1")
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("the test binary runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("OpenMPI's mpirun (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE) started it as rank 1 of 2 processes, but the MPI library sees rank 0 of 1"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -57,6 +57,24 @@ pub enum DistributedError {
         /// What is wrong.
         message: String,
     },
+    /// The launcher (`mpirun`) started this process as one rank of a job,
+    /// but the MPI library sees another job: it cannot reach the launcher's
+    /// runtime (another MPI implementation, or its runtime is missing), so
+    /// each process would run alone.
+    Launch {
+        /// This process (the rank MPI gave it).
+        process: usize,
+        /// Which launcher, and the variables it set.
+        launcher: String,
+        /// The rank the launcher gave this process, if it said.
+        launcher_rank: Option<usize>,
+        /// The job size the launcher started.
+        launcher_size: usize,
+        /// The rank MPI reports.
+        mpi_rank: usize,
+        /// The job size MPI reports.
+        mpi_size: usize,
+    },
     /// The transport itself failed (MPI could not start, a send failed),
     /// or an earlier failure left the processes out of step.
     Transport {
@@ -106,6 +124,23 @@ impl fmt::Display for DistributedError {
             ),
             DistributedError::Malformed { peer, message } => {
                 write!(f, "unreadable message from process {peer}: {message}")
+            }
+            DistributedError::Launch {
+                process,
+                launcher,
+                launcher_rank,
+                launcher_size,
+                mpi_rank,
+                mpi_size,
+            } => {
+                let rank = launcher_rank.map_or(String::new(), |r| format!(" as rank {r}"));
+                write!(
+                    f,
+                    "process {process}: {launcher} started it{rank} of {launcher_size} \
+                     processes, but the MPI library sees rank {mpi_rank} of {mpi_size}: it \
+                     cannot reach the launcher's runtime (a program built against another MPI \
+                     than the launcher's, or MPI's runtime missing)"
+                )
             }
             DistributedError::Transport { process, message } => {
                 write!(f, "process {process}: {message}")

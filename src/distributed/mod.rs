@@ -23,6 +23,7 @@ mod cluster;
 mod error;
 mod gather;
 pub(crate) mod group;
+mod launch;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod transport;
@@ -31,6 +32,7 @@ mod wire;
 pub use cluster::{Cluster, DEFAULT_TIMEOUT};
 pub use error::DistributedError;
 pub use gather::process_allgather;
+pub use launch::check_launch;
 #[cfg(feature = "mpi")]
 pub use mpi::{launched_by_mpirun, MpiTransport};
 pub use transport::{simulate, ThreadTransport, Transport};

@@ -56,6 +56,7 @@ impl MpiTransport {
         }
         let world = universe.world();
         let (index, count) = (world.rank() as usize, world.size() as usize);
+        super::launch::check_launch(|v| std::env::var(v).ok(), index, count)?;
         let (tx, rx) = mpsc::channel::<Outgoing>();
         let sender = std::thread::Builder::new()
             .name("flaxen-mpi-send".into())
