@@ -548,7 +548,7 @@ fn launch_environment_is_checked_against_mpi() {
     // No launcher at all, and launchers that agree.
     assert_eq!(check_launch(env_of(&[]), 0, 1), Ok(()));
     let ompi = env_of(&[("OMPI_COMM_WORLD_RANK", "3"), ("OMPI_COMM_WORLD_SIZE", "4")]);
-    assert_eq!(check_launch(&ompi, 3, 4), Ok(()));
+    assert_eq!(check_launch(ompi, 3, 4), Ok(()));
     // A PMI launcher (MPICH's hydra, Slurm) whose job MPI cannot see.
     let pmi = env_of(&[("PMI_RANK", "2"), ("PMI_SIZE", "4")]);
     match check_launch(pmi, 0, 1) {
@@ -563,20 +563,20 @@ fn launch_environment_is_checked_against_mpi() {
         other => panic!("{other:?}"),
     }
     // Same size, another rank: still a mismatch.
-    let e = check_launch(&ompi, 1, 4).unwrap_err();
+    let e = check_launch(ompi, 1, 4).unwrap_err();
     assert!(e.to_string().contains("rank 3 of 4"), "{e}");
     assert!(e.to_string().contains("rank 1 of 4"), "{e}");
     // PMIx sets only a rank.
     let pmix = env_of(&[("PMIX_RANK", "1")]);
     assert!(matches!(
-        check_launch(&pmix, 0, 1),
+        check_launch(pmix, 0, 1),
         Err(DistributedError::Launch {
             launcher_rank: Some(1),
             launcher_size: 1,
             ..
         })
     ));
-    assert_eq!(check_launch(&pmix, 1, 2), Ok(()));
+    assert_eq!(check_launch(pmix, 1, 2), Ok(()));
     // A variable that is not a number.
     let garbled = env_of(&[("OMPI_COMM_WORLD_SIZE", "two")]);
     let e = check_launch(garbled, 0, 2).unwrap_err();
