@@ -60,7 +60,7 @@ impl Cluster {
     /// of 4).
     pub fn sharing(transport: impl Transport + 'static, devices: usize) -> Result<Cluster> {
         let count = transport.process_count();
-        if count == 0 || devices % count != 0 || devices == 0 {
+        if count == 0 || !devices.is_multiple_of(count) || devices == 0 {
             return Err(DistributedError::MeshSize {
                 process: transport.process_index(),
                 shape: vec![devices],

@@ -402,7 +402,7 @@ impl Module for MultiHeadDotProductAttention {
         let feat = q_in.shape()[q_in.ndim() - 1];
         let features = self.out_features.unwrap_or(feat);
         let qkv = self.qkv_features.unwrap_or(feat);
-        if self.num_heads == 0 || qkv % self.num_heads != 0 {
+        if self.num_heads == 0 || !qkv.is_multiple_of(self.num_heads) {
             return Err(config_error(
                 s,
                 format!(

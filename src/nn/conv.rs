@@ -287,7 +287,7 @@ impl Module for Conv {
         let (x, batch) = flatten_batch(s, &x, d)?;
         let c = x.shape()[d + 1];
         let g = self.feature_group_count;
-        if g == 0 || c % g != 0 || self.features % g != 0 {
+        if g == 0 || c % g != 0 || !self.features.is_multiple_of(g) {
             return Err(config_error(
                 s,
                 format!(
@@ -318,7 +318,7 @@ impl Module for Conv {
         spec.feature_group_count = g;
         let mut y = x.conv_general_dilated(&kernel, &spec)?;
         if let Some(b) = bias {
-            y = y.add(&b)?;
+            y = y.add_consuming(&b)?;
         }
         restore_batch(y, &batch)
     }

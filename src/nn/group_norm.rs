@@ -139,7 +139,7 @@ impl Module for GroupNorm {
         let groups = match (self.num_groups, self.group_size) {
             (Some(g), None) => g,
             (None, Some(size)) => {
-                if size == 0 || channels % size != 0 {
+                if size == 0 || !channels.is_multiple_of(size) {
                     return Err(config_error(
                         s,
                         format!("number of channels ({channels}) is not a multiple of the group size ({size})"),
@@ -154,7 +154,7 @@ impl Module for GroupNorm {
                 ))
             }
         };
-        if groups == 0 || channels % groups != 0 {
+        if groups == 0 || !channels.is_multiple_of(groups) {
             return Err(config_error(
                 s,
                 format!("number of groups ({groups}) does not divide the number of channels ({channels})"),

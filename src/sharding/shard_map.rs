@@ -500,7 +500,7 @@ fn merge_groups(
         return None;
     }
     // The most groups, at most one per core, that divide the devices.
-    let count = (1..=cores).rev().find(|g| n % g == 0)?;
+    let count = (1..=cores).rev().find(|g| n.is_multiple_of(*g))?;
     let size = n / count;
     let groups: Vec<Vec<usize>> = (0..count)
         .map(|g| (g * size..(g + 1) * size).collect())

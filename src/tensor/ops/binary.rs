@@ -328,6 +328,51 @@ impl Tensor {
         )
     }
 
+    /// [`add`](Tensor::add) for a `self` the caller gives up (a layer's
+    /// fresh output plus its bias): when nothing else holds `self`'s buffer
+    /// and `other` repeats along its leading axes, the sum is written over
+    /// `self` instead of into a new buffer — the same bits, one large
+    /// allocation less (for big activations, glibc returns freed memory to
+    /// the system, and every fresh buffer is paid again in page faults).
+    pub(crate) fn add_consuming(mut self, other: &Tensor) -> Result<Tensor> {
+        // In place only where no record keeps `self`'s values: it is traced
+        // on the newest open tape, or nothing here is traced.
+        let open = |t: &Tensor| {
+            t.tracer
+                .as_ref()
+                .filter(|tr| tr.tape.is_open())
+                .map(|tr| tr.tape.id)
+        };
+        let safe = match (open(&self), open(other)) {
+            (None, None) => true,
+            (Some(a), b) => b.is_none_or(|b| b <= a),
+            (None, Some(_)) => false,
+        };
+        let fits = self.data.is_standard_layout()
+            && other.data.is_standard_layout()
+            && !other.data.is_empty()
+            && is_trailing(other.shape(), self.shape())
+            && self.data.is_unique();
+        if !(safe && fits) || crate::tensor::debug_nans::debug_nans() {
+            return self.add(other);
+        }
+        let y = other.data.as_slice().expect("standard layout");
+        let x = self.data.as_slice_mut().expect("standard layout");
+        for row in x.chunks_exact_mut(y.len()) {
+            for (a, &b) in row.iter_mut().zip(y) {
+                *a += b;
+            }
+        }
+        let out = self.data.clone();
+        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
+        Ok(
+            Tensor::record_kind(out, &[&self, other], OpKind::Add, move |g, needs| {
+                split_sums(g, needs, &sa, &sb, false)
+            })
+            .with_tangent(|| sum_tangent(&self, other, false)),
+        )
+    }
+
     /// `self - other`, broadcasting.
     pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("sub", &self.data, &other.data, |x, y| x - y)?.into_shared();
@@ -627,5 +672,58 @@ impl std::ops::Neg for Tensor {
     type Output = Tensor;
     fn neg(self) -> Tensor {
         Tensor::neg(&self)
+    }
+}
+
+#[cfg(test)]
+mod add_consuming_tests {
+    use crate::tensor::{value_and_grad, Tensor, Tree};
+
+    fn bits(t: &Tensor) -> Vec<u32> {
+        t.data.iter().map(|v| v.to_bits()).collect()
+    }
+
+    /// In place or not, the sum, its gradients and every other holder of
+    /// the operands are what `add` gives.
+    #[test]
+    fn add_consuming_is_add() {
+        let x =
+            Tensor::from_vec((0..12).map(|i| i as f32 * 0.37 - 1.1).collect(), &[4, 3]).unwrap();
+        let b = Tensor::from_vec(vec![0.1, f32::INFINITY, -0.0], &[3]).unwrap();
+        // A fresh buffer nobody else holds: written in place.
+        let fresh = x.mul(&Tensor::scalar(1.0)).unwrap();
+        let ptr = fresh.data.as_ptr();
+        let sum = fresh.add_consuming(&b).unwrap();
+        assert_eq!(sum.data.as_ptr(), ptr);
+        assert_eq!(bits(&sum), bits(&x.add(&b).unwrap()));
+        // A buffer someone else holds is left alone.
+        let held = x.clone();
+        let sum = held.add_consuming(&b).unwrap();
+        assert_ne!(sum.data.as_ptr(), x.data.as_ptr());
+        assert_eq!(bits(&sum), bits(&x.add(&b).unwrap()));
+        // Under differentiation: the same value and gradients as `add`,
+        // with the left operand traced, or only the right one.
+        let params = Tree::new().with("w", x.clone()).with("b", b.clone());
+        let run = |consuming: bool| {
+            value_and_grad(
+                |p| {
+                    let h = p.tensor("w")?.mul(&Tensor::scalar(2.0))?;
+                    let y = if consuming {
+                        h.add_consuming(p.tensor("b")?)?
+                    } else {
+                        h.add(p.tensor("b")?)?
+                    };
+                    let z = x.clone().add_consuming(p.tensor("b")?)?;
+                    Ok(y.mul(&z)?.sum_all())
+                },
+                &params,
+            )
+            .unwrap()
+        };
+        let ((v1, g1), (v2, g2)) = (run(true), run(false));
+        assert_eq!(bits(&v1), bits(&v2));
+        for k in ["w", "b"] {
+            assert_eq!(bits(g1.tensor(k).unwrap()), bits(g2.tensor(k).unwrap()));
+        }
     }
 }

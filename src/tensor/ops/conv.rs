@@ -10,6 +10,7 @@
 
 use ndarray::{ArcArray, ArrayD, IxDyn};
 
+use super::conv_fast::{self, Isa};
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::Tensor;
 
@@ -130,7 +131,7 @@ pub(crate) fn window_indices(
                 } else {
                     let q = p - lo;
                     let r = spec.lhs_dilation[i];
-                    if q % r != 0 || q / r >= spatial[i] {
+                    if !q.is_multiple_of(r) || q / r >= spatial[i] {
                         None
                     } else {
                         Some(q / r)
@@ -193,19 +194,20 @@ pub(crate) fn gather_windows(
 /// taps, kernel input features (per group), outputs, output positions,
 /// groups.
 #[derive(Clone, Copy)]
-struct Dims {
-    n: usize,
-    s: usize,
-    c: usize,
-    t: usize,
-    cg: usize,
-    o: usize,
-    p: usize,
-    groups: usize,
+pub(crate) struct Dims {
+    pub(crate) n: usize,
+    pub(crate) s: usize,
+    pub(crate) c: usize,
+    pub(crate) t: usize,
+    pub(crate) cg: usize,
+    pub(crate) o: usize,
+    pub(crate) p: usize,
+    pub(crate) groups: usize,
 }
 
 impl Dims {
-    fn og(&self) -> usize {
+    /// Output features per group.
+    pub(crate) fn og(&self) -> usize {
         self.o / self.groups
     }
 }
@@ -285,325 +287,20 @@ fn conv_forward(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32
     out
 }
 
-/// [`conv_input_grad`] on [`tile_avx2`]: tiles of 4 input positions by 16
-/// input features, each one chain over the taps in reverse order and, per
-/// tap, the outputs of its group (a missing output position multiplies a
-/// zero), as [`conv_input_grad`] sums: the same bits. `None` where the CPU
-/// lacks AVX2 and FMA.
-fn conv_input_grad_fast(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) -> Option<Vec<f32>> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use rayon::prelude::*;
-        if !(std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma"))
-        {
-            return None;
-        }
-        const TILE: usize = 4;
-        const OB: usize = 16;
-        let og = d.og();
-        let blocks = d.cg.div_ceil(OB);
-        let chain = d.t * og;
-        // kp[((grp * blocks + b) * chain + tt * og + o) * 16 + j] =
-        // k[(t * cg + b * 16 + j) * O + grp * og + o], t = T - 1 - tt.
-        let mut kp = vec![0.0f32; d.groups * blocks * chain * OB];
-        for grp in 0..d.groups {
-            for b in 0..blocks {
-                let width = (d.cg - b * OB).min(OB);
-                for tt in 0..d.t {
-                    let t = d.t - 1 - tt;
-                    for o in 0..og {
-                        let dst =
-                            &mut kp[((grp * blocks + b) * chain + tt * og + o) * OB..][..width];
-                        for (j, v) in dst.iter_mut().enumerate() {
-                            *v = k[(t * d.cg + b * OB + j) * d.o + grp * og + o];
-                        }
-                    }
-                }
-            }
-        }
-        let cpos = d.c.max(1);
-        let mut dx = vec![0.0f32; d.n * d.s * d.c];
-        dx.par_chunks_mut(cpos * TILE)
-            .enumerate()
-            .for_each(|(tile, outs)| {
-                let first = tile * TILE;
-                let rows = outs.len() / cpos;
-                let mut bases = vec![[None; TILE]; d.t];
-                for grp in 0..d.groups {
-                    for (tt, base) in bases.iter_mut().enumerate() {
-                        let t = d.t - 1 - tt;
-                        *base = std::array::from_fn(|r| {
-                            (r < rows)
-                                .then(|| {
-                                    let (n, s) = ((first + r) / d.s, (first + r) % d.s);
-                                    inv[s * d.t + t].map(|m| (n * d.p + m) * d.o + grp * og)
-                                })
-                                .flatten()
-                        });
-                    }
-                    for b in 0..blocks {
-                        let kb = &kp[(grp * blocks + b) * chain * OB..][..chain * OB];
-                        let mut acc = [0.0f32; TILE * OB];
-                        // SAFETY: AVX2 and FMA were detected above; that is
-                        // `tile_avx2`'s only requirement beyond its
-                        // arguments, which are safe slices.
-                        unsafe { tile_avx2(g, kb, &bases, og, &mut acc) };
-                        let width = (d.cg - b * OB).min(OB);
-                        for r in 0..rows {
-                            outs[r * cpos + grp * d.cg + b * OB..][..width]
-                                .copy_from_slice(&acc[r * OB..r * OB + width]);
-                        }
-                    }
-                }
-            });
-        Some(dx)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (g, k, inv, d);
-        None
-    }
-}
-
-/// [`conv_kernel_grad`] with an AVX2/FMA micro-kernel: tiles of 4 kernel
-/// rows (tap, input feature) by 16 outputs, each one chain over the output
-/// positions and, innermost, the batch (a padded read multiplies a zero),
-/// as [`conv_kernel_grad`] sums: the same bits. `None` where the CPU lacks
-/// AVX2 and FMA.
-fn conv_kernel_grad_fast(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Option<Vec<f32>> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use rayon::prelude::*;
-        if !(std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma"))
-        {
-            return None;
-        }
-        const TILE: usize = 4;
-        const OB: usize = 16;
-        let og = d.og();
-        let blocks = og.div_ceil(OB);
-        let steps = d.p * d.n;
-        // The cotangent per group and block of 16 outputs, in chain order
-        // (position, then batch), zero-padded: gp[((grp * blocks + b) *
-        // steps + m * n + i) * 16 + j] = g[(i * P + m) * O + grp * og + b * 16 + j].
-        let mut gp = vec![0.0f32; d.groups * blocks * steps * OB];
-        for grp in 0..d.groups {
-            for b in 0..blocks {
-                let width = (og - b * OB).min(OB);
-                for m in 0..d.p {
-                    for i in 0..d.n {
-                        let src = &g[(i * d.p + m) * d.o + grp * og + b * OB..][..width];
-                        let at = ((grp * blocks + b) * steps + m * d.n + i) * OB;
-                        gp[at..at + width].copy_from_slice(src);
-                    }
-                }
-            }
-        }
-        let o = d.o.max(1);
-        let mut dk = vec![0.0f32; d.t * d.cg * d.o];
-        dk.par_chunks_mut(o * TILE)
-            .enumerate()
-            .for_each(|(tile, outs)| {
-                let first = tile * TILE;
-                let rows = outs.len() / o;
-                for grp in 0..d.groups {
-                    // Row r is kernel element (t, c): its input offset at
-                    // each position (None: padding, or no row).
-                    let reads: [Option<(usize, usize)>; TILE] = std::array::from_fn(|r| {
-                        (r < rows).then(|| {
-                            let (t, c) = ((first + r) / d.cg, (first + r) % d.cg);
-                            (t, grp * d.cg + c)
-                        })
-                    });
-                    for b in 0..blocks {
-                        let gb = &gp[(grp * blocks + b) * steps * OB..][..steps * OB];
-                        let mut acc = [0.0f32; TILE * OB];
-                        // SAFETY: AVX2 and FMA were detected above; that is
-                        // `kernel_tile_avx2`'s only requirement beyond its
-                        // arguments, which are safe slices.
-                        unsafe { kernel_tile_avx2(x, gb, idx, &reads, d, &mut acc) };
-                        let width = (og - b * OB).min(OB);
-                        for r in 0..rows {
-                            outs[r * o + grp * og + b * OB..][..width]
-                                .copy_from_slice(&acc[r * OB..r * OB + width]);
-                        }
-                    }
-                }
-            });
-        Some(dk)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (x, g, idx, d);
-        None
-    }
-}
-
-/// One tile of [`conv_kernel_grad_fast`]: `acc[r * 16 + j]` = the chain
-/// over positions `m` and, innermost, batch rows `i` of
-/// `x[(i * S + s) * C + ch] * gb[(m * N + i) * 16 + j]`, where
-/// `reads[r] = (t, ch)` and `s = idx[m * T + t]` (zero where that is
-/// `None`, or for a `None` row).
-///
-/// # Safety
-///
-/// The CPU must support AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_tile_avx2(
-    x: &[f32],
-    gb: &[f32],
-    idx: &[Option<usize>],
-    reads: &[Option<(usize, usize)>; 4],
-    d: Dims,
-    acc: &mut [f32; 64],
-) {
-    use std::arch::x86_64::*;
-    let mut a = [_mm256_setzero_ps(); 8];
-    for m in 0..d.p {
-        let src: [Option<(usize, usize)>; 4] =
-            std::array::from_fn(|r| reads[r].and_then(|(t, ch)| idx[m * d.t + t].map(|s| (s, ch))));
-        for i in 0..d.n {
-            let w = &gb[(m * d.n + i) * 16..][..16];
-            let (lo, hi) = w.split_at(8);
-            // SAFETY: `lo` and `hi` are slices of 8 f32 each, so both
-            // unaligned loads read only their elements.
-            let (w0, w1) = unsafe { (_mm256_loadu_ps(lo.as_ptr()), _mm256_loadu_ps(hi.as_ptr())) };
-            for r in 0..4 {
-                let xv = src[r].map_or(0.0, |(s, ch)| x[(i * d.s + s) * d.c + ch]);
-                let xv = _mm256_set1_ps(xv);
-                a[2 * r] = _mm256_fmadd_ps(xv, w0, a[2 * r]);
-                a[2 * r + 1] = _mm256_fmadd_ps(xv, w1, a[2 * r + 1]);
-            }
-        }
-    }
-    for (v, dst) in a.iter().zip(acc.chunks_exact_mut(8)) {
-        // SAFETY: `dst` is a slice of 8 f32, so the unaligned store writes
-        // only its elements.
-        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *v) };
-    }
-}
-
-/// [`conv_forward`] with an AVX2/FMA micro-kernel: tiles of 4 positions by
-/// 16 outputs keep their 8 accumulator vectors in registers for the whole
-/// window. Each output is still one chain of fused multiply-adds from `+0`
-/// over the taps, then the features, in order (a padded read multiplies a
-/// zero, as in [`conv_forward`]), so the bits are the same. `None` where the
-/// CPU lacks the instructions.
+/// The forward pass on the register tiles of `conv_fast`, where the CPU
+/// has them: the same chains, so the same bits.
 fn conv_forward_fast(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Option<Vec<f32>> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use rayon::prelude::*;
-        if !(std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma"))
-        {
-            return None;
-        }
-        const TILE: usize = 4;
-        const OB: usize = 16;
-        let og = d.og();
-        let blocks = og.div_ceil(OB);
-        let taps = d.t * d.cg;
-        // The kernel per group and block of 16 outputs, zero-padded:
-        // kp[((g * blocks + b) * taps + t * cg + c) * 16 + j].
-        let mut kp = vec![0.0f32; d.groups * blocks * taps * OB];
-        for g in 0..d.groups {
-            for b in 0..blocks {
-                let width = (og - b * OB).min(OB);
-                for tc in 0..taps {
-                    let src = &k[tc * d.o + g * og + b * OB..][..width];
-                    kp[((g * blocks + b) * taps + tc) * OB..][..width].copy_from_slice(src);
-                }
-            }
-        }
-        let mut out = vec![0.0f32; d.n * d.p * d.o];
-        let o = d.o.max(1);
-        out.par_chunks_mut(o * TILE)
-            .enumerate()
-            .for_each(|(tile, outs)| {
-                let first = tile * TILE;
-                let rows = outs.len() / o;
-                // Per tap, each row's window start (None: padding or no row).
-                let mut bases = vec![[None; TILE]; d.t];
-                for g in 0..d.groups {
-                    for (t, base) in bases.iter_mut().enumerate() {
-                        *base = std::array::from_fn(|r| {
-                            (r < rows)
-                                .then(|| {
-                                    let (n, m) = ((first + r) / d.p, (first + r) % d.p);
-                                    idx[m * d.t + t].map(|s| (n * d.s + s) * d.c + g * d.cg)
-                                })
-                                .flatten()
-                        });
-                    }
-                    for b in 0..blocks {
-                        let kb = &kp[(g * blocks + b) * taps * OB..][..taps * OB];
-                        let mut acc = [0.0f32; TILE * OB];
-                        // SAFETY: AVX2 and FMA were detected above; that is
-                        // `tile_avx2`'s only requirement beyond its
-                        // arguments, which are safe slices.
-                        unsafe { tile_avx2(x, kb, &bases, d.cg, &mut acc) };
-                        let width = (og - b * OB).min(OB);
-                        for r in 0..rows {
-                            outs[r * o + g * og + b * OB..][..width]
-                                .copy_from_slice(&acc[r * OB..r * OB + width]);
-                        }
-                    }
-                }
-            });
-        Some(out)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (x, k, idx, d);
-        None
-    }
+    Isa::detect().map(|isa| conv_fast::forward(isa, x, k, idx, d))
 }
 
-/// One tile of [`conv_forward_fast`] (and [`conv_input_grad_fast`]):
-/// `acc[r * 16 + j]` = the chain over `t` and `c` of
-/// `x[bases[t][r] + c] * kb[(t * cg + c) * 16 + j]` (zero for a `None`
-/// base), accumulated from `+0` in that order.
-///
-/// # Safety
-///
-/// The CPU must support AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tile_avx2(
-    x: &[f32],
-    kb: &[f32],
-    bases: &[[Option<usize>; 4]],
-    cg: usize,
-    acc: &mut [f32; 64],
-) {
-    use std::arch::x86_64::*;
-    let mut a = [_mm256_setzero_ps(); 8];
-    for (t, base) in bases.iter().enumerate() {
-        let xs: [&[f32]; 4] = std::array::from_fn(|r| match base[r] {
-            Some(b) => &x[b..b + cg],
-            None => &[],
-        });
-        let kt = &kb[t * cg * 16..(t + 1) * cg * 16];
-        for (c, w) in kt.chunks_exact(16).enumerate() {
-            let (lo, hi) = w.split_at(8);
-            // SAFETY: `lo` and `hi` are slices of 8 f32 each, so both
-            // unaligned loads read only their elements.
-            let (w0, w1) = unsafe { (_mm256_loadu_ps(lo.as_ptr()), _mm256_loadu_ps(hi.as_ptr())) };
-            for r in 0..4 {
-                let xv = _mm256_set1_ps(xs[r].get(c).copied().unwrap_or(0.0));
-                a[2 * r] = _mm256_fmadd_ps(xv, w0, a[2 * r]);
-                a[2 * r + 1] = _mm256_fmadd_ps(xv, w1, a[2 * r + 1]);
-            }
-        }
-    }
-    for (v, dst) in a.iter().zip(acc.chunks_exact_mut(8)) {
-        // SAFETY: `dst` is a slice of 8 f32, so the unaligned store writes
-        // only its elements.
-        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *v) };
-    }
+/// The input cotangent on the register tiles, where the CPU has them.
+fn conv_input_grad_fast(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) -> Option<Vec<f32>> {
+    Isa::detect().map(|isa| conv_fast::input_grad(isa, g, k, inv, d))
+}
+
+/// The kernel cotangent on the register tiles, where the CPU has them.
+fn conv_kernel_grad_fast(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Option<Vec<f32>> {
+    Isa::detect().map(|isa| conv_fast::kernel_grad(isa, x, g, idx, d))
 }
 
 /// `a` in row-major order: the same shared data when it is (no copy).
@@ -801,6 +498,13 @@ impl Tensor {
 mod fast_tests {
     use super::*;
 
+    /// The tile instruction sets this CPU can run (each is tested).
+    fn isas() -> impl Iterator<Item = Isa> {
+        [Isa::Avx512, Isa::Avx2]
+            .into_iter()
+            .filter(|i| i.available())
+    }
+
     fn values(n: usize, seed: u64) -> Vec<f32> {
         (0..n as u64)
             .map(|i| {
@@ -821,6 +525,12 @@ mod fast_tests {
             (3, 6, 17, 18, 2, 6, 1),
             (2, 8, 4, 6, 3, 5, 2),
             (1, 7, 20, 33, 5, 3, 1),
+            (3, 11, 5, 12, 2, 11, 1),
+            (2, 4, 40, 17, 1, 13, 1),
+            // Empty chains and no outputs.
+            (1, 5, 0, 5, 3, 5, 1),
+            (1, 5, 3, 0, 3, 5, 1),
+            (0, 5, 3, 4, 3, 5, 1),
         ] {
             let d = Dims {
                 n,
@@ -843,14 +553,25 @@ mod fast_tests {
                 .map(|i| (i % 5 != 2).then_some((i * 3) % p))
                 .collect();
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            if let Some(fast) = conv_forward_fast(&x, &k, &idx, d) {
-                assert_eq!(bits(&fast), bits(&conv_forward(&x, &k, &idx, d)));
+            for isa in isas() {
+                let fast = conv_fast::forward(isa, &x, &k, &idx, d);
+                assert_eq!(bits(&fast), bits(&conv_forward(&x, &k, &idx, d)), "{isa:?}");
             }
-            if let Some(fast) = conv_input_grad_fast(&g, &k, &inv, d) {
-                assert_eq!(bits(&fast), bits(&conv_input_grad(&g, &k, &inv, d)));
+            for isa in isas() {
+                let fast = conv_fast::input_grad(isa, &g, &k, &inv, d);
+                assert_eq!(
+                    bits(&fast),
+                    bits(&conv_input_grad(&g, &k, &inv, d)),
+                    "{isa:?}"
+                );
             }
-            if let Some(fast) = conv_kernel_grad_fast(&x, &g, &idx, d) {
-                assert_eq!(bits(&fast), bits(&conv_kernel_grad(&x, &g, &idx, d)));
+            for isa in isas() {
+                let fast = conv_fast::kernel_grad(isa, &x, &g, &idx, d);
+                assert_eq!(
+                    bits(&fast),
+                    bits(&conv_kernel_grad(&x, &g, &idx, d)),
+                    "{isa:?}"
+                );
             }
         }
     }
@@ -893,14 +614,23 @@ mod fast_tests {
             }
             assert!(a.iter().any(|v| v.is_nan()) && a.iter().any(|v| v.is_infinite()));
         };
-        if let Some(fast) = conv_forward_fast(&x, &k, &idx, d) {
-            same(&fast, &conv_forward(&x, &k, &idx, d));
+        for isa in isas() {
+            same(
+                &conv_fast::forward(isa, &x, &k, &idx, d),
+                &conv_forward(&x, &k, &idx, d),
+            );
         }
-        if let Some(fast) = conv_input_grad_fast(&g, &k, &inv, d) {
-            same(&fast, &conv_input_grad(&g, &k, &inv, d));
+        for isa in isas() {
+            same(
+                &conv_fast::input_grad(isa, &g, &k, &inv, d),
+                &conv_input_grad(&g, &k, &inv, d),
+            );
         }
-        if let Some(fast) = conv_kernel_grad_fast(&x, &g, &idx, d) {
-            same(&fast, &conv_kernel_grad(&x, &g, &idx, d));
+        for isa in isas() {
+            same(
+                &conv_fast::kernel_grad(isa, &x, &g, &idx, d),
+                &conv_kernel_grad(&x, &g, &idx, d),
+            );
         }
     }
 }

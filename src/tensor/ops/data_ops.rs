@@ -46,7 +46,7 @@ impl Tensor {
     pub fn split(&self, sections: usize, axis: isize) -> Result<Vec<Tensor>> {
         let a = normalize_axis("split", axis, self.ndim())?;
         let len = self.shape()[a];
-        if sections == 0 || len % sections != 0 {
+        if sections == 0 || !len.is_multiple_of(sections) {
             return Err(TensorError::Argument {
                 op: "split",
                 message: format!(
