@@ -54,7 +54,7 @@ def criterion_run(bench, args=(), env=None, prefix=()):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join("target", "criterion", "train_step")
     for name, (median, best) in sorted(samples(root).items()):
-        print(f"{os.path.basename(root)}/{name}: median {fmt(median * 1e9)}, best {fmt(best * 1e9)}")
+        print(f"{name}: median {fmt(median * 1e9)}, best {fmt(best * 1e9)}")
 
 
 if __name__ == "__main__":
