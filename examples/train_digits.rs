@@ -11,9 +11,12 @@ use flaxen::data::{digits, Batches};
 use flaxen::nn::{Dense, Dropout, Module};
 use flaxen::optim::{adamw, losses, warmup_cosine_decay_schedule, GradientTransformation};
 use flaxen::random::{self, Key};
-use flaxen::tensor::{as_jitted, value_and_grad, Tensor, Tree};
+use flaxen::tensor::{
+    as_jitted, jit_value_and_grad_with_keys, Array, JitValueAndGrad, Tensor, Tree,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use ndarray::{s, Array1, Array2};
+use std::cell::RefCell;
 
 /// Dense(128) → relu → Dropout(0.2) → Dense(128) → relu → Dropout(0.2) →
 /// Dense(10), as the Flax `Mlp` of the reference.
@@ -41,27 +44,50 @@ pub const BATCH: usize = 100;
 /// The first `TRAIN` images train, the rest test.
 pub const TRAIN: usize = 1500;
 
-/// One training step: the mean cross-entropy of a batch and its gradient
-/// (the reference's `loss_fn` under `jax.value_and_grad`).
+/// The reference's `loss_fn`: the mean cross-entropy of a batch (`x`, and
+/// its int32 labels `y`) with dropout drawn from `keys[0]`, run with the
+/// numbers of `jax.jit` (the reference's step is jitted).
+pub fn loss(params: &Tree, batch: &Tree, keys: &[Key]) -> flaxen::Result<Tensor> {
+    as_jitted(|| {
+        let variables = Variables::new().with("params", params.clone());
+        let rngs = Rngs::from([("dropout", keys[0].clone())]);
+        let logits = Mlp { train: true }.apply(&variables, batch.tensor("x")?.clone(), rngs)?;
+        // The labels by reference: an argument of the compiled step.
+        let labels = batch.array("y")?;
+        Ok(losses::softmax_cross_entropy_with_integer_labels(&logits, labels)?.mean_all())
+    })
+}
+
+/// A batch as the compiled step's inputs: the images and their labels.
+pub fn batch_inputs(x: Tensor, y: &Array1<i32>) -> Tree {
+    Tree::new()
+        .with("x", x)
+        .with("y", Array::from(y.clone().into_dyn()))
+}
+
+/// The compiled step's type: [`loss`] under `jit_value_and_grad_with_keys`.
+type Step = JitValueAndGrad<fn(&Tree, &Tree, &[Key]) -> flaxen::Result<Tensor>>;
+
+thread_local! {
+    /// Each thread's compiled step (traced on its first call, replayed
+    /// after, as the reference's `jax.jit`-ed step).
+    static STEP: RefCell<Step> = RefCell::new(jit_value_and_grad_with_keys(loss as _));
+}
+
+/// One training step: [`loss`] and its gradient (the reference's
+/// `jax.jit(jax.value_and_grad(loss_fn))`), compiled: the first call
+/// traces it, later calls replay the trace with the new parameters, batch,
+/// labels and dropout key.
 pub fn loss_and_grads(
     params: &Tree,
     x: Tensor,
     y: &Array1<i32>,
     dropout_key: Key,
 ) -> flaxen::Result<(Tensor, Tree)> {
-    let labels = y.clone().into_dyn();
-    // The reference's step runs under jax.jit.
-    as_jitted(|| {
-        value_and_grad(
-            |p| {
-                let variables = Variables::new().with("params", p.clone());
-                let rngs = Rngs::from([("dropout", dropout_key)]);
-                let logits = Mlp { train: true }.apply(&variables, x, rngs)?;
-                let loss = losses::softmax_cross_entropy_with_integer_labels(&logits, &labels)?;
-                Ok(loss.mean_all())
-            },
-            params,
-        )
+    let batch = batch_inputs(x, y);
+    STEP.with(|step| {
+        step.borrow_mut()
+            .call_with_keys(params, &batch, &[dropout_key])
     })
 }
 

@@ -1,10 +1,45 @@
 //! Losses as optax's (`optax.losses`), computed in optax's operation
 //! order.
 
-use ndarray::ArrayD;
+use ndarray::{ArrayBase, ArrayViewD, Data, Dimension};
 
 use crate::error::{Error, Result};
-use crate::tensor::{Tensor, TensorError};
+use crate::tensor::{Array, Tensor, TensorError};
+
+/// Integer class labels: any `ndarray` array of `i32` (an `ArrayD<i32>`, a
+/// tree's shared `ArcArray<i32, IxDyn>`, a view), or an [`Array`] of dtype
+/// `int32`.
+///
+/// Inside a compiled step ([`jit_value_and_grad_with`]), labels that are
+/// an `int32` array of the step's inputs tree, passed by reference (as
+/// `batch.array("y")?`), are an argument of the compiled program: every
+/// call uses its own labels, as `jax.jit` traces integer arguments. A copy
+/// of them would be baked in instead (and the replay would then run only
+/// for calls passing the same labels).
+///
+/// [`jit_value_and_grad_with`]: crate::tensor::jit_value_and_grad_with
+pub trait IntegerLabels {
+    /// The labels, or a typed error when they are not `int32`.
+    fn int32_view(&self) -> Result<ArrayViewD<'_, i32>>;
+}
+
+impl<S: Data<Elem = i32>, D: Dimension> IntegerLabels for ArrayBase<S, D> {
+    fn int32_view(&self) -> Result<ArrayViewD<'_, i32>> {
+        Ok(self.view().into_dyn())
+    }
+}
+
+impl IntegerLabels for Array {
+    fn int32_view(&self) -> Result<ArrayViewD<'_, i32>> {
+        match self.as_i32() {
+            Some(a) => Ok(a.view()),
+            None => Err(Error::from(TensorError::Argument {
+                op: "softmax_cross_entropy_with_integer_labels",
+                message: format!("labels of dtype {}, not int32", self.dtype()),
+            })),
+        }
+    }
+}
 
 /// `optax.softmax_cross_entropy_with_integer_labels(logits, labels)`: per
 /// example, `logsumexp(logits) - logits[label]` over the last axis, as
@@ -17,7 +52,7 @@ use crate::tensor::{Tensor, TensorError};
 /// use ndarray::arr1;
 ///
 /// let logits = Tensor::from_vec(vec![1.2, -0.8, -0.5, 0.9, -1.2, 1.1], &[2, 3]).unwrap();
-/// let loss = softmax_cross_entropy_with_integer_labels(&logits, &arr1(&[0, 1]).into_dyn())?;
+/// let loss = softmax_cross_entropy_with_integer_labels(&logits, &arr1(&[0, 1]))?;
 /// // optax's docstring prints [0.2761 2.9518]
 /// let v = loss.to_vec();
 /// assert!((v[0] - 0.2761).abs() < 1e-4 && (v[1] - 2.9518).abs() < 1e-4);
@@ -26,12 +61,14 @@ use crate::tensor::{Tensor, TensorError};
 ///
 /// Unlike optax, which silently returns a meaningless value, a label
 /// outside `[0, classes)` is an error naming it; so are labels whose shape
-/// is not the logits' without the last axis.
-pub fn softmax_cross_entropy_with_integer_labels(
+/// is not the logits' without the last axis, and labels that are not
+/// `int32`. A compiled step checks each call's labels the same way.
+pub fn softmax_cross_entropy_with_integer_labels<L: IntegerLabels + ?Sized>(
     logits: &Tensor,
-    labels: &ArrayD<i32>,
+    labels: &L,
 ) -> Result<Tensor> {
     let op = "softmax_cross_entropy_with_integer_labels";
+    let labels = labels.int32_view()?;
     let ndim = logits.ndim();
     if ndim == 0 || labels.shape() != &logits.shape()[..ndim - 1] {
         return Err(TensorError::Incompatible {
@@ -42,26 +79,23 @@ pub fn softmax_cross_entropy_with_integer_labels(
         .into());
     }
     let classes = logits.shape()[ndim - 1];
-    if let Some(bad) = labels.iter().find(|&&l| l < 0 || l as usize >= classes) {
-        return Err(Error::from(TensorError::Argument {
-            op,
-            message: format!(
-                "label {bad} is outside [0, {classes}) (logits of shape {:?})",
-                logits.shape()
-            ),
-        }));
+    if let Some(&bad) = labels.iter().find(|&&l| l < 0 || l as usize >= classes) {
+        return Err(Error::from(crate::tensor::label_out_of_range(
+            bad,
+            logits.shape(),
+        )));
     }
-    let label_logits = logits
-        .take_along_axis(&labels.clone().insert_axis(ndarray::Axis(ndim - 1)), -1)?
-        .squeeze(-1)?;
+    // The labels' logits (`take_along_axis` then `squeeze`, as one
+    // operation that a compiled step replays with each call's labels).
+    let input = crate::tensor::int_inputs::argument(&labels);
+    let label_logits = logits.label_logits(labels, input)?;
     Ok(logsumexp_last(logits)?.sub(&label_logits)?)
 }
 
 /// `jax.nn.logsumexp(x, axis=-1)`: `log(|sum(exp(x - m))|) + m` with
 /// `m = stop_gradient(max(x))` (0 where the maximum is not finite).
 fn logsumexp_last(x: &Tensor) -> Result<Tensor> {
-    let amax = x.max(&[-1], true)?.stop_gradient();
-    let amax = Tensor::from_array(amax.data.mapv(|m| if m.is_finite() { m } else { 0.0 }));
+    let amax = x.max_last_stopped()?;
     let sum = x.sub(&amax)?.exp().sum(&[-1], false)?;
     Ok(sum.abs().log().add(&amax.squeeze(-1)?)?)
 }

@@ -109,6 +109,9 @@ fn op_name(kind: &OpKind, at: &Location) -> String {
         OpKind::LogSoftmaxLast => "log_softmax".into(),
         OpKind::Select => "select".into(),
         OpKind::Sampled(_) => "a random draw".into(),
+        OpKind::Squeeze(_) => "squeeze".into(),
+        OpKind::MaxLastStopped => "max".into(),
+        OpKind::LabelLogits(_) => "take_along_axis".into(),
         OpKind::Other => format!("the operation at {}:{}", at.file(), at.line()),
     }
 }

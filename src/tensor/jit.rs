@@ -24,6 +24,7 @@ use super::ops::binary::{
     is_trailing, picks, Rule, DIV, DIV_DA, DIV_DB, DIV_TRACED_DA, DIV_TRACED_DB, MUL, MUL_DA,
     MUL_DB,
 };
+use super::ops::cross_entropy;
 use super::ops::matmul::{exact_matmul_limit, matmul_slices_into, DotRoute};
 use super::ops::rows;
 use super::sampled::{draw_again, Sampler};
@@ -251,8 +252,12 @@ fn compiled_call(
     let tape = Tape::new();
     let (traced, ids) = trace_on(&tape, params);
     let (traced_inputs, _) = trace_on(&tape, inputs);
-    let run = || f(&traced, &traced_inputs, keys_given);
-    let (result, rngs) = match keys {
+    // The inputs' int32 arrays are the step's integer arguments.
+    let run = || {
+        let call = || f(&traced, &traced_inputs, keys_given);
+        super::int_inputs::tracing(inputs.arrays(), call)
+    };
+    let ((result, int_args), rngs) = match keys {
         Some(keys) => {
             let (result, trace) = super::sampled::tracing(&tape, keys, run);
             (result, Some(trace))
@@ -289,6 +294,7 @@ fn compiled_call(
     } else {
         let samplers = rngs.map(|t| t.samplers).unwrap_or_default();
         Plan::new(&tape, &out, params, inputs, samplers, keys_given.len())
+            .map(|plan| plan.with_int_args(int_args))
     });
     Ok((stop_gradient(&out), grads))
 }
@@ -367,6 +373,25 @@ struct Plan {
     /// arguments the step takes.
     samplers: Vec<Sampler>,
     keys: usize,
+    /// Per node: whether a gradient can reach a parameter through it (the
+    /// replay computes no other gradients).
+    differentiable: Vec<bool>,
+    /// Per array of the inputs: whether it is an integer argument read on
+    /// every call (else its traced values are baked in, and only calls
+    /// passing the same values replay).
+    int_args: Vec<bool>,
+    /// The label operands that are integer arguments.
+    labels: Vec<LabelArg>,
+}
+
+/// A [`OpKind::LabelLogits`] step's labels that are integer array `array`
+/// of the inputs: copied (checked, as `f32`) into constant `konst` before
+/// each replay.
+struct LabelArg {
+    konst: usize,
+    array: usize,
+    /// The logits' shape, for the error naming a label out of range.
+    logits: Vec<usize>,
 }
 
 /// Buffers the replay reuses between calls, and whether the planned
@@ -414,6 +439,8 @@ impl Plan {
             .collect();
         let mut consts = Vec::new();
         let mut steps = Vec::with_capacity(root + 1 - leaves);
+        let mut differentiable: Vec<bool> = (0..leaves).map(|i| i < n_params).collect();
+        let mut labels = Vec::new();
         for node in &nodes[leaves..=root] {
             let mut inputs = SmallVec::new();
             let mut in_shapes: SmallVec<[Vec<usize>; 2]> = SmallVec::new();
@@ -439,9 +466,17 @@ impl Plan {
                 OpKind::Add | OpKind::Sub | OpKind::Mul | OpKind::Div | OpKind::DivTraced => {
                     let (a, b) = (&in_shapes[0], &in_shapes[1]);
                     let s = broadcast_shapes_for("jit_value_and_grad", a, b)?;
+                    // A column (`[..., 1]`) right operand of a sum or
+                    // difference, when no gradient flows into it (the
+                    // cross-entropy's shift).
+                    let column = matches!(node.kind, OpKind::Add | OpKind::Sub)
+                        && *a == s
+                        && is_column(b, &s)
+                        && !matches!(inputs[1], Src::Node(i) if differentiable[i]);
                     let ok = a == b
                         || (*a == s && is_trailing(b, &s))
-                        || (*b == s && is_trailing(a, &s));
+                        || (*b == s && is_trailing(a, &s))
+                        || column;
                     if !ok || s.iter().product::<usize>() == 0 {
                         return Err(unsupported(format!(
                             "broadcasting {a:?} with {b:?} cannot be replayed"
@@ -461,6 +496,25 @@ impl Plan {
                 }
                 OpKind::SoftmaxLast | OpKind::LogSoftmaxLast => in_shapes[0].clone(),
                 OpKind::Sampled(i) => samplers[i].shape.clone(),
+                OpKind::Squeeze(axis) => {
+                    let mut s = in_shapes[0].clone();
+                    s.remove(axis);
+                    s
+                }
+                OpKind::MaxLastStopped | OpKind::LabelLogits(_) => {
+                    let s = &in_shapes[0];
+                    if s.last().is_none_or(|&n| n == 0) {
+                        return Err(unsupported(format!(
+                            "{:?} of shape {s:?} cannot be replayed",
+                            node.kind
+                        )));
+                    }
+                    let mut out = s[..s.len() - 1].to_vec();
+                    if node.kind == OpKind::MaxLastStopped {
+                        out.push(1);
+                    }
+                    out
+                }
                 OpKind::Select => {
                     // The mask and the picked-where-true branch of the
                     // output's shape, the other branch too or a scalar (a
@@ -482,6 +536,25 @@ impl Plan {
                     shape
                 }
             };
+            if let (OpKind::LabelLogits(Some(array)), Some(Src::Const(konst))) =
+                (node.kind, inputs.get(1))
+            {
+                labels.push(LabelArg {
+                    konst: *konst,
+                    array,
+                    logits: in_shapes[0].clone(),
+                });
+            }
+            differentiable.push(match node.kind {
+                OpKind::Sampled(_) | OpKind::MaxLastStopped => false,
+                // The mask gets no gradient.
+                OpKind::Select => inputs[1..]
+                    .iter()
+                    .any(|i| is_differentiable(i, &differentiable)),
+                // Nor do the labels.
+                OpKind::LabelLogits(_) => is_differentiable(&inputs[0], &differentiable),
+                _ => inputs.iter().any(|i| is_differentiable(i, &differentiable)),
+            });
             shapes.push(shape.clone());
             let routes = matches!(node.kind, OpKind::Matmul).then(|| {
                 dot_shapes(in_shapes[0][0], in_shapes[0][1], shape[1])
@@ -547,7 +620,19 @@ impl Plan {
             limit: exact_matmul_limit(),
             samplers,
             keys,
+            differentiable,
+            int_args: Vec::new(),
+            labels,
         })
+    }
+
+    /// The plan with `int_args` (per array of the inputs: whether it is an
+    /// integer argument). A label operand whose array is not one (a trace
+    /// that consumed it no longer) stays baked in.
+    fn with_int_args(mut self, int_args: Vec<bool>) -> Plan {
+        self.labels.retain(|l| int_args.get(l.array) == Some(&true));
+        self.int_args = int_args;
+        self
     }
 
     /// Whether `params` and `inputs` have the traced structures and shapes.
@@ -561,11 +646,51 @@ impl Plan {
                 .chain(inputs.leaves())
                 .zip(&self.shapes)
                 .all(|(a, s)| a.shape() == &s[..])
+            && self.accepts_arrays(inputs)
+    }
+
+    /// Whether the inputs' arrays fit: integer arguments of the traced
+    /// dtype and shape, other arrays equal to the traced ones (baked in).
+    fn accepts_arrays(&self, inputs: &Tree) -> bool {
+        let traced = self.input_template.arrays();
+        inputs.arrays().len() == traced.len()
+            && inputs
+                .arrays()
+                .iter()
+                .zip(traced)
+                .zip(&self.int_args)
+                .all(|((a, t), &arg)| {
+                    if arg {
+                        a.dtype() == t.dtype() && a.shape() == t.shape()
+                    } else {
+                        a == t
+                    }
+                })
+    }
+
+    /// Copies this call's integer labels into their constants, checking
+    /// that each is a class of its logits (else the eager loss's error).
+    fn read_labels(&mut self, inputs: &Tree) -> Result<()> {
+        for arg in &self.labels {
+            let values = inputs.arrays()[arg.array]
+                .as_i32()
+                .expect("an int32 argument (accepts checked)");
+            let classes = *arg.logits.last().expect("at least 1-D");
+            let dst = &mut self.consts[arg.konst];
+            for (d, &l) in dst.iter_mut().zip(values.iter()) {
+                if l < 0 || l as usize >= classes {
+                    return Err(super::label_out_of_range(l, &arg.logits));
+                }
+                *d = l as f32;
+            }
+        }
+        Ok(())
     }
 
     /// Replays forward and backward on `params`, drawing again from
     /// `keys`.
     fn run(&mut self, params: &Tree, inputs: &Tree, keys: &[Key]) -> crate::Result<(Tensor, Tree)> {
+        self.read_labels(inputs)?;
         let Plan {
             template,
             input_template: _,
@@ -585,6 +710,9 @@ impl Plan {
             limit,
             samplers,
             keys: _,
+            differentiable,
+            int_args: _,
+            labels: _,
         } = self;
         // The routes were decided outside a `vmap` layout and for this
         // limit; otherwise each product decides again.
@@ -656,7 +784,7 @@ impl Plan {
                 if step.kind == OpKind::Select && k == 0 {
                     continue;
                 }
-                if (n_params..leaves).contains(&target) {
+                if !differentiable[target] {
                     continue;
                 }
                 let acc: &mut [f32] = if target < n_params {
@@ -704,6 +832,14 @@ fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, 
         for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
             *o = f(x, y);
         }
+    } else if is_column(&step.in_shapes[1], &step.shape) {
+        // `b` holds one value per row of `a`.
+        let n = *step.shape.last().expect("at least 1-D");
+        for ((orow, arow), &y) in out.chunks_exact_mut(n).zip(a.chunks_exact(n)).zip(b) {
+            for (o, &x) in orow.iter_mut().zip(arow) {
+                *o = f(x, y);
+            }
+        }
     } else if step.in_shapes[0] == step.shape {
         for (orow, arow) in out.chunks_exact_mut(b.len()).zip(a.chunks_exact(b.len())) {
             for ((o, &x), &y) in orow.iter_mut().zip(arow).zip(b) {
@@ -717,6 +853,17 @@ fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, 
             }
         }
     }
+}
+
+/// Whether `b` is `shape` with its last axis (of length > 1) reduced to 1.
+fn is_column(b: &[usize], shape: &[usize]) -> bool {
+    let n = shape.len();
+    n > 0 && b.len() == n && b[n - 1] == 1 && shape[n - 1] > 1 && b[..n - 1] == shape[..n - 1]
+}
+
+/// Whether a gradient can reach a parameter through `src`.
+fn is_differentiable(src: &Src, differentiable: &[bool]) -> bool {
+    matches!(src, Src::Node(i) if differentiable[*i])
 }
 
 /// The length of the last axis of a step's (first) input.
@@ -751,6 +898,9 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
         }
         // Drawn before the forward pass.
         OpKind::Sampled(_) => {}
+        OpKind::Squeeze(_) => out.copy_from_slice(a),
+        OpKind::MaxLastStopped => cross_entropy::max_rows_finite(a, last(step), out),
+        OpKind::LabelLogits(_) => cross_entropy::label_logits_rows(a, last(step), b, out),
         OpKind::Select if c.len() == 1 => {
             let f = c[0];
             for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
@@ -910,6 +1060,10 @@ fn backward(
             }
         }
         OpKind::Sampled(_) => unreachable!("a draw has no inputs"),
+        OpKind::Squeeze(_) => dst.copy_from_slice(g),
+        OpKind::MaxLastStopped => unreachable!("not differentiable"),
+        // The labels (input 1) are not differentiable.
+        OpKind::LabelLogits(_) => cross_entropy::label_logits_backward(g, last(step), b, dst),
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }

@@ -58,6 +58,7 @@ mod debug_nans;
 mod error;
 pub(crate) mod forward;
 mod grad;
+pub(crate) mod int_inputs;
 mod jit;
 mod ops;
 pub(crate) mod sampled;
@@ -78,6 +79,7 @@ pub use jit::{
     jit_value_and_grad, jit_value_and_grad_with, jit_value_and_grad_with_keys, JitValueAndGrad,
 };
 pub(crate) use ops::conv::gather_windows as conv_windows;
+pub(crate) use ops::cross_entropy::label_out_of_range;
 pub use ops::matmul::{exact_matmul_limit, set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
 pub use ops::{one_hot, ConvSpec};
 pub use shape::broadcast_shapes;

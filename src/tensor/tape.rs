@@ -62,6 +62,16 @@ pub(crate) enum OpKind {
     /// (see [`Tensor::sampled`](super::Tensor::sampled)); its sampler's
     /// index.
     Sampled(usize),
+    /// The same values without axis `.0` (of length 1): `squeeze`.
+    Squeeze(usize),
+    /// The maximum over the last axis, keeping it, with 0 where it is not
+    /// finite, and no gradient: `jax.nn.logsumexp`'s stop-gradient shift.
+    MaxLastStopped,
+    /// Per row of `[..., classes]` logits, the logit at the row's integer
+    /// label (the cross-entropy's `take_along_axis`); the labels are the
+    /// second input, as `f32`. `Some(j)`: they are integer array `j` of a
+    /// compiled step's inputs, read again on every call.
+    LabelLogits(Option<usize>),
 }
 
 /// Computes an outer product's two vectors from an output cotangent.

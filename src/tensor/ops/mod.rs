@@ -5,6 +5,7 @@ pub(crate) mod binary;
 pub(crate) use binary::is_trailing;
 pub(crate) mod conv;
 mod conv_fast;
+pub(crate) mod cross_entropy;
 mod data_ops;
 pub(crate) mod gather;
 pub(crate) mod matmul;

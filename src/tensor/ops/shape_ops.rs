@@ -7,7 +7,7 @@ use smallvec::{smallvec, SmallVec};
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::{linear, linear_all};
 use crate::tensor::shape::{broadcast_shapes_for, normalize_axis, sum_to};
-use crate::tensor::tape::InputGrads;
+use crate::tensor::tape::{InputGrads, OpKind};
 use crate::tensor::Tensor;
 
 /// `x` with `shape`, copying only when its memory order is not row-major.
@@ -74,6 +74,11 @@ impl Tensor {
     /// assert!(x.reshape(&[5, -1]).is_err());
     /// ```
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
+        self.reshape_as(shape, OpKind::Other)
+    }
+
+    /// [`reshape`](Tensor::reshape), recorded as `kind`.
+    fn reshape_as(&self, shape: &[isize], kind: OpKind) -> Result<Tensor> {
         let shape = resolve_shape(self.shape(), shape)?;
         if shape == self.shape() {
             // The same tensor (and, when traced, the same node).
@@ -84,7 +89,7 @@ impl Tensor {
             Err(_) => reshape_owned(self.data.to_owned(), &shape).into_shared(),
         };
         let in_shape = self.shape().to_vec();
-        Ok(Tensor::record(out, &[self], move |g, _| {
+        Ok(Tensor::record_kind(out, &[self], kind, move |g, _| {
             smallvec![Some(reshape_owned(g, &in_shape))]
         })
         .with_tangent(|| {
@@ -112,7 +117,8 @@ impl Tensor {
         }
         let mut shape: Vec<isize> = self.shape().iter().map(|&d| d as isize).collect();
         shape.remove(a);
-        self.reshape(&shape)
+        // Recorded as a squeeze, which a compiled step can replay.
+        self.reshape_as(&shape, OpKind::Squeeze(a))
     }
 
     /// Reverses the axes (`x.T`). O(1).
