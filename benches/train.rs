@@ -1,7 +1,10 @@
 //! The training toolkit's hot paths next to JAX
 //! (tools/bench/jax_train_digits.py, same machine, same session): one epoch
 //! of the digits recipe (15 steps of 100 examples: forward, backward, AdamW
-//! with its schedule) and an AdamW update of a 1M-parameter tree.
+//! with its schedule) with the example's compiled step, the same epoch with
+//! the step run eagerly (`as_jitted(|| value_and_grad(..))`, as the example
+//! ran it before it was compiled; no JAX counterpart), and an AdamW update
+//! of a 1M-parameter tree.
 //!
 //! ```text
 //! cargo bench --bench train
@@ -19,12 +22,25 @@ use criterion::black_box;
 use flaxen::data::{digits, Batches};
 use flaxen::nn::Module;
 use flaxen::optim::{adamw, warmup_cosine_decay_schedule, GradientTransformation};
-use flaxen::random;
-use flaxen::tensor::{Tensor, Tree};
-use ndarray::s;
-use train_digits::{loss_and_grads, Mlp, BATCH, TRAIN};
+use flaxen::random::{self, Key};
+use flaxen::tensor::{value_and_grad, Tensor, Tree};
+use ndarray::{s, Array1};
+use train_digits::{batch_inputs, loss, loss_and_grads, Mlp, BATCH, TRAIN};
 
-fn epoch() {
+/// A step of the example's loss, traced and run op by op on every call.
+fn eager_step(
+    params: &Tree,
+    x: Tensor,
+    y: &Array1<i32>,
+    key: Key,
+) -> flaxen::Result<(Tensor, Tree)> {
+    let batch = batch_inputs(x, y);
+    value_and_grad(|p| loss(p, &batch, std::slice::from_ref(&key)), params)
+}
+
+type StepFn = fn(&Tree, Tensor, &Array1<i32>, Key) -> flaxen::Result<(Tensor, Tree)>;
+
+fn epoch(name: &str, step: StepFn) {
     let d = digits::load().unwrap();
     let x = d.images_f32();
     let (xt, yt) = (x.slice(s![..TRAIN, ..]), d.labels.slice(s![..TRAIN]));
@@ -38,17 +54,12 @@ fn epoch() {
         let batches = Batches::shuffled(xt, yt, BATCH, random::clone(&sk)).unwrap();
         for (t, batch) in batches.enumerate() {
             let key = random::fold_in(random::clone(&dk), t as u32);
-            let (_, grads) =
-                loss_and_grads(&params, Tensor::from_array(batch.x), &batch.y, key).unwrap();
+            let (_, grads) = step(&params, Tensor::from_array(batch.x), &batch.y, key).unwrap();
             (params, state) = tx.apply_gradients(&grads, &state, &params).unwrap();
         }
         black_box(params);
     });
-    println!(
-        "train/digits_epoch: median {}, best {}",
-        fmt(median),
-        fmt(best)
-    );
+    println!("train/{name}: median {}, best {}", fmt(median), fmt(best));
 }
 
 fn adamw_update() {
@@ -75,7 +86,18 @@ fn adamw_update() {
     );
 }
 
+/// Runs the bench named by the first argument that is not an option (all
+/// without one): `cargo bench --bench train -- digits_epoch`.
 fn main() {
-    epoch();
-    adamw_update();
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let wanted = |name: &str| filter.as_deref().is_none_or(|f| name == f);
+    if wanted("digits_epoch") {
+        epoch("digits_epoch", loss_and_grads);
+    }
+    if wanted("digits_epoch_eager") {
+        epoch("digits_epoch_eager", eager_step);
+    }
+    if wanted("adamw_update_1M") {
+        adamw_update();
+    }
 }

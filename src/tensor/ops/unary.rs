@@ -53,6 +53,16 @@ fn side(v: f32, bound: f32, above: bool) -> f32 {
     }
 }
 
+/// `max(x, 0)`, NaN kept.
+#[inline(always)]
+fn relu(x: f32) -> f32 {
+    if x > 0.0 || x.is_nan() {
+        x
+    } else {
+        0.0
+    }
+}
+
 impl UnaryFn {
     /// The function.
     #[inline]
@@ -63,13 +73,7 @@ impl UnaryFn {
             UnaryFn::Log => xla_math::log(x),
             UnaryFn::Tanh => xla_math::tanh(x),
             UnaryFn::Sigmoid => xla_math::logistic(x),
-            UnaryFn::Relu => {
-                if x > 0.0 || x.is_nan() {
-                    x
-                } else {
-                    0.0
-                }
-            }
+            UnaryFn::Relu => relu(x),
             UnaryFn::Gelu => x * (0.5 * (1.0 + gelu_tanh(x))),
             UnaryFn::Sqrt => x.sqrt(),
             UnaryFn::Rsqrt => xla_math::rsqrt(x),
@@ -206,6 +210,66 @@ impl UnaryFn {
     }
 }
 
+/// `out[i] = func.f(x[i])`, with FMA instructions when the CPU has them:
+/// XLA's formulas (`exp`, `log`, `tanh`, ...) use `mul_add`, which is
+/// otherwise a call to libm's `fmaf` per use. Both are exactly rounded, so
+/// the bits are the same either way.
+#[inline]
+pub(crate) fn apply_into(func: UnaryFn, x: &[f32], out: &mut [f32]) {
+    match func {
+        UnaryFn::Exp
+        | UnaryFn::Log
+        | UnaryFn::Tanh
+        | UnaryFn::Sigmoid
+        | UnaryFn::Log1p
+        | UnaryFn::Expm1 => {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("fma") {
+                // SAFETY: the CPU supports FMA, checked just above; that is
+                // the only requirement of `apply_fma`, whose body is safe
+                // code.
+                unsafe { apply_fma(func, x, out) };
+                return;
+            }
+            apply_body(func, x, out)
+        }
+        UnaryFn::Relu => each(x, out, relu),
+        _ => each(x, out, |v| func.f(v)),
+    }
+}
+
+/// `out[i] = f(x[i])`.
+#[inline(always)]
+fn each(x: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32) {
+    out.iter_mut().zip(x).for_each(|(o, &v)| *o = f(v));
+}
+
+/// [`apply_body`] compiled with FMA instructions.
+///
+/// # Safety
+///
+/// The CPU must support FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn apply_fma(func: UnaryFn, x: &[f32], out: &mut [f32]) {
+    apply_body(func, x, out)
+}
+
+/// The loop of [`apply_into`] for XLA's formulas, one per function so
+/// that each inlines.
+#[inline(always)]
+fn apply_body(func: UnaryFn, x: &[f32], out: &mut [f32]) {
+    match func {
+        UnaryFn::Exp => each(x, out, xla_math::exp),
+        UnaryFn::Log => each(x, out, xla_math::log),
+        UnaryFn::Tanh => each(x, out, xla_math::tanh),
+        UnaryFn::Sigmoid => each(x, out, xla_math::logistic),
+        UnaryFn::Log1p => each(x, out, xla_math::log1p),
+        UnaryFn::Expm1 => each(x, out, xla_math::expm1),
+        _ => each(x, out, |v| func.f(v)),
+    }
+}
+
 /// `f` applied to every element, keeping the memory order.
 fn map(x: &ArcArray<f32, IxDyn>, f: impl Fn(f32) -> f32) -> ArrayD<f32> {
     match x.as_slice() {
@@ -218,7 +282,15 @@ fn map(x: &ArcArray<f32, IxDyn>, f: impl Fn(f32) -> f32) -> ArrayD<f32> {
 /// A differentiable elementwise function; the backward pass scales the
 /// incoming gradient in place.
 fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
-    let out = map(&x.data, |v| func.f(v)).into_shared();
+    let out = match x.data.as_slice() {
+        Some(s) => {
+            let mut out = vec![0.0; s.len()];
+            apply_into(func, s, &mut out);
+            ArrayD::from_shape_vec(x.data.raw_dim(), out).expect("same length")
+        }
+        None => map(&x.data, |v| func.f(v)),
+    }
+    .into_shared();
     let (xd, od) = (x.data.clone(), out.clone());
     let fused = in_compiled_region();
     let (xt, ot) = (x.data.clone(), out.clone());
