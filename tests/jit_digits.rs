@@ -193,7 +193,9 @@ fn labels_copied_out_of_the_inputs_are_baked_in_and_checked() {
     let params = init(&x);
     let xb = Tensor::from_array(x.slice(s![..BATCH, ..]).to_owned());
     let key = [random::key(1)];
+    let traces = Cell::new(0);
     let mut step = jit_value_and_grad_with_keys(|p: &Tree, b: &Tree, k: &[Key]| {
+        traces.set(traces.get() + 1);
         let labels = b.array("y")?.as_i32().unwrap().to_owned();
         let variables = Variables::new().with("params", p.clone());
         let rngs = Rngs::from([("dropout", k[0].clone())]);
@@ -212,4 +214,7 @@ fn labels_copied_out_of_the_inputs_are_baked_in_and_checked() {
     assert_eq!(seen[0], seen[1]);
     assert_eq!(seen[2], seen[3]);
     assert_ne!(seen[1], seen[2]);
+    // Traced for y1, replayed, traced again for y2, replayed.
+    assert_eq!(traces.get(), 2);
+    assert!(step.is_compiled());
 }

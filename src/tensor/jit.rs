@@ -2,11 +2,16 @@
 //!
 //! The first call traces `f` exactly like [`value_and_grad`] and keeps the
 //! tape. When every operation on it is one a compiled step knows (2-D
-//! `matmul`, `+ - * /` with equal shapes or a row-broadcast operand, `neg`,
-//! the unary functions, `sum_all`, `mean_all`, sums and means over the last
-//! axis, `softmax` and `log_softmax` over the last axis), later calls replay
-//! the tape on the new parameter values with buffers allocated once, instead
-//! of running `f` again. Otherwise every call runs `value_and_grad`.
+//! `matmul`, `+ - * /` with equal shapes or a row-broadcast operand, `+ -`
+//! with a column operand no gradient flows into, `neg`, the unary
+//! functions, `sum_all`, `mean_all`, sums and means over the last axis,
+//! `softmax` and `log_softmax` over the last axis, `squeeze`, `select`,
+//! random draws, and the integer-label cross-entropy's gather and
+//! stop-gradient maximum), later calls replay the tape on the new parameter
+//! values with buffers allocated once, instead of running `f` again.
+//! Otherwise every call runs `value_and_grad`. The `int32` arrays of the
+//! inputs that such a gather took by reference are arguments (read and
+//! checked on every call); other arrays of the inputs are baked in.
 //!
 //! Replay runs the same kernels as eager execution, in the same order, so
 //! it produces the same bits.
@@ -503,7 +508,9 @@ impl Plan {
                 }
                 OpKind::MaxLastStopped | OpKind::LabelLogits(_) => {
                     let s = &in_shapes[0];
-                    if s.last().is_none_or(|&n| n == 0) {
+                    // Labels are kept as f32, exact below 2^24.
+                    let classes = s.last().copied().unwrap_or(0);
+                    if classes == 0 || classes > cross_entropy::MAX_REPLAYED_CLASSES {
                         return Err(unsupported(format!(
                             "{:?} of shape {s:?} cannot be replayed",
                             node.kind
@@ -900,7 +907,10 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
         OpKind::Sampled(_) => {}
         OpKind::Squeeze(_) => out.copy_from_slice(a),
         OpKind::MaxLastStopped => cross_entropy::max_rows_finite(a, last(step), out),
-        OpKind::LabelLogits(_) => cross_entropy::label_logits_rows(a, last(step), b, out),
+        OpKind::LabelLogits(_) => {
+            let labels = b.iter().map(|&l| l as usize);
+            cross_entropy::label_logits_rows(a, last(step), labels, out)
+        }
         OpKind::Select if c.len() == 1 => {
             let f = c[0];
             for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
@@ -1063,7 +1073,10 @@ fn backward(
         OpKind::Squeeze(_) => dst.copy_from_slice(g),
         OpKind::MaxLastStopped => unreachable!("not differentiable"),
         // The labels (input 1) are not differentiable.
-        OpKind::LabelLogits(_) => cross_entropy::label_logits_backward(g, last(step), b, dst),
+        OpKind::LabelLogits(_) => {
+            let labels = b.iter().map(|&l| l as usize);
+            cross_entropy::label_logits_backward(g, last(step), labels, dst)
+        }
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }

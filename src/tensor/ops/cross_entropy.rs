@@ -14,20 +14,34 @@ use crate::tensor::forward::linear;
 use crate::tensor::tape::{OpKind, TangentRule};
 use crate::tensor::Tensor;
 
+/// Labels beyond this many classes are not exact in `f32`, the form in
+/// which a compiled step keeps them: such a loss is not replayed.
+pub(crate) const MAX_REPLAYED_CLASSES: usize = 1 << 24;
+
 /// Per row of `x` (rows of `n`), the value at the row's label (labels are
 /// in range; checked by the caller).
-pub(crate) fn label_logits_rows(x: &[f32], n: usize, labels: &[f32], out: &mut [f32]) {
-    for ((o, row), &l) in out.iter_mut().zip(x.chunks_exact(n)).zip(labels) {
-        *o = row[l as usize];
+pub(crate) fn label_logits_rows(
+    x: &[f32],
+    n: usize,
+    labels: impl Iterator<Item = usize>,
+    out: &mut [f32],
+) {
+    for ((o, row), l) in out.iter_mut().zip(x.chunks_exact(n)).zip(labels) {
+        *o = row[l];
     }
 }
 
 /// The cotangent of [`label_logits_rows`]: zeros with each row's cotangent
 /// added at its label (`0 + g`, as the scatter-add of `take_along_axis`).
-pub(crate) fn label_logits_backward(g: &[f32], n: usize, labels: &[f32], dst: &mut [f32]) {
+pub(crate) fn label_logits_backward(
+    g: &[f32],
+    n: usize,
+    labels: impl Iterator<Item = usize>,
+    dst: &mut [f32],
+) {
     dst.fill(0.0);
-    for ((row, &g), &l) in dst.chunks_exact_mut(n).zip(g).zip(labels) {
-        row[l as usize] += g;
+    for ((row, &g), l) in dst.chunks_exact_mut(n).zip(g).zip(labels) {
+        row[l] += g;
     }
 }
 
@@ -86,13 +100,12 @@ impl Tensor {
         input: Option<usize>,
     ) -> Result<Tensor> {
         let n = *self.shape().last().expect("at least 1-D");
-        let as_f32 = labels.mapv(|l| l as f32);
-        let flat: Vec<f32> = as_f32.iter().copied().collect();
+        let idx: Vec<usize> = labels.iter().map(|&l| l as usize).collect();
         let x = self.data.as_standard_layout();
         let x = x.as_slice().expect("standard layout");
-        let mut out = vec![0.0; flat.len()];
+        let mut out = vec![0.0; idx.len()];
         if n > 0 {
-            label_logits_rows(x, n, &flat, &mut out);
+            label_logits_rows(x, n, idx.iter().copied(), &mut out);
         }
         let value = ArrayD::from_shape_vec(IxDyn(labels.shape()), out)
             .expect("one value per label")
@@ -101,7 +114,8 @@ impl Tensor {
         let indices = labels.to_owned().insert_axis(Axis(labels.ndim()));
         let tangent =
             move || linear(move |t: &Tensor| Ok(t.take_along_axis(&indices, -1)?.squeeze(-1)?));
-        let label_tensor = Tensor::from_array(as_f32);
+        // The labels as a constant operand, for a compiled step's replay.
+        let label_tensor = Tensor::from_array(labels.mapv(|l| l as f32));
         Ok(Tensor::record_kind(
             value,
             &[self, &label_tensor],
@@ -110,7 +124,8 @@ impl Tensor {
                 let g = g.as_standard_layout();
                 let mut dx = vec![0.0; in_shape.iter().product()];
                 if n > 0 {
-                    label_logits_backward(g.as_slice().expect("standard"), n, &flat, &mut dx);
+                    let g = g.as_slice().expect("standard layout");
+                    label_logits_backward(g, n, idx.iter().copied(), &mut dx);
                 }
                 let dx = ArrayD::from_shape_vec(IxDyn(&in_shape), dx).expect("the input's size");
                 smallvec![Some(dx), None]
