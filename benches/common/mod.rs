@@ -35,3 +35,18 @@ pub fn fmt(t: f64) -> String {
         format!("{:.3} ms", t * 1e3)
     }
 }
+
+/// The CPU time of all the process's threads so far, in seconds (Linux:
+/// the on-CPU nanoseconds of `/proc/self/task/*/schedstat`; 0 elsewhere),
+/// as tools/bench/jax_train_step.py's `cpu_seconds` reads it.
+#[allow(dead_code)]
+pub fn cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let ns: u64 = tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 * 1e-9
+}

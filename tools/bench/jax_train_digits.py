@@ -7,12 +7,14 @@ four 512x512 leaves. Run on the same machine in the same session as
     .venv-oracle/bin/python tools/bench/jax_train_digits.py
 
 Timed as tools/bench/jax_train_step.py times (batches of ~10 ms, median and
-best). Pinned like the oracle: jax==0.10.2, jaxlib==0.10.2, flax==0.12.8,
+best), and the epoch also over 600 epochs in a row (wall and CPU time of all
+threads per epoch). Pinned like the oracle: jax==0.10.2, jaxlib==0.10.2, flax==0.12.8,
 optax==0.2.8.
 """
 
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -23,7 +25,7 @@ import optax
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "oracle"))
 sys.path.insert(0, os.path.dirname(__file__))
 import train_digits as T  # noqa: E402
-from jax_train_step import batch_times, fmt  # noqa: E402
+from jax_train_step import batch_times, cpu_seconds, fmt  # noqa: E402
 
 
 def main():
@@ -48,6 +50,17 @@ def main():
 
     times = batch_times(epoch)
     print(f"train/digits_epoch: median {fmt(float(np.median(times)))}, best {fmt(min(times))}")
+
+    # 600 epochs in a row: wall and CPU time (all threads) per epoch, as
+    # benches/train.rs's digits_epoch_sustained.
+    n = 600
+    for _ in range(20):
+        jax.block_until_ready(epoch())
+    cpu0, wall0 = cpu_seconds(), time.perf_counter()
+    for _ in range(n):
+        jax.block_until_ready(epoch())
+    wall, cpu = (time.perf_counter() - wall0) / n, (cpu_seconds() - cpu0) / n
+    print(f"train/digits_epoch_sustained: wall {fmt(wall)}, cpu {fmt(cpu)}")
 
     params = {f"w{i}": jnp.asarray((np.arange(512 * 512) * 7 + i) % 13 * 0.01, jnp.float32).reshape(512, 512) for i in range(4)}
     grads = jax.tree.map(lambda p: p * 0.5, params)

@@ -13,6 +13,7 @@ figures for the Rust side. Pinned like the oracle: jax==0.10.2,
 jaxlib==0.10.2, flax==0.12.8.
 """
 
+import glob
 import time
 
 import numpy as np
@@ -64,6 +65,20 @@ def batch_times(f, min_seconds=3.0, batch_seconds=0.01):
             jax.block_until_ready(f())
         times.append((time.perf_counter() - t) / calls)
     return times
+
+
+def cpu_seconds():
+    """The CPU time of all the process's threads so far, in seconds (Linux:
+    the on-CPU nanoseconds of /proc/self/task/*/schedstat; 0 elsewhere), as
+    benches/common/mod.rs's `cpu_seconds` reads it."""
+    total = 0
+    for path in glob.glob("/proc/self/task/*/schedstat"):
+        try:
+            with open(path) as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return total * 1e-9
 
 
 def fmt(t):
