@@ -35,6 +35,11 @@ pub(crate) struct State {
     /// RNG streams an enclosing transform did not take (not in its
     /// `split_rngs`): stream, transform, the transform's module path.
     pub(crate) hidden_streams: Arc<Vec<(String, &'static str, String)>>,
+    /// How many leading path elements `make_rng` leaves out of its hash:
+    /// inside a jitted module (`nn.jit`) the streams are keys forked at
+    /// the module's own path, from which the body's keys hang as if the
+    /// module were the root (0 elsewhere).
+    pub(crate) rng_root: usize,
 }
 
 impl State {
@@ -53,6 +58,7 @@ impl State {
             lifted: Arc::default(),
             axes: Vec::new(),
             hidden_streams: Arc::default(),
+            rng_root: 0,
         }
     }
 
@@ -281,7 +287,8 @@ impl<'s> Scope<'s> {
         let count = *counter;
         let separator = st.rngs.separator_flag();
         let seed = random::clone(&st.rngs.streams[name]);
-        let mut data: Vec<PathElement<'_>> = self.path.iter().map(|s| s.as_str().into()).collect();
+        let relative = &self.path[st.rng_root.min(self.path.len())..];
+        let mut data: Vec<PathElement<'_>> = relative.iter().map(|s| s.as_str().into()).collect();
         data.push(count.into());
         let hash = path_hash(&data, separator);
         let derived = random::fold_in(seed.clone(), hash);

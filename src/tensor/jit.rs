@@ -347,7 +347,7 @@ fn dot_shapes(m: usize, k: usize, n: usize) -> [DotCall; 3] {
 type DotCall = ((usize, usize), (usize, usize), (usize, usize, usize));
 
 /// A compiled tape with its buffers.
-struct Plan {
+pub(crate) struct Plan {
     /// The parameters' structure (with placeholder leaves), the inputs'
     /// structure, and the shapes of both, as traced.
     template: Tree,
@@ -825,6 +825,71 @@ impl Plan {
             .with_leaves(out_leaves)
             .expect("one gradient per leaf");
         Ok((Tensor::constant(loss.clone()), grads))
+    }
+}
+
+/// The forward half of a plan, for compiled modules
+/// ([`jit_forward`](super::jit_forward)): the same steps and kernels,
+/// without gradients.
+impl Plan {
+    /// Plans the forward replay of `tape` up to `root`, whose first nodes
+    /// are `leaves`' tensors; `keys` key arguments feed `samplers`.
+    pub(crate) fn forward_only(
+        tape: &Arc<Tape>,
+        root: &Tensor,
+        leaves: &Tree,
+        samplers: Vec<Sampler>,
+        keys: usize,
+    ) -> Result<Plan> {
+        let mut plan = Plan::new(tape, root, &Tree::new(), leaves, samplers, keys)?;
+        // Nothing is differentiated: free the gradient buffers.
+        plan.grads = Vec::new();
+        Ok(plan)
+    }
+
+    /// Replays the forward pass on `leaves` (in the planned order and
+    /// shapes), drawing again from `keys`; read results with
+    /// [`value`](Plan::value).
+    pub(crate) fn run_forward(&mut self, leaves: &[Tensor], keys: &[Key]) -> crate::Result<()> {
+        let n = self.leaves;
+        self.scratch.routes = current_layout().is_none() && exact_matmul_limit() == self.limit;
+        for (t, copy) in leaves.iter().zip(self.leaf_copies.iter_mut()) {
+            if t.data.as_slice().is_none() {
+                copy.clear();
+                copy.extend(t.data.iter().copied());
+            }
+        }
+        let leaf: SmallVec<[&[f32]; 16]> = leaves
+            .iter()
+            .zip(&self.leaf_copies)
+            .map(|(t, copy)| t.data.as_slice().unwrap_or(copy))
+            .collect();
+        for (s, step) in self.steps.iter().enumerate() {
+            if let OpKind::Sampled(i) = step.kind {
+                self.values[n + s] = draw_again(&self.samplers[i], keys)?;
+            }
+        }
+        for (s, step) in self.steps.iter().enumerate() {
+            let (before, rest) = self.values.split_at_mut(n + s);
+            let consts = &self.consts;
+            let input = |k: usize| -> &[f32] {
+                match step.inputs.get(k) {
+                    None => &[],
+                    Some(Src::Node(i)) if *i < n => leaf[*i],
+                    Some(Src::Node(i)) => &before[*i],
+                    Some(Src::Const(c)) => &consts[*c],
+                }
+            };
+            let ins = [input(0), input(1), input(2)];
+            forward(step, ins, &mut rest[0], &mut self.scratch);
+        }
+        Ok(())
+    }
+
+    /// The value of node `node` (an operation, not a leaf) after
+    /// [`run_forward`](Plan::run_forward), row-major.
+    pub(crate) fn value(&self, node: usize) -> &[f32] {
+        &self.values[node]
     }
 }
 

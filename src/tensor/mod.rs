@@ -60,6 +60,7 @@ pub(crate) mod forward;
 mod grad;
 pub(crate) mod int_inputs;
 mod jit;
+pub(crate) mod jit_forward;
 mod ops;
 pub(crate) mod sampled;
 pub(crate) mod shape;

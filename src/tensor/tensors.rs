@@ -39,6 +39,26 @@ pub trait Tensors: Clone {
         self.flatten(&mut out);
         out
     }
+
+    /// Appends to `out` what a compiled module ([`nn::Jit`]) must see
+    /// unchanged to replay a call: the structure and the static values
+    /// (flags, sizes), not the tensors' values or shapes. Returns `false`
+    /// when it cannot tell (the default, for types defined outside
+    /// flaxen): a module given such an input runs eagerly on every call.
+    ///
+    /// ```
+    /// use flaxen::tensor::{Tensor, Tensors};
+    ///
+    /// let (mut a, mut b) = (String::new(), String::new());
+    /// assert!((Tensor::zeros(&[2]), true).static_signature(&mut a));
+    /// assert!((Tensor::ones(&[3]), false).static_signature(&mut b));
+    /// assert_ne!(a, b);
+    /// ```
+    ///
+    /// [`nn::Jit`]: crate::nn::Jit
+    fn static_signature(&self, _out: &mut String) -> bool {
+        false
+    }
 }
 
 impl Tensors for Tensor {
@@ -48,6 +68,11 @@ impl Tensors for Tensor {
 
     fn rebuild(&self, leaves: &mut dyn Iterator<Item = Tensor>) -> Option<Self> {
         leaves.next()
+    }
+
+    fn static_signature(&self, out: &mut String) -> bool {
+        out.push('T');
+        true
     }
 }
 
@@ -64,6 +89,21 @@ impl Tensors for Tree {
         }
         self.with_leaves(taken).ok()
     }
+
+    /// The paths of the leaves; a tree holding arrays (integers, keys,
+    /// whose values may steer the computation) cannot tell.
+    fn static_signature(&self, out: &mut String) -> bool {
+        if !self.arrays().is_empty() {
+            return false;
+        }
+        out.push('{');
+        for (path, _) in self.paths() {
+            out.push_str(&path);
+            out.push(',');
+        }
+        out.push('}');
+        true
+    }
 }
 
 /// Values that hold no tensor pass through unchanged.
@@ -74,6 +114,11 @@ macro_rules! static_tensors {
 
             fn rebuild(&self, _: &mut dyn Iterator<Item = Tensor>) -> Option<Self> {
                 Some(self.clone())
+            }
+
+            fn static_signature(&self, out: &mut String) -> bool {
+                out.push_str(&format!("{self:?},"));
+                true
             }
         }
     )*};
@@ -89,6 +134,13 @@ impl<T: Tensors> Tensors for Vec<T> {
     fn rebuild(&self, leaves: &mut dyn Iterator<Item = Tensor>) -> Option<Self> {
         self.iter().map(|x| x.rebuild(leaves)).collect()
     }
+
+    fn static_signature(&self, out: &mut String) -> bool {
+        out.push_str(&format!("[{}:", self.len()));
+        let known = self.iter().all(|x| x.static_signature(out));
+        out.push(']');
+        known
+    }
 }
 
 impl<T: Tensors> Tensors for Option<T> {
@@ -102,6 +154,21 @@ impl<T: Tensors> Tensors for Option<T> {
         match self {
             Some(x) => Some(Some(x.rebuild(leaves)?)),
             None => Some(None),
+        }
+    }
+
+    fn static_signature(&self, out: &mut String) -> bool {
+        match self {
+            Some(x) => {
+                out.push_str("Some(");
+                let known = x.static_signature(out);
+                out.push(')');
+                known
+            }
+            None => {
+                out.push_str("None");
+                true
+            }
         }
     }
 }
@@ -128,6 +195,13 @@ macro_rules! tuple_tensors {
 
             fn rebuild(&self, leaves: &mut dyn Iterator<Item = Tensor>) -> Option<Self> {
                 Some(($(self.$idx.rebuild(leaves)?,)+))
+            }
+
+            fn static_signature(&self, out: &mut String) -> bool {
+                out.push('(');
+                let known = true $(&& self.$idx.static_signature(out))+;
+                out.push(')');
+                known
             }
         }
     )*};

@@ -49,6 +49,8 @@ pub(crate) struct Packed {
     initializing: bool,
     lifted: Arc<Vec<Vec<Filter>>>,
     axes: Vec<super::AxisContext>,
+    /// The outer state's [`State::rng_root`], kept by the items.
+    rng_root: usize,
     /// `make_rng` counters when the transform started.
     pub(crate) counters: HashMap<(Vec<String>, String), u64>,
     /// RNG streams of the outer scopes that this and enclosing transforms
@@ -142,6 +144,7 @@ impl Packed {
             initializing: outer.initializing,
             lifted,
             axes: outer.axes.clone(),
+            rng_root: outer.rng_root,
             counters: outer.counters.clone(),
             hidden_streams: Arc::new(hidden),
             modes,
@@ -267,6 +270,7 @@ impl Packed {
         state.lifted = Arc::clone(&self.lifted);
         state.hidden_streams = Arc::clone(&self.hidden_streams);
         state.axes = self.axes.clone();
+        state.rng_root = self.rng_root;
         Ok(state)
     }
 

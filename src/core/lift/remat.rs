@@ -15,7 +15,7 @@ use crate::tensor::custom::{forward_of, recompute, record_custom, recorded, untr
 use crate::tensor::{stop_gradient, Tensor, Tensors};
 
 /// Every tensor of `variables`, collection by collection.
-fn variable_tensors(variables: &Variables) -> Vec<Tensor> {
+pub(super) fn variable_tensors(variables: &Variables) -> Vec<Tensor> {
     variables
         .iter()
         .flat_map(|(_, tree)| tree.leaves().to_vec())
@@ -24,7 +24,7 @@ fn variable_tensors(variables: &Variables) -> Vec<Tensor> {
 
 /// `variables` with its tensors taken, in [`variable_tensors`]' order, from
 /// `leaves`.
-fn with_variable_tensors(
+pub(super) fn with_variable_tensors(
     variables: &Variables,
     leaves: &mut impl Iterator<Item = Tensor>,
 ) -> Result<Variables> {

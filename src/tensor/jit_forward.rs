@@ -1,0 +1,195 @@
+//! Compiled forward programs: `jax.jit(f)` for a function of tensors and
+//! PRNG keys that returns tensors (behind [`nn::Jit`](crate::nn::Jit)).
+//!
+//! [`trace_forward`] runs `f` once on traced copies of its arguments,
+//! with the keys as key arguments (random draws from keys `make_rng`
+//! derives from them are recorded, see [`super::sampled`]), and plans the
+//! replay of the recorded operations with the kernels of
+//! [`jit_value_and_grad`](super::jit_value_and_grad), forward only.
+//! [`ForwardProgram::run`] replays it on new arguments of the same shapes,
+//! drawing again from the new keys: the same kernels in the same order as
+//! the traced run, so the same bits.
+
+use std::sync::Arc;
+
+use ndarray::{ArcArray, IxDyn};
+
+use super::error::TensorError;
+use super::grad::{stop_gradient, trace_on};
+use super::jit::Plan;
+use super::tape::Tape;
+use super::{Tensor, Tree};
+use crate::random::Key;
+
+/// Where one output of a program comes from.
+enum Out {
+    /// An operation's value, of this shape.
+    Node(usize, Vec<usize>),
+    /// Argument `i`, passed through.
+    Leaf(usize),
+    /// A value that depends on no argument, captured when traced.
+    Const(Tensor),
+}
+
+/// A traced function, replayable on arguments of the traced shapes.
+pub(crate) struct ForwardProgram {
+    /// The replay of the operations (`None`: every output is an argument
+    /// or a constant).
+    plan: Option<Plan>,
+    shapes: Vec<Vec<usize>>,
+    keys: usize,
+    outputs: Vec<Out>,
+}
+
+/// Why a trace gives no program.
+pub(crate) enum Unplanned {
+    /// The replay cannot repeat the function; the traced run's outputs
+    /// are right.
+    Eager(String),
+    /// The function mixed its arguments with values traced by an enclosing
+    /// differentiation: the traced run's outputs lost that tracing, so the
+    /// caller must run the function again without tracing.
+    Rerun(String),
+}
+
+/// A trace's result: `f`'s own result, its output tensors (detached from
+/// the trace), and the program or why there is none.
+pub(crate) type Traced<T> = (T, Vec<Tensor>, Result<ForwardProgram, Unplanned>);
+
+/// Runs `f` on traced copies of `args` with `keys` as key arguments, and
+/// plans its replay. `f` returns a value of its own and its output tensors.
+pub(crate) fn trace_forward<T>(
+    args: &[Tensor],
+    keys: &[Key],
+    f: impl FnOnce(&[Tensor]) -> crate::Result<(T, Vec<Tensor>)>,
+) -> crate::Result<Traced<T>> {
+    let tape = Tape::new();
+    let entries = args
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (i.to_string(), Tree::leaf(t.clone())));
+    let arg_tree = Tree::from_entries(entries);
+    let (traced, _) = trace_on(&tape, &arg_tree);
+    let (result, rngs) = super::sampled::tracing(&tape, keys, || f(traced.leaves()));
+    tape.close();
+    let (value, outs) = result?;
+    let program = if tape.is_nested() || outs.iter().any(|t| on_other_tape(t, &tape)) {
+        Err(Unplanned::Rerun(
+            "the function reads values traced by an enclosing transform".into(),
+        ))
+    } else if tape.was_read() {
+        Err(Unplanned::Eager(
+            "the function reads traced values (a value-dependent branch)".into(),
+        ))
+    } else if !rngs.replayable() {
+        Err(Unplanned::Eager(
+            "the function uses keys from make_rng other than through Tensor::sampled, or \
+             draws from keys it did not get from make_rng"
+                .into(),
+        ))
+    } else {
+        plan(&tape, &arg_tree, &outs, rngs.samplers, keys.len())
+    };
+    let detached = outs
+        .iter()
+        .map(|t| {
+            if on_tape(t, &tape) {
+                stop_gradient(t)
+            } else {
+                t.clone()
+            }
+        })
+        .collect();
+    Ok((value, detached, program))
+}
+
+fn on_tape(t: &Tensor, tape: &Arc<Tape>) -> bool {
+    t.tracer
+        .as_ref()
+        .is_some_and(|tr| Arc::ptr_eq(&tr.tape, tape))
+}
+
+fn on_other_tape(t: &Tensor, tape: &Arc<Tape>) -> bool {
+    t.tracer.is_some() && !on_tape(t, tape)
+}
+
+/// The program of a closed trace whose outputs are `outs`.
+fn plan(
+    tape: &Arc<Tape>,
+    args: &Tree,
+    outs: &[Tensor],
+    samplers: Vec<super::sampled::Sampler>,
+    keys: usize,
+) -> Result<ForwardProgram, Unplanned> {
+    let n = args.leaves().len();
+    let outputs: Vec<Out> = outs
+        .iter()
+        .map(|t| match &t.tracer {
+            Some(tr) if tr.node < n => Out::Leaf(tr.node),
+            Some(tr) => Out::Node(tr.node, t.shape().to_vec()),
+            None => Out::Const(t.clone()),
+        })
+        .collect();
+    // The last operation any output needs ends the replay.
+    let root = outs
+        .iter()
+        .zip(&outputs)
+        .filter(|(_, o)| matches!(o, Out::Node(..)))
+        .max_by_key(|(_, o)| match o {
+            Out::Node(id, _) => *id,
+            _ => 0,
+        })
+        .map(|(t, _)| t);
+    let plan = match root {
+        Some(root) => Some(
+            Plan::forward_only(tape, root, args, samplers, keys)
+                .map_err(|e: TensorError| Unplanned::Eager(e.to_string()))?,
+        ),
+        None => None,
+    };
+    Ok(ForwardProgram {
+        plan,
+        shapes: args.leaves().iter().map(|t| t.shape().to_vec()).collect(),
+        keys,
+        outputs,
+    })
+}
+
+impl ForwardProgram {
+    /// Replays the program on `args` (of the traced shapes) with `keys`.
+    pub(crate) fn run(&mut self, args: &[Tensor], keys: &[Key]) -> crate::Result<Vec<Tensor>> {
+        let fits = args.len() == self.shapes.len()
+            && keys.len() == self.keys
+            && args
+                .iter()
+                .zip(&self.shapes)
+                .all(|(a, s)| a.shape() == &s[..]);
+        if !fits {
+            // The callers key programs by shapes; a mismatch is a bug, not
+            // a reason to compute wrong numbers.
+            return Err(TensorError::Argument {
+                op: "jit",
+                message: "arguments of other shapes than the program was traced with".into(),
+            }
+            .into());
+        }
+        if let Some(plan) = &mut self.plan {
+            plan.run_forward(args, keys)?;
+        }
+        let plan = self.plan.as_ref();
+        Ok(self
+            .outputs
+            .iter()
+            .map(|o| match o {
+                Out::Node(id, shape) => {
+                    let values = plan.expect("planned").value(*id).to_vec();
+                    let array =
+                        ArcArray::from_shape_vec(IxDyn(shape), values).expect("planned shape");
+                    Tensor::constant(array)
+                }
+                Out::Leaf(i) => args[*i].clone(),
+                Out::Const(t) => t.clone(),
+            })
+            .collect())
+    }
+}
