@@ -8,8 +8,8 @@ use crate::core::lift::JitCache;
 use crate::core::{Result, Scope};
 use crate::tensor::Tensors;
 
-/// `nn.jit(Module)`: `module`, compiled once per signature and replayed
-/// (see [`Scope::jit`](crate::core::Scope) for the details). Its
+/// `nn.jit(Module)`: `module`, compiled once per signature and replayed.
+/// Its
 /// variables, names (`JitBlock_0` for a `Block`), outputs and RNG keys are
 /// those Flax gives the jitted module: as Flax's `fork_rngs`, the module
 /// first draws one key per RNG stream from its own scope, and the body's

@@ -17,7 +17,7 @@ use ndarray::{ArcArray, IxDyn};
 use super::error::TensorError;
 use super::grad::{stop_gradient, trace_on};
 use super::jit::Plan;
-use super::tape::Tape;
+use super::tape::{OpKind, Tape};
 use super::{Tensor, Tree};
 use crate::random::Key;
 
@@ -140,6 +140,16 @@ fn plan(
             _ => 0,
         })
         .map(|(t, _)| t);
+    if let Some(root) = root.and_then(|t| t.tracer.as_ref()).map(|tr| tr.node) {
+        let nodes = tape.nodes();
+        if let Some(node) = nodes[n..=root].iter().find(|nd| nd.kind == OpKind::Other) {
+            return Err(Unplanned::Eager(format!(
+                "the operation at {}:{} cannot be replayed",
+                node.site.file(),
+                node.site.line()
+            )));
+        }
+    }
     let plan = match root {
         Some(root) => Some(
             Plan::forward_only(tape, root, args, samplers, keys)
