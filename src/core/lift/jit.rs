@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use super::jit_signature::{statics, Signature};
 use super::pack::{Packed, VarMode};
 use super::remat::{variable_tensors, with_variable_tensors};
 use crate::core::filter::Filter;
@@ -32,13 +33,14 @@ use crate::tensor::{Tensor, Tensors, Tree};
 /// the module's clones, as Flax shares them between the instances of a
 /// jitted class).
 pub(crate) struct JitCache<O> {
-    entries: Mutex<HashMap<String, Entry<O>>>,
+    /// Each signature's program (`None` while a call runs it).
+    entries: Mutex<Vec<(Signature, Option<Entry<O>>)>>,
 }
 
 impl<O> Default for JitCache<O> {
     fn default() -> Self {
         JitCache {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Vec::new()),
         }
     }
 }
@@ -49,8 +51,8 @@ impl<O> JitCache<O> {
     pub(crate) fn counts(&self) -> (usize, usize) {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let compiled = entries
-            .values()
-            .filter(|e| matches!(e, Entry::Compiled(_)))
+            .iter()
+            .filter(|(_, e)| matches!(e, Some(Entry::Compiled(_))))
             .count();
         (compiled, entries.len() - compiled)
     }
@@ -59,10 +61,10 @@ impl<O> JitCache<O> {
     pub(crate) fn eager_reasons(&self) -> Vec<String> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries
-            .values()
-            .filter_map(|e| match e {
-                Entry::Eager(reason) => Some(reason.clone()),
-                Entry::Compiled(_) => None,
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Some(Entry::Eager(reason)) => Some(reason.clone()),
+                _ => None,
             })
             .collect()
     }
@@ -70,6 +72,8 @@ impl<O> JitCache<O> {
 
 /// What one signature compiled to.
 enum Entry<O> {
+    /// Not traced yet (or its trace failed).
+    Fresh,
     Compiled(Box<Compiled<O>>),
     /// Traced, but not replayable: every call runs the body.
     Eager(String),
@@ -148,26 +152,33 @@ impl<'s> Scope<'s> {
             || current_layout().is_some()
             || args.iter().any(recorded)
             || state.variables.iter().any(|(_, t)| !t.arrays().is_empty());
-        let signature = (!inline)
-            .then(|| signature(&input, &state, &streams, separator))
-            .flatten();
-        let Some(signature) = signature else {
+        let statics = (!inline).then(|| statics(&input)).flatten();
+        let Some(statics) = statics else {
             return run(state, input);
         };
-
-        let entry = cache
-            .entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&signature);
+        let lock = || cache.entries.lock().unwrap_or_else(|e| e.into_inner());
         // The entry is taken out while it runs (the body may run on other
-        // threads, under a `vmap` with an axis name) and put back after.
+        // threads, under a `vmap` with an axis name) and put back after;
+        // a call that finds it taken runs the body. Entries are never
+        // removed, so a slot's index stays valid.
+        let (slot, entry) = {
+            let mut entries = lock();
+            let found = entries
+                .iter()
+                .position(|(sig, _)| sig.matches(&statics, &args, &state, &streams, separator));
+            match found {
+                Some(i) => (i, entries[i].1.take()),
+                None => {
+                    let sig = Signature::new(statics, &args, &state, &streams, separator)?;
+                    entries.push((sig, None));
+                    (entries.len() - 1, Some(Entry::Fresh))
+                }
+            }
+        };
         let put_back = |entry: Entry<O>| {
-            cache
-                .entries
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(signature.clone(), entry);
+            if let Some((_, e)) = lock().get_mut(slot) {
+                *e = Some(entry);
+            }
         };
         match entry {
             Some(Entry::Compiled(mut compiled)) => {
@@ -179,50 +190,53 @@ impl<'s> Scope<'s> {
                 put_back(Entry::Eager(reason));
                 run(state, input)
             }
-            None => {
+            // Another call is running this signature's program.
+            None => run(state, input),
+            Some(Entry::Fresh) => {
                 let start = state.clone();
                 let again = input.clone();
-                let (result, outs, program) =
-                    trace_forward(&args, &keys, |traced: &[Tensor]| {
-                        let mut leaves = traced.iter().cloned();
-                        let input = input
-                            .rebuild(&mut leaves)
-                            .expect("as many tensors as flattened");
-                        let mut state = state;
-                        state.variables = with_variable_tensors(&state.variables, &mut leaves)?;
-                        let cell = RefCell::new(state);
-                        let output = body(&Scope::at(&cell, path.clone()), input)?;
-                        let mut finished = cell.into_inner();
-                        packed.trim_for_repack(&mut finished);
-                        let counters = finished.counters.clone();
-                        let collections = packed.repack(&[finished])?;
-                        let mut outs = output.tensors();
-                        for (_, tree) in &collections {
-                            outs.extend(tree.leaves().iter().cloned());
+                // Trace, commit, and say what later calls do.
+                let traced = || -> Result<(O, Entry<O>)> {
+                    let (result, outs, program) =
+                        trace_forward(&args, &keys, |traced: &[Tensor]| {
+                            let mut leaves = traced.iter().cloned();
+                            let input = input
+                                .rebuild(&mut leaves)
+                                .expect("as many tensors as flattened");
+                            let mut state = state;
+                            state.variables = with_variable_tensors(&state.variables, &mut leaves)?;
+                            let cell = RefCell::new(state);
+                            let output = body(&Scope::at(&cell, path.clone()), input)?;
+                            let mut finished = cell.into_inner();
+                            packed.trim_for_repack(&mut finished);
+                            let counters = finished.counters.clone();
+                            let collections = packed.repack(&[finished])?;
+                            let mut outs = output.tensors();
+                            for (_, tree) in &collections {
+                                outs.extend(tree.leaves().iter().cloned());
+                            }
+                            Ok(((output, collections, counters), outs))
+                        })?;
+                    let (output, collections, counters) = result;
+                    let program = match program {
+                        Ok(program) => program,
+                        Err(Unplanned::Rerun(reason)) => {
+                            return Ok((run(start, again)?, Entry::Eager(reason)));
                         }
-                        Ok(((output, collections, counters), outs))
-                    })?;
-                let (output, collections, counters) = result;
-                let program = match program {
-                    Ok(program) => program,
-                    Err(Unplanned::Rerun(reason)) => {
-                        put_back(Entry::Eager(reason));
-                        return run(start, again);
+                        Err(Unplanned::Eager(reason)) => {
+                            // The traced run's results stand.
+                            let (output, collections) = results(&output, &collections, outs)?;
+                            packed.commit(self, collections, &counters)?;
+                            return Ok((output, Entry::Eager(reason)));
+                        }
+                    };
+                    let (output, collections) = results(&output, &collections, outs)?;
+                    packed.commit(self, collections.clone(), &counters)?;
+                    if collections.iter().any(|(_, t)| !t.arrays().is_empty()) {
+                        let reason = "a writable collection holds arrays".to_string();
+                        return Ok((output, Entry::Eager(reason)));
                     }
-                    Err(Unplanned::Eager(reason)) => {
-                        // The traced run's results stand.
-                        let (output, collections) = results(&output, &collections, outs)?;
-                        packed.commit(self, collections, &counters)?;
-                        put_back(Entry::Eager(reason));
-                        return Ok(output);
-                    }
-                };
-                let (output, collections) = results(&output, &collections, outs)?;
-                packed.commit(self, collections.clone(), &counters)?;
-                let entry = if collections.iter().any(|(_, t)| !t.arrays().is_empty()) {
-                    Entry::Eager("a writable collection holds arrays".into())
-                } else {
-                    Entry::Compiled(Box::new(Compiled {
+                    let compiled = Compiled {
                         program,
                         output: placeholders(&output),
                         collections: collections
@@ -230,10 +244,20 @@ impl<'s> Scope<'s> {
                             .map(|(c, t)| Ok((c.clone(), placeholder_tree(t)?)))
                             .collect::<Result<_>>()?,
                         counters: advanced(&start.counters, &counters, &path),
-                    }))
+                    };
+                    Ok((output, Entry::Compiled(Box::new(compiled))))
                 };
-                put_back(entry);
-                Ok(output)
+                match traced() {
+                    Ok((output, entry)) => {
+                        put_back(entry);
+                        Ok(output)
+                    }
+                    Err(e) => {
+                        // The next call with this signature traces again.
+                        put_back(Entry::Fresh);
+                        Err(e)
+                    }
+                }
             }
         }
     }
@@ -309,36 +333,4 @@ fn replay<O: Tensors>(
     }
     packed.commit(scope, collections, &counters)?;
     Ok(output)
-}
-
-/// What a compiled body's program depends on besides its arguments'
-/// values; `None` when the input cannot tell (see
-/// [`Tensors::static_signature`]).
-fn signature<I: Tensors>(
-    input: &I,
-    state: &State,
-    streams: &[String],
-    separator: bool,
-) -> Option<String> {
-    use std::fmt::Write;
-    let mut s = String::new();
-    if !input.static_signature(&mut s) {
-        return None;
-    }
-    for t in input.tensors() {
-        let _ = write!(s, "{:?}", t.shape());
-    }
-    for (c, tree) in state.variables.iter() {
-        let _ = write!(s, "|{c}:{}", state.writable(c));
-        tree.static_signature(&mut s);
-        for t in tree.leaves() {
-            let _ = write!(s, "{:?}", t.shape());
-        }
-    }
-    let _ = write!(
-        s,
-        "|{streams:?}|{:?}|{:?}|{separator}",
-        state.mutable, state.lifted
-    );
-    Some(s)
 }

@@ -12,6 +12,7 @@ mod carry;
 pub(crate) mod collective;
 mod cond;
 mod jit;
+mod jit_signature;
 mod map_variables;
 mod pack;
 mod remat;
