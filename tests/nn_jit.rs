@@ -6,8 +6,8 @@
 
 use flaxen::core::{grad, Error, Result, Rngs, Scope, Variables};
 use flaxen::nn::{BatchNorm, Dense, Dropout, Jit, Module};
-use flaxen::random;
-use flaxen::tensor::{Tensor, Tree};
+use flaxen::random::{self, Key};
+use flaxen::tensor::{jit_value_and_grad_with_keys, value_and_grad, Tensor, Tree};
 use serde_json::Value;
 
 fn fixture() -> Value {
@@ -387,4 +387,39 @@ fn a_missing_rng_stream_is_an_error_naming_the_module() {
         }
         other => panic!("expected MissingRng, got {other}"),
     }
+}
+
+#[test]
+fn a_jit_inside_a_compiled_training_step_draws_from_the_step_keys() {
+    let net = Net::new(false);
+    let x = Tensor::from_vec((0..18).map(|i| (i as f32 * 0.3).cos()).collect(), &[6, 3]).unwrap();
+    let v = net.init(init_rngs(), x.clone()).unwrap();
+    let loss = |p: &Tree, b: &Tree, keys: &[Key]| -> flaxen::Result<Tensor> {
+        let vars = Variables::new().with("params", p.clone());
+        let rngs = Rngs::none().with("dropout", keys[0].clone());
+        let y = net.apply(&vars, b.tensor("x")?.clone(), rngs)?;
+        Ok(y.square().sum_all())
+    };
+    let mut step = jit_value_and_grad_with_keys(&loss);
+    let batch = Tree::new().with("x", x);
+    let params = v.params();
+    let mut losses = Vec::new();
+    for t in 0..5 {
+        let keys = [random::fold_in(random::key(9), t)];
+        let (l, g) = step.call_with_keys(&params, &batch, &keys).unwrap();
+        // The Jit runs inline under the step's trace; its forked keys are
+        // derived from the step's key argument again on every replay.
+        let (le, ge) = value_and_grad(|p| loss(p, &batch, &keys), &params).unwrap();
+        assert_eq!(
+            l.item().unwrap().to_bits(),
+            le.item().unwrap().to_bits(),
+            "call {t}"
+        );
+        for ((path, a), b) in g.paths().into_iter().zip(ge.leaves()) {
+            assert_eq!(bits(a), bits(b), "call {t}: {path}");
+        }
+        losses.push(l.item().unwrap());
+    }
+    assert!(step.is_compiled());
+    assert_ne!(losses[1], losses[2]);
 }

@@ -5,7 +5,9 @@
 //! A compiled step with keys ([`jit_value_and_grad_with_keys`]) traces its
 //! function once; while it traces, [`note_derived`] learns how each key
 //! that `make_rng` hands out derives from the step's key arguments
-//! (`fold_in(argument, data)`), and [`Tensor::sampled`] records a draw from
+//! (`fold_in(argument, data)`, or a chain of such folds when `make_rng`
+//! draws from a key it derived itself, as a jitted module's forked keys),
+//! and [`Tensor::sampled`] records a draw from
 //! such a key as an operation of the tape, which the replay runs again from
 //! the new arguments. A draw from a key of unknown origin, or a derived key
 //! that no [`Tensor::sampled`] consumed (used some other way), makes the
@@ -26,12 +28,12 @@ use crate::random::Key;
 /// Draws a tensor's values from a key.
 pub(crate) type Draw = Arc<dyn Fn(&Key) -> crate::Result<ArrayD<f32>> + Send + Sync>;
 
-/// A draw recorded on a compiled step's tape: from `fold_in(arguments[key],
-/// data)` (`data` `None`: the argument itself), with `draw`.
+/// A draw recorded on a compiled step's tape: from `arguments[key]` folded
+/// with each of `data` in turn (none: the argument itself), with `draw`.
 #[derive(Clone)]
 pub(crate) struct Sampler {
     pub(crate) key: usize,
-    pub(crate) data: Option<u32>,
+    pub(crate) data: Vec<u32>,
     pub(crate) draw: Draw,
     pub(crate) shape: Vec<usize>,
 }
@@ -40,8 +42,9 @@ pub(crate) struct Sampler {
 pub(crate) struct RngTrace {
     tape: Arc<Tape>,
     arguments: Vec<Key>,
-    /// Derived keys (by value) and how: (argument, fold_in data, consumed).
-    derived: HashMap<Key, (usize, u32, bool)>,
+    /// Derived keys (by value) and how: (argument, the fold_in data from
+    /// it, consumed by a draw or a further derivation).
+    derived: HashMap<Key, (usize, Vec<u32>, bool)>,
     /// Whether randomness of unknown origin was drawn, or derived in a way
     /// the replay cannot follow.
     pub(crate) unknown: bool,
@@ -86,9 +89,19 @@ pub(crate) fn note_derived(seed: &Key, data: u32, derived: &Key) {
     TRACE.with(|t| {
         let mut t = t.borrow_mut();
         let Some(trace) = t.as_mut() else { return };
-        match trace.arguments.iter().position(|a| a == seed) {
-            Some(i) => {
-                trace.derived.insert(derived.clone(), (i, data, false));
+        let from = match trace.arguments.iter().position(|a| a == seed) {
+            Some(i) => Some((i, Vec::new())),
+            // A key derived before (a jitted module's forked stream): the
+            // replay derives it again, then this one from it.
+            None => trace.derived.get_mut(seed).map(|entry| {
+                entry.2 = true;
+                (entry.0, entry.1.clone())
+            }),
+        };
+        match from {
+            Some((i, mut chain)) => {
+                chain.push(data);
+                trace.derived.insert(derived.clone(), (i, chain, false));
             }
             // From a key the step does not take (split inside a lifted
             // transform, say): the replay could not derive it again.
@@ -154,10 +167,10 @@ impl Tensor {
             let (argument, data) = match trace.derived.get_mut(key) {
                 Some(entry) => {
                     entry.2 = true;
-                    (entry.0, Some(entry.1))
+                    (entry.0, entry.1.clone())
                 }
                 None => match trace.arguments.iter().position(|a| a == key) {
-                    Some(i) => (i, None),
+                    Some(i) => (i, Vec::new()),
                     None => {
                         trace.unknown = true;
                         return None;
@@ -191,11 +204,12 @@ impl Tensor {
 /// A sampler's values for the step's key arguments `keys`, in row-major
 /// order.
 pub(crate) fn draw_again(sampler: &Sampler, keys: &[Key]) -> crate::Result<Vec<f32>> {
-    let argument = keys[sampler.key].clone();
-    let key = match sampler.data {
-        Some(data) => crate::random::fold_in(argument, data),
-        None => argument,
-    };
+    let key = sampler
+        .data
+        .iter()
+        .fold(keys[sampler.key].clone(), |k, &d| {
+            crate::random::fold_in(k, d)
+        });
     let values = (sampler.draw)(&key)?;
     debug_assert_eq!(values.shape(), &sampler.shape[..]);
     // Logical (row-major) order, whatever the memory order.
