@@ -423,3 +423,54 @@ fn a_jit_inside_a_compiled_training_step_draws_from_the_step_keys() {
     assert!(step.is_compiled());
     assert_ne!(losses[1], losses[2]);
 }
+
+/// Dense(4) -> Dropout(0.5), keeping the total of the squared outputs in
+/// `batch_stats/total` when writable: a writable collection updated by
+/// operations the replay knows.
+#[derive(Clone)]
+struct Tally;
+
+impl Module for Tally {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let y = s.call(Dense::new(4), x)?;
+        let y = s.call(Dropout::new(0.5), y)?;
+        let total = s.variable("batch_stats", "total", || Ok(Tensor::zeros(&[])))?;
+        if s.is_mutable_collection("batch_stats") {
+            total.set(total.value().add(&y.square().sum_all())?)?;
+        }
+        Ok(y)
+    }
+}
+
+#[test]
+fn writable_collections_are_results_of_the_replay() {
+    let x = Tensor::from_vec((0..12).map(|i| i as f32 * 0.25 - 1.0).collect(), &[4, 3]).unwrap();
+    let kept = Jit::new(Tally);
+    let v = kept.init(init_rngs(), x.clone()).unwrap();
+    // Ten calls of `model()`, the batch statistics fed forward.
+    let run = |model: &dyn Fn() -> Jit<Tally>| {
+        let mut stats = v.collection("batch_stats").cloned().unwrap();
+        let mut outs = Vec::new();
+        for t in 0..10 {
+            let vars = Variables::new()
+                .with("params", v.params())
+                .with("batch_stats", stats.clone());
+            let rngs = Rngs::none().with("dropout", random::key(t));
+            let (y, upd) = model()
+                .apply_mut(&vars, x.clone(), rngs, ["batch_stats"])
+                .unwrap();
+            stats = upd.collection("batch_stats").cloned().unwrap();
+            outs.push((bits(&y), bits(stats.tensor("total").unwrap())));
+        }
+        outs
+    };
+    let replayed = run(&|| kept.clone());
+    assert!(kept.is_compiled(), "{:?}", kept.eager_reasons());
+    // The same calls, each traced by a fresh Jit.
+    assert_eq!(replayed, run(&|| Jit::new(Tally)));
+    // The total grows: each call's update was applied.
+    let totals: Vec<f32> = replayed.iter().map(|(_, t)| f32::from_bits(t[0])).collect();
+    assert!(totals.windows(2).all(|w| w[1] > w[0]), "{totals:?}");
+}

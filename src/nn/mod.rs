@@ -1,6 +1,6 @@
 //! The module API, as `flax.linen`: the [`Module`] trait, layers,
-//! activations, and the lifted transforms [`Vmap`] and [`Scan`], on top of
-//! the functional core ([`crate::core`]).
+//! activations, and the lifted transforms ([`Vmap`], [`Scan`], [`Remat`],
+//! [`Jit`], ...), on top of the functional core ([`crate::core`]).
 
 mod activation;
 mod attention;
