@@ -474,3 +474,10 @@ fn writable_collections_are_results_of_the_replay() {
     let totals: Vec<f32> = replayed.iter().map(|(_, t)| f32::from_bits(t[0])).collect();
     assert!(totals.windows(2).all(|w| w[1] > w[0]), "{totals:?}");
 }
+
+#[test]
+fn a_jit_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Jit<Body>>();
+    shared::<Net>();
+}

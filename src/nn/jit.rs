@@ -28,7 +28,8 @@ use crate::tensor::Tensors;
 /// region ([`as_jitted`](crate::tensor::as_jitted)), replayed or not. A
 /// module the replay cannot repeat (an operation it does not know, a
 /// branch on a value) runs on every call instead, with the same numbers.
-/// At `init`, under `grad` and inside a `vmap` the module runs inline.
+/// At `init`, under `grad` (its input or variables traced) and under
+/// `debug_nans` the module runs inline.
 ///
 /// Clones share their compiled programs (as the instances of a jitted
 /// class do in Flax): keep a `Jit` in your module and call clones of it,

@@ -104,8 +104,8 @@ impl<'s> Scope<'s> {
     /// know) runs on every call.
     ///
     /// At `init`, under `grad` (the input or the variables are traced), in
-    /// a `vmap` and under `debug_nans`, `body` runs inline, as JAX inlines
-    /// a `jit` inside a traced computation. The body always runs as a
+    /// a `vmap` traced in place and under `debug_nans`, `body` runs inline,
+    /// as JAX inlines a `jit` inside a traced computation. The body always runs as a
     /// compiled region ([`as_jitted`](crate::tensor::as_jitted)).
     pub(crate) fn jit<I, O>(
         &self,
