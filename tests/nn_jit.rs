@@ -481,3 +481,29 @@ fn a_jit_can_be_shared_between_threads() {
     shared::<Jit<Body>>();
     shared::<Net>();
 }
+
+/// Flax's `static_argnums`: `train` is a plain `bool` inside.
+#[derive(Clone)]
+struct Foo;
+
+impl Module for Foo {
+    type Input = (Tensor, bool);
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, (x, train): (Tensor, bool)) -> Result<Tensor> {
+        let y = s.call(Dense::new(3).use_bias(false), x)?;
+        Ok(if train { &y * 2.0 } else { y })
+    }
+}
+
+#[test]
+fn static_values_of_the_input_are_part_of_the_signature() {
+    let x = Tensor::from_vec((0..8).map(|i| i as f32 - 3.5).collect(), &[2, 4]).unwrap();
+    let jit = Jit::new(Foo);
+    let v = jit.init(random::key(0), (x.clone(), true)).unwrap();
+    for train in [true, false, true, false] {
+        let y = jit.apply(&v, (x.clone(), train), ()).unwrap();
+        let plain = Foo.apply(&v, (x.clone(), train), ()).unwrap();
+        assert_eq!(bits(&y), bits(&plain), "train = {train}");
+    }
+    assert_eq!(jit.compiled_counts(), (2, 0));
+}
