@@ -188,7 +188,7 @@ fn row_dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         smallvec::smallvec![Some(&g * &b_data), Some(&g * &a_data)]
     })
     .with_tangent(|| {
-        crate::tensor::forward::bilinear(a.stop_gradient(), b.stop_gradient(), |a, b| {
+        crate::tensor::forward::bilinear(a.detached(), b.detached(), |a, b| {
             Ok(a.mul(b)?.sum(&[-1], false)?)
         })
     }))

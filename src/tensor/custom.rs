@@ -17,7 +17,7 @@ use ndarray::{ArcArray, ArrayD, IxDyn};
 use smallvec::SmallVec;
 
 use super::error::TensorError;
-use super::grad::{stop_gradient, trace};
+use super::grad::{detach, trace};
 use super::tape::{backward_from, OpKind};
 use super::tensors::Tensors;
 use super::{Tensor, Tree};
@@ -241,7 +241,7 @@ pub(crate) fn no_forward() -> Arc<ForwardRule> {
 
 /// `input` with every tensor detached from any tape.
 fn detached<I: Tensors>(input: &I) -> I {
-    let leaves: Vec<Tensor> = input.tensors().iter().map(stop_gradient).collect();
+    let leaves: Vec<Tensor> = input.tensors().iter().map(detach).collect();
     input
         .rebuild(&mut leaves.into_iter())
         .expect("as many tensors as flattened")

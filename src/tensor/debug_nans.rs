@@ -110,6 +110,7 @@ fn op_name(kind: &OpKind, at: &Location) -> String {
         OpKind::Select => "select".into(),
         OpKind::Sampled(_) => "a random draw".into(),
         OpKind::Squeeze(_) => "squeeze".into(),
+        OpKind::StopGradient => "stop_gradient".into(),
         OpKind::MaxLastStopped => "max".into(),
         OpKind::LabelLogits(_) => "take_along_axis".into(),
         OpKind::Other => format!("the operation at {}:{}", at.file(), at.line()),

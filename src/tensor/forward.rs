@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use super::error::TensorError;
-use super::grad::{nested_error, stop_gradient, trace_on};
+use super::grad::{detach, nested_error, trace_on};
 use super::tape::{TangentRule, Tape};
 use super::tensors::Tensors;
 use super::{Tensor, Tree};
@@ -173,7 +173,7 @@ where
     nan?;
     let outs = out.tensors();
     let value = out
-        .rebuild(&mut outs.iter().map(stop_gradient))
+        .rebuild(&mut outs.iter().map(detach))
         .expect("as many tensors as flattened");
     Ok((
         value,
@@ -269,7 +269,7 @@ impl<I: Tensors, O: Tensors> Linearized<I, O> {
             .ids
             .iter()
             .zip(&given)
-            .map(|(&id, t)| (id, stop_gradient(t)))
+            .map(|(&id, t)| (id, detach(t)))
             .collect();
         let outs = self.out.tensors();
         let last = outs

@@ -142,7 +142,7 @@ where
     let seed = ArrayD::ones(IxDyn(&[]));
     let grads = pull(&tape, &out, seed, params, &ids)?;
     check_gradients(&grads)?;
-    Ok(((stop_gradient(&out), aux), grads))
+    Ok(((detach(&out), aux), grads))
 }
 
 /// `jax.vjp`: the output of `f(params)` (any shape) and a [`Pullback`] that
@@ -171,7 +171,7 @@ where
         return Err(nested_error("vjp").into());
     }
     nan?;
-    let value = stop_gradient(&out);
+    let value = detach(&out);
     Ok((
         value,
         Pullback {
@@ -224,6 +224,11 @@ impl std::fmt::Debug for Pullback {
 /// `jax.lax.stop_gradient`: the same values, treated as a constant by every
 /// enclosing `grad`. O(1).
 ///
+/// Inside a differentiated function it is recorded (with no gradient), so
+/// that a compiled step ([`jit_value_and_grad`](super::jit_value_and_grad))
+/// computes it again from each call's values instead of keeping the traced
+/// call's.
+///
 /// ```
 /// use flaxen::tensor::{grad, stop_gradient, Tensor, Tree};
 /// let p = Tree::from(Tensor::scalar(3.0));
@@ -234,12 +239,28 @@ impl std::fmt::Debug for Pullback {
 /// assert_eq!(g.as_tensor().unwrap().item().unwrap(), 3.0);
 /// ```
 pub fn stop_gradient(x: &Tensor) -> Tensor {
-    Tensor::constant(x.data.clone())
+    Tensor::record_kind(x.data.clone(), &[x], OpKind::StopGradient, |_, _| {
+        smallvec::smallvec![None]
+    })
+    .with_tangent(|| Box::new(|_: &[Option<Tensor>]| Ok(None)))
+}
+
+/// [`Tensor::detached`] as a function (for `map`).
+pub(crate) fn detach(x: &Tensor) -> Tensor {
+    x.detached()
 }
 
 impl Tensor {
     /// [`stop_gradient`] as a method.
     pub fn stop_gradient(&self) -> Tensor {
         stop_gradient(self)
+    }
+
+    /// The same values as a constant, recording nothing: for flaxen's own
+    /// rules, which use a value without differentiating it and record what
+    /// a replay needs themselves (a tangent rule's primal values, a fused
+    /// operation's intermediate).
+    pub(crate) fn detached(&self) -> Tensor {
+        Tensor::constant(self.data.clone())
     }
 }

@@ -24,7 +24,7 @@ use smallvec::SmallVec;
 use super::batched::current_layout;
 use super::debug_nans::{check_gradients, check_nans, debug_nans};
 use super::error::{Result, TensorError};
-use super::grad::{pull, stop_gradient, trace_on};
+use super::grad::{detach, pull, trace_on};
 use super::ops::binary::{
     is_trailing, picks, Rule, DIV, DIV_DA, DIV_DB, DIV_TRACED_DA, DIV_TRACED_DB, MUL, MUL_DA,
     MUL_DB,
@@ -301,7 +301,7 @@ fn compiled_call(
         Plan::new(&tape, &out, params, inputs, samplers, keys_given.len())
             .map(|plan| plan.with_int_args(int_args))
     });
-    Ok((stop_gradient(&out), grads))
+    Ok((detach(&out), grads))
 }
 
 impl<F> std::fmt::Debug for JitValueAndGrad<F> {
@@ -501,6 +501,7 @@ impl Plan {
                 }
                 OpKind::SoftmaxLast | OpKind::LogSoftmaxLast => in_shapes[0].clone(),
                 OpKind::Sampled(i) => samplers[i].shape.clone(),
+                OpKind::StopGradient => in_shapes[0].clone(),
                 OpKind::Squeeze(axis) => {
                     let mut s = in_shapes[0].clone();
                     s.remove(axis);
@@ -553,7 +554,7 @@ impl Plan {
                 });
             }
             differentiable.push(match node.kind {
-                OpKind::Sampled(_) | OpKind::MaxLastStopped => false,
+                OpKind::Sampled(_) | OpKind::MaxLastStopped | OpKind::StopGradient => false,
                 // The mask gets no gradient.
                 OpKind::Select => inputs[1..]
                     .iter()
@@ -970,7 +971,7 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
         }
         // Drawn before the forward pass.
         OpKind::Sampled(_) => {}
-        OpKind::Squeeze(_) => out.copy_from_slice(a),
+        OpKind::Squeeze(_) | OpKind::StopGradient => out.copy_from_slice(a),
         OpKind::MaxLastStopped => cross_entropy::max_rows_finite(a, last(step), out),
         OpKind::LabelLogits(_) => {
             let labels = b.iter().map(|&l| l as usize);
@@ -1136,7 +1137,7 @@ fn backward(
         }
         OpKind::Sampled(_) => unreachable!("a draw has no inputs"),
         OpKind::Squeeze(_) => dst.copy_from_slice(g),
-        OpKind::MaxLastStopped => unreachable!("not differentiable"),
+        OpKind::MaxLastStopped | OpKind::StopGradient => unreachable!("not differentiable"),
         // The labels (input 1) are not differentiable.
         OpKind::LabelLogits(_) => {
             let labels = b.iter().map(|&l| l as usize);

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use ndarray::{ArcArray, IxDyn};
 
 use super::error::TensorError;
-use super::grad::{stop_gradient, trace_on};
+use super::grad::{detach, trace_on};
 use super::jit::Plan;
 use super::tape::{OpKind, Tape};
 use super::{Tensor, Tree};
@@ -94,7 +94,7 @@ pub(crate) fn trace_forward<T>(
         .iter()
         .map(|t| {
             if on_tape(t, &tape) {
-                stop_gradient(t)
+                detach(t)
             } else {
                 t.clone()
             }

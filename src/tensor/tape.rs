@@ -64,6 +64,8 @@ pub(crate) enum OpKind {
     Sampled(usize),
     /// The same values without axis `.0` (of length 1): `squeeze`.
     Squeeze(usize),
+    /// `stop_gradient`: the input's values, no gradient.
+    StopGradient,
     /// The maximum over the last axis, keeping it, with 0 where it is not
     /// finite, and no gradient: `jax.nn.logsumexp`'s stop-gradient shift.
     MaxLastStopped,

@@ -9,7 +9,7 @@ use crate::core::filter::Filter;
 use crate::core::scope::{Scope, State};
 use crate::error::{Error, Result};
 use crate::tensor::custom::{record_custom, recorded, untraced};
-use crate::tensor::{self, stop_gradient, Pullback, Tensor, Tensors, Tree};
+use crate::tensor::{self, Pullback, Tensor, Tensors, Tree};
 
 /// The backward function of [`Scope::vjp`]: cotangents of the scope's
 /// `params` and of the primals (Flax's `vjp_fn`).
@@ -175,9 +175,9 @@ impl<'s> Scope<'s> {
         let traced = !self.is_initializing() && inputs.iter().any(recorded);
         // The forward rule reads detached values when a rule is recorded.
         let input = if traced {
-            let free: Vec<Tensor> = input.tensors().iter().map(stop_gradient).collect();
+            let free: Vec<Tensor> = input.tensors().iter().map(Tensor::detached).collect();
             let free_params =
-                params.with_leaves(params.leaves().iter().map(stop_gradient).collect())?;
+                params.with_leaves(params.leaves().iter().map(Tensor::detached).collect())?;
             packed.replace_subtree(&mut state, "params", free_params)?;
             input
                 .rebuild(&mut free.into_iter())

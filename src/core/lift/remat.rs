@@ -12,7 +12,7 @@ use crate::core::scope::{Scope, State};
 use crate::core::variables::Variables;
 use crate::error::Result;
 use crate::tensor::custom::{forward_of, recompute, record_custom, recorded, untraced};
-use crate::tensor::{stop_gradient, Tensor, Tensors};
+use crate::tensor::{Tensor, Tensors};
 
 /// Every tensor of `variables`, collection by collection.
 pub(super) fn variable_tensors(variables: &Variables) -> Vec<Tensor> {
@@ -82,7 +82,7 @@ impl<'s> Scope<'s> {
         }
         // Everything the body reads, detached: the first run records
         // nothing, and the rule's run records on a tape of its own.
-        let free: Vec<Tensor> = inputs.iter().map(stop_gradient).collect();
+        let free: Vec<Tensor> = inputs.iter().map(Tensor::detached).collect();
         let n_input = input.tensors().len();
         let free_input = input
             .rebuild(&mut free[..n_input].iter().cloned())

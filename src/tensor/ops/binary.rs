@@ -255,7 +255,7 @@ fn binary(
             |g| scale_grad(g, &ad, &bd, &od, db, bd.shape()),
         )
     })
-    .with_tangent(|| binary_tangent(how, (a.stop_gradient(), b.stop_gradient(), o), (da, db))))
+    .with_tangent(|| binary_tangent(how, (a.detached(), b.detached(), o), (da, db))))
 }
 
 /// The tangent rule of `a + b` (or `a - b` when `negate_b`): JAX's `add`

@@ -484,11 +484,9 @@ impl Tensor {
             })
             .with_tangent(|| {
                 let spec = spec.clone();
-                crate::tensor::forward::bilinear(
-                    self.stop_gradient(),
-                    kernel.stop_gradient(),
-                    move |x, k| Ok(x.conv_general_dilated(k, &spec)?),
-                )
+                crate::tensor::forward::bilinear(self.detached(), kernel.detached(), move |x, k| {
+                    Ok(x.conv_general_dilated(k, &spec)?)
+                })
             }),
         )
     }

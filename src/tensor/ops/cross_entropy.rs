@@ -77,7 +77,7 @@ impl Tensor {
     /// no gradient) so that a compiled step recomputes it on every call.
     /// The tensor is at least 1-D (checked by the caller).
     pub(crate) fn max_last_stopped(&self) -> Result<Tensor> {
-        let m = self.stop_gradient().max(&[-1], true)?;
+        let m = self.detached().max(&[-1], true)?;
         let value = m.data.mapv(|m| if m.is_finite() { m } else { 0.0 });
         Ok(Tensor::record_kind(
             value.into_shared(),

@@ -942,10 +942,6 @@ impl Tensor {
             fused,
             dot,
         )
-        .with_tangent(|| {
-            bilinear(self.stop_gradient(), other.stop_gradient(), |a, b| {
-                Ok(a.matmul(b)?)
-            })
-        }))
+        .with_tangent(|| bilinear(self.detached(), other.detached(), |a, b| Ok(a.matmul(b)?))))
     }
 }
