@@ -9,13 +9,17 @@
 //!
 //! `AUTODIFF_BATCHES=1 cargo bench --bench autodiff` times the training
 //! steps the way the JAX script does (median and best of ~10 ms batches)
-//! instead of running criterion.
+//! instead of running criterion. `AUTODIFF_LIMIT=max` (or a number) sets
+//! the exact-product limit first (`set_exact_matmul_limit`; 0: every
+//! product through the `gemm` crate).
 
 use criterion::{black_box, criterion_group, Criterion};
 
 mod common;
 use common::{batch_times, fmt};
-use flaxen::tensor::{jit_value_and_grad_with, value_and_grad, Tensor, Tree};
+use flaxen::tensor::{
+    jit_value_and_grad_with, set_exact_matmul_limit, value_and_grad, Tensor, Tree,
+};
 use ndarray::{Array2, ArrayD, IxDyn};
 
 /// Deterministic values in `[-scale, scale)` (a tiny LCG; the numbers do
@@ -169,6 +173,13 @@ fn batch_report() {
 criterion_group!(benches, train_steps, gemm_vs_matrixmultiply);
 
 fn main() {
+    if let Ok(limit) = std::env::var("AUTODIFF_LIMIT") {
+        let limit = match limit.as_str() {
+            "max" => usize::MAX,
+            n => n.parse().expect("AUTODIFF_LIMIT: a number or max"),
+        };
+        set_exact_matmul_limit(limit);
+    }
     // `AUTODIFF_BATCHES=1 cargo bench --bench autodiff`: the JAX script's
     // timing method instead of criterion's.
     if std::env::var_os("AUTODIFF_BATCHES").is_some() {
