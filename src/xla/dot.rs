@@ -290,7 +290,7 @@ impl DotPlan {
 /// What a chain's column `j` starts from, added to its first product:
 /// `+0`, or `-0` (which leaves the product as it is) from column `from` on.
 #[inline(always)]
-fn chain_start(j: usize, from: usize) -> f32 {
+pub(crate) fn chain_start(j: usize, from: usize) -> f32 {
     if j >= from {
         -0.0
     } else {
@@ -460,281 +460,6 @@ pub(crate) fn plan(
     }
 }
 
-/// Rows of the output computed together (they share each loaded row of B).
-const ROWS: usize = 4;
-/// Columns of the output computed together (at most; narrow outputs use
-/// [`NARROW`] wide accumulators, which are cheaper to clear).
-const COLS: usize = 64;
-/// Accumulator width for outputs at most this wide.
-const NARROW: usize = 8;
-
-/// The sum of the partial sums of one kernel call, as YNNPACK reduces them.
-#[inline(always)]
-fn reduce<const T: usize, const C: usize>(l: &[[f32; C]; T], j: usize) -> f32 {
-    match T {
-        1 => l[0][j],
-        2 => l[0][j] + l[1][j],
-        _ => (l[0][j] + l[1][j]) + (l[2][j] + l[3][j]),
-    }
-}
-
-/// One kernel call over terms `s..e` (`e - s` a multiple of `T`, or the
-/// tail, zero-padded) for rows `i0..i0 + rows`, columns `c0..c0 + w`,
-/// accumulated into `tot` (`first`: `tot` is overwritten).
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn kernel_call<const T: usize, const CHAIN: bool, const C: usize>(
-    x: &[f32],
-    sa: (usize, usize),
-    y: &[f32],
-    n: usize,
-    (i0, rows): (usize, usize),
-    (c0, w): (usize, usize),
-    (s, e): (usize, usize),
-    (first, from): (bool, usize),
-    tot: &mut [[f32; C]; ROWS],
-) {
-    if rows == ROWS && w == C {
-        return kernel_block::<T, CHAIN, C>(x, sa, y, n, i0, c0, (s, e), (first, from), tot);
-    }
-    let mut lanes = [[[0.0f32; C]; T]; ROWS];
-    for p in s..e {
-        let q = (p - s) % T;
-        let brow = &y[p * n + c0..p * n + c0 + w];
-        for (r, lr) in lanes.iter_mut().enumerate().take(rows) {
-            let xv = x[(i0 + r) * sa.0 + p * sa.1];
-            if CHAIN && p == s && first {
-                for (j, (acc, &bv)) in lr[q][..w].iter_mut().zip(brow).enumerate() {
-                    *acc = xv * bv + chain_start(c0 + j, from);
-                }
-            } else {
-                for (acc, &bv) in lr[q][..w].iter_mut().zip(brow) {
-                    *acc = xv.mul_add(bv, *acc);
-                }
-            }
-        }
-    }
-    for (t, l) in tot.iter_mut().zip(&lanes).take(rows) {
-        for (j, tj) in t[..w].iter_mut().enumerate() {
-            let v = reduce::<T, C>(l, j);
-            *tj = if first { v } else { v + *tj };
-        }
-    }
-}
-
-/// [`kernel_call`] for a full block (`ROWS` rows, `C` columns): every
-/// loop has a constant trip count, so that the accumulators can live in
-/// registers. The same arithmetic, in the same order.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn kernel_block<const T: usize, const CHAIN: bool, const C: usize>(
-    x: &[f32],
-    sa: (usize, usize),
-    y: &[f32],
-    n: usize,
-    i0: usize,
-    c0: usize,
-    (s, e): (usize, usize),
-    (first, from): (bool, usize),
-    tot: &mut [[f32; C]; ROWS],
-) {
-    let mut lanes = [[[0.0f32; C]; T]; ROWS];
-    let starts: [f32; C] = std::array::from_fn(|j| chain_start(c0 + j, from));
-    let mut p0 = s;
-    while p0 < e {
-        for q in 0..T {
-            let p = p0 + q;
-            if p >= e {
-                break;
-            }
-            let brow: &[f32; C] = y[p * n + c0..p * n + c0 + C]
-                .try_into()
-                .expect("a full block");
-            for (r, lr) in lanes.iter_mut().enumerate() {
-                let xv = x[(i0 + r) * sa.0 + p * sa.1];
-                let acc = &mut lr[q];
-                if CHAIN && p == s && first {
-                    for j in 0..C {
-                        acc[j] = xv * brow[j] + starts[j];
-                    }
-                } else {
-                    for j in 0..C {
-                        acc[j] = xv.mul_add(brow[j], acc[j]);
-                    }
-                }
-            }
-        }
-        p0 += T;
-    }
-    for (t, l) in tot.iter_mut().zip(&lanes) {
-        for (j, tj) in t.iter_mut().enumerate() {
-            let v = reduce::<T, C>(l, j);
-            *tj = if first { v } else { v + *tj };
-        }
-    }
-}
-
-/// Rows `i0..i0 + rows` of `out` (given as `o`, those rows only) under
-/// `plan`, for A in `x` with strides `sa` and B row-major `[k, n]` in `y`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn rows_body<const T: usize, const CHAIN: bool, const C: usize>(
-    x: &[f32],
-    sa: (usize, usize),
-    y: &[f32],
-    k: usize,
-    n: usize,
-    plan: &DotPlan,
-    (i0, rows): (usize, usize),
-    o: &mut [f32],
-) {
-    let kmain = k / T * T;
-    for &(j0, j1, kc) in &plan.tiles {
-        for c0 in (j0..j1).step_by(C) {
-            let w = C.min(j1 - c0);
-            let mut tot = [[0.0f32; C]; ROWS];
-            let mut first = true;
-            let mut s = 0;
-            while s < kmain {
-                let e = (s + kc).min(kmain);
-                kernel_call::<T, CHAIN, C>(
-                    x,
-                    sa,
-                    y,
-                    n,
-                    (i0, rows),
-                    (c0, w),
-                    (s, e),
-                    (first, plan.signed_from),
-                    &mut tot,
-                );
-                first = false;
-                s = e;
-            }
-            if kmain < k {
-                kernel_call::<T, CHAIN, C>(
-                    x,
-                    sa,
-                    y,
-                    n,
-                    (i0, rows),
-                    (c0, w),
-                    (kmain, k),
-                    (first, plan.signed_from),
-                    &mut tot,
-                );
-            }
-            for (r, t) in tot.iter().enumerate().take(rows) {
-                o[r * n + c0..r * n + c0 + w].copy_from_slice(&t[..w]);
-            }
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn rows_dispatch(
-    x: &[f32],
-    sa: (usize, usize),
-    y: &[f32],
-    k: usize,
-    n: usize,
-    plan: &DotPlan,
-    r: (usize, usize),
-    o: &mut [f32],
-) {
-    // Column blocks only split the work: each output's sum is the same
-    // whatever the block width.
-    let narrow = plan.tiles.iter().all(|&(j0, j1, _)| j1 - j0 <= NARROW);
-    match (plan.tile_k, plan.chain, narrow) {
-        (_, true, true) => rows_body::<1, true, NARROW>(x, sa, y, k, n, plan, r, o),
-        (_, true, false) => rows_body::<1, true, COLS>(x, sa, y, k, n, plan, r, o),
-        (1, false, true) => rows_body::<1, false, NARROW>(x, sa, y, k, n, plan, r, o),
-        (1, false, false) => rows_body::<1, false, COLS>(x, sa, y, k, n, plan, r, o),
-        (2, false, true) => rows_body::<2, false, NARROW>(x, sa, y, k, n, plan, r, o),
-        (2, false, false) => rows_body::<2, false, COLS>(x, sa, y, k, n, plan, r, o),
-        (_, false, true) => rows_body::<4, false, NARROW>(x, sa, y, k, n, plan, r, o),
-        _ => rows_body::<4, false, COLS>(x, sa, y, k, n, plan, r, o),
-    }
-}
-
-/// [`rows_dispatch`] compiled for AVX-512 with FMA.
-///
-/// # Safety
-///
-/// The CPU must support AVX-512F and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn rows_avx512(
-    x: &[f32],
-    sa: (usize, usize),
-    y: &[f32],
-    k: usize,
-    n: usize,
-    plan: &DotPlan,
-    r: (usize, usize),
-    o: &mut [f32],
-) {
-    rows_dispatch(x, sa, y, k, n, plan, r, o)
-}
-
-/// [`rows_dispatch`] compiled for AVX2 with FMA.
-///
-/// # Safety
-///
-/// The CPU must support AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn rows_avx2(
-    x: &[f32],
-    sa: (usize, usize),
-    y: &[f32],
-    k: usize,
-    n: usize,
-    plan: &DotPlan,
-    r: (usize, usize),
-    o: &mut [f32],
-) {
-    rows_dispatch(x, sa, y, k, n, plan, r, o)
-}
-
-/// Rows `r.0 .. r.0 + r.1` of the product, with the fastest code this CPU
-/// runs (all variants compute the same bits: `mul_add` is exactly rounded).
-#[allow(clippy::too_many_arguments)]
-fn rows(
-    x: &[f32],
-    sa: (usize, usize),
-    y: &[f32],
-    k: usize,
-    n: usize,
-    plan: &DotPlan,
-    r: (usize, usize),
-    o: &mut [f32],
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports AVX-512F and FMA, checked just above;
-            // that is the only requirement of `rows_avx512`, whose body is
-            // safe code.
-            unsafe { rows_avx512(x, sa, y, k, n, plan, r, o) };
-            return;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above; that
-            // is the only requirement of `rows_avx2`, whose body is safe code.
-            unsafe { rows_avx2(x, sa, y, k, n, plan, r, o) };
-            return;
-        }
-    }
-    rows_dispatch(x, sa, y, k, n, plan, r, o)
-}
-
 /// Products of at most this many multiply-adds are summed one output at a
 /// time by [`planned_scalar`]: for them, clearing and reducing the
 /// kernels' accumulator blocks costs more than the arithmetic.
@@ -841,7 +566,7 @@ fn scalar_tiles<const T: usize>(
     }
 }
 
-/// [`planned_matmul`] for small products (at most [`SCALAR_LIMIT`]
+/// [`planned_matmul`](super::dot_blocked::planned_matmul) for small products (at most [`SCALAR_LIMIT`]
 /// multiply-adds), one output at a time, with B read through its strides
 /// `sb` (no packing): the same arithmetic in the same order, same bits.
 pub(crate) fn planned_scalar(
@@ -902,48 +627,10 @@ fn planned_scalar_body(
     }
 }
 
-/// Below this many multiply-adds a product runs on the calling thread.
-///
-/// Measured on the digits recipe (2 cores): handing a product to the
-/// thread pool costs a wake-up and a context switch each way when other
-/// work runs between products, as in a training step; below about 2M
-/// multiply-adds that costs more than the second core saves (an epoch
-/// 14.7 ms with the pool from 110K multiply-adds, 10.1 ms from 2M). The
-/// same product repeated back to back, with the pool kept awake, would be
-/// faster in parallel (1.6M: 34 against 52 µs).
-const PARALLEL_THRESHOLD: usize = 2 * 1024 * 1024;
-
-/// `out = a @ b` summed as `plan` says, for `a: [m, k]` in `x` with (row,
-/// column) strides `sa`, `b` row-major `[k, n]` in `y`, and row-major `out`
-/// (`m, k, n >= 1`). Rows are computed in parallel for large products; each
-/// output's arithmetic is the same either way.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn planned_matmul(
-    x: &[f32],
-    sa: (usize, usize),
-    y: &[f32],
-    m: usize,
-    k: usize,
-    n: usize,
-    plan: &DotPlan,
-    out: &mut [f32],
-) {
-    debug_assert!(out.len() == m * n && y.len() >= k * n);
-    if m * n * k >= PARALLEL_THRESHOLD {
-        use rayon::prelude::*;
-        out.par_chunks_mut(ROWS * n)
-            .enumerate()
-            .for_each(|(b, o)| rows(x, sa, y, k, n, plan, (b * ROWS, o.len() / n), o));
-    } else {
-        for (b, o) in out.chunks_mut(ROWS * n).enumerate() {
-            rows(x, sa, y, k, n, plan, (b * ROWS, o.len() / n), o);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::xla::dot_blocked::planned_matmul;
 
     #[test]
     fn per_output_sums_match_the_blocked_kernels() {
@@ -979,7 +666,17 @@ mod tests {
             ];
             for p in &plans {
                 let mut blocked = vec![0.0; m * n];
-                planned_matmul(&x, (k, 1), &y, m, k, n, p, &mut blocked);
+                let mkn = (m, k, n);
+                planned_matmul(
+                    &x,
+                    (k, 1),
+                    &y,
+                    (n, 1),
+                    mkn,
+                    p,
+                    &mut blocked,
+                    &mut Vec::new(),
+                );
                 type Operands<'a> = (&'a [f32], (usize, usize), &'a [f32], (usize, usize));
                 let cases: [Operands<'_>; 3] = [
                     (&x, (k, 1), &y, (n, 1)),

@@ -14,6 +14,7 @@
 //! tensors or keys.
 
 pub(crate) mod dot;
+pub(crate) mod dot_blocked;
 pub(crate) mod gemv;
 pub(crate) mod math;
 pub(crate) mod math_f64;

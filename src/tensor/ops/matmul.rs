@@ -19,7 +19,8 @@ use crate::tensor::shape::{broadcast_shapes_for, sum_to};
 use crate::tensor::tape::{DotFactors, FusedOuter, OpKind};
 use crate::tensor::Tensor;
 
-use crate::xla::dot::{self as ynn_dot, planned_matmul, DotPlan};
+use crate::xla::dot::{self as ynn_dot, DotPlan};
+use crate::xla::dot_blocked::planned_matmul;
 use crate::xla::gemv;
 
 /// At most this many multiply-adds of a product that XLA sums with its own
@@ -457,19 +458,7 @@ impl DotRoute {
             DotRoute::Transposed(route) => {
                 route.run(y, (k * sb.0, sb.0), x, (sa.1, 1), (1, k, m), out, packed)
             }
-            DotRoute::Planned(plan) if sb == (n, 1) => planned_matmul(x, sa, y, m, k, n, plan, out),
-            DotRoute::Planned(plan) => {
-                // B row-major for the kernels (rows of B are read
-                // contiguously).
-                packed.clear();
-                packed.resize(k * n, 0.0);
-                for p in 0..k {
-                    for j in 0..n {
-                        packed[p * n + j] = y[p * sb.0 + j * sb.1];
-                    }
-                }
-                planned_matmul(x, sa, packed, m, k, n, plan, out)
-            }
+            DotRoute::Planned(plan) => planned_matmul(x, sa, y, sb, (m, k, n), plan, out, packed),
         }
     }
 }
@@ -510,7 +499,17 @@ fn dot_into(
         }
     }
     let mut wide = vec![0.0; m * pn];
-    planned_matmul(x, sa, &packed, m, k, pn, plan, &mut wide);
+    let mkn = (m, k, pn);
+    planned_matmul(
+        x,
+        sa,
+        &packed,
+        (pn, 1),
+        mkn,
+        plan,
+        &mut wide,
+        &mut Vec::new(),
+    );
     for (row, o) in wide.chunks_exact(pn).zip(out.chunks_exact_mut(n)) {
         o.copy_from_slice(&row[start..start + n]);
     }
