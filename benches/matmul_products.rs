@@ -7,6 +7,10 @@
 //! cargo bench --bench matmul_products
 //! .venv-oracle/bin/python tools/bench/jax_matmul_products.py
 //! ```
+//!
+//! Beside the wall-clock times, the process's CPU time per call (all
+//! threads, from /proc/self/stat): on a machine shared with other work,
+//! `RAYON_NUM_THREADS=1` and the CPU time compare the kernels' own cost.
 
 use criterion::black_box;
 
@@ -51,22 +55,51 @@ const PRODUCTS: [(&str, (usize, usize, usize), Form); 8] = [
     ("bwd1 x^T@g1", (784, 128, 512), Form::LeftT),
 ];
 
+/// The CPU time this process has used (user + system, all threads), in
+/// seconds, from /proc/self/stat (0 where there is none).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime and
+    // stime are fields 14 and 15, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    f.iter().sum::<f64>() / 100.0
+}
+
 fn main() {
+    // PRODUCTS_ONLY=<part of a name>, PRODUCTS_PATH=exact|gemm: a subset.
+    let only = std::env::var("PRODUCTS_ONLY").ok();
+    let path_only = std::env::var("PRODUCTS_PATH").ok();
     for (name, (m, k, n), form) in PRODUCTS {
+        if only.as_ref().is_some_and(|o| !name.contains(o.as_str())) {
+            continue;
+        }
         let (a, b) = match form {
             Form::Plain => (filled(&[m, k], 1), filled(&[k, n], 2)),
             Form::LeftT => (filled(&[k, m], 1).transpose(), filled(&[k, n], 2)),
             Form::RightT => (filled(&[m, k], 1), filled(&[n, k], 2).transpose()),
         };
         for (path, limit) in [("exact", usize::MAX), ("gemm", 0)] {
+            if path_only.as_ref().is_some_and(|p| p != path) {
+                continue;
+            }
             set_exact_matmul_limit(limit);
+            let (mut calls, cpu) = (0u32, cpu_seconds());
             let (median, best) = batch_times(|| {
                 black_box(black_box(&a).matmul(black_box(&b)).unwrap());
+                calls += 1;
             });
+            let cpu = (cpu_seconds() - cpu) / f64::from(calls);
             println!(
-                "product/{name} {m}x{k}x{n} {path}: median {}, best {}",
+                "product/{name} {m}x{k}x{n} {path}: median {}, best {}, cpu {}",
                 fmt(median),
-                fmt(best)
+                fmt(best),
+                fmt(cpu)
             );
         }
     }

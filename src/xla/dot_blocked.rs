@@ -74,71 +74,76 @@ fn pack_panel(
     }
 }
 
-/// How a block reads its `MR` rows of A: `at(t)` is column `s + t` of the
-/// block's rows, for the chunk `s..` it was made for.
-trait ARows<const MR: usize> {
-    fn at(&self, t: usize) -> [f32; MR];
-}
-
-/// Rows stored contiguously (A row-major): each row sliced to the chunk.
-struct RowSlices<'a, const MR: usize>([&'a [f32]; MR]);
-
-impl<const MR: usize> ARows<MR> for RowSlices<'_, MR> {
-    #[inline(always)]
-    fn at(&self, t: usize) -> [f32; MR] {
-        from_fn(|r| self.0[r][t])
-    }
-}
-
-/// Columns stored contiguously (A stored transposed, `A^T @ g`): the
-/// block's `MR` rows of term `s + t` at `x[t * ld..][..MR]`.
-struct ColSlices<'a> {
-    x: &'a [f32],
-    ld: usize,
-}
-
-impl<const MR: usize> ARows<MR> for ColSlices<'_> {
-    #[inline(always)]
-    fn at(&self, t: usize) -> [f32; MR] {
-        self.x[t * self.ld..t * self.ld + MR]
-            .try_into()
-            .expect("MR rows")
-    }
-}
-
-/// Any strides (and the clamped rows of a last partial block).
-struct Strided<'a, const MR: usize> {
-    x: &'a [f32],
-    rows: [usize; MR],
-    step: usize,
-}
-
-impl<const MR: usize> ARows<MR> for Strided<'_, MR> {
-    #[inline(always)]
-    fn at(&self, t: usize) -> [f32; MR] {
-        from_fn(|r| self.x[self.rows[r] + t * self.step])
+/// Packs rows `i0..i0 + rows` of A (`[m, k]` in `x`, strides `sa`) into
+/// `dst`: blocks of `MR` rows, each `k` columns of `MR` values (`[k][MR]`),
+/// zeros past the last row (their results are never stored).
+fn pack_a<const MR: usize>(
+    x: &[f32],
+    sa: (usize, usize),
+    k: usize,
+    (i0, rows): (usize, usize),
+    dst: &mut [f32],
+) {
+    let mr = MR;
+    for (b, block) in dst.chunks_exact_mut(k * mr).enumerate() {
+        let r0 = i0 + b * mr;
+        let br = mr.min((i0 + rows).saturating_sub(r0));
+        if sa.0 == 1 {
+            // A stored transposed (`A^T @ g`): the block's values of each
+            // term contiguous.
+            for (p, col) in block.chunks_exact_mut(mr).enumerate() {
+                let src = &x[p * sa.1 + r0..p * sa.1 + r0 + br];
+                col[..br].copy_from_slice(src);
+                col[br..].fill(0.0);
+            }
+        } else {
+            for col in block.chunks_exact_mut(mr) {
+                col[br..].fill(0.0);
+            }
+            if sa.1 == 1 && br == mr {
+                // Rows contiguous: all the block's rows at once.
+                let rows: [&[f32]; MR] = from_fn(|r| &x[(r0 + r) * sa.0..(r0 + r) * sa.0 + k]);
+                for (p, col) in block.chunks_exact_mut(mr).enumerate() {
+                    for (c, row) in col.iter_mut().zip(&rows) {
+                        *c = row[p];
+                    }
+                }
+                continue;
+            }
+            for r in 0..br {
+                let row = (r0 + r) * sa.0;
+                for (p, col) in block.chunks_exact_mut(mr).enumerate() {
+                    col[r] = x[row + p * sa.1];
+                }
+            }
+        }
     }
 }
 
 /// One kernel call: the terms of one chunk (`b`: its rows of the packed
-/// panel, `nr = NV * L` wide; `a`: its columns of A), `T` partial sums per
+/// panel, `nr = NV * L` wide; `a`: its columns of the packed rows of A), `T` partial sums per
 /// output reduced as YNNPACK reduces them. `len` is a multiple of `T` but
 /// for the tail, whose missing terms leave their partial sums at `+0`
 /// (YNNPACK pads them with zeros). `chain`: the first term is a plain
 /// product added to these starts (XLA's own emitter, `T == 1`).
 #[inline(always)]
 fn kernel_call<const T: usize, const MR: usize, const NV: usize>(
-    a: &impl ARows<MR>,
+    a: &[f32],
     b: &[f32],
     len: usize,
     chain: Option<&[V; NV]>,
 ) -> [[V; NV]; MR] {
     let nr = NV * L;
     let b = &b[..len * nr];
+    let a = &a[..len * MR];
+    // A reference, not a copy: each value is then broadcast straight from
+    // memory (a copied array is loaded into one register and broadcast
+    // from there, which takes the FMA units' shuffle slots).
+    let at = |t: usize| -> &[f32; MR] { a[t * MR..t * MR + MR].try_into().expect("MR") };
     let mut lanes = [[[[0.0f32; L]; NV]; MR]; T];
     let mut t0 = 0;
     if let (Some(starts), true) = (chain, len > 0) {
-        let av = a.at(0);
+        let av = at(0);
         let brow = &b[..nr];
         for (r, acc) in lanes[0].iter_mut().enumerate() {
             for (v, accv) in acc.iter_mut().enumerate() {
@@ -153,7 +158,7 @@ fn kernel_call<const T: usize, const MR: usize, const NV: usize>(
     let mut t = t0;
     while t < full {
         for (q, lane) in lanes.iter_mut().enumerate() {
-            let av = a.at(t + q);
+            let av = at(t + q);
             let brow: &[f32] = &b[(t + q) * nr..(t + q + 1) * nr];
             let brow: [V; NV] = from_fn(|v| brow[v * L..v * L + L].try_into().expect("L"));
             for (r, acc) in lane.iter_mut().enumerate() {
@@ -168,7 +173,7 @@ fn kernel_call<const T: usize, const MR: usize, const NV: usize>(
     }
     // The tail's terms (fewer than T), each in its own partial sum.
     for (q, lane) in lanes.iter_mut().enumerate().take(len - full) {
-        let av = a.at(full + q);
+        let av = at(full + q);
         let brow = &b[(full + q) * nr..(full + q + 1) * nr];
         for (r, acc) in lane.iter_mut().enumerate() {
             for (v, accv) in acc.iter_mut().enumerate() {
@@ -192,24 +197,17 @@ fn kernel_call<const T: usize, const MR: usize, const NV: usize>(
     })
 }
 
-/// What a block of rows reads A through, for the terms `s..e`.
-#[derive(Clone, Copy)]
-struct AView<'a> {
-    x: &'a [f32],
-    sa: (usize, usize),
-}
-
-/// Rows `i0..i0 + rows` (`rows <= MR`; a partial block repeats its last
-/// row) of one panel of the output, into `o` (row-major, `n` wide, the
-/// rows of this block only): every chunk of the plan, then the tail.
+/// Rows `rows` (at most `MR`) of one panel of the output, into `o`
+/// (row-major, `n` wide, the rows of this block only), from the block's
+/// packed rows of A (`[k][MR]`): every chunk of the plan, then the tail.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn block<const T: usize, const MR: usize, const NV: usize>(
-    a: AView<'_>,
+    a: &[f32],
     panel: &[f32],
     k: usize,
     (c0, w, kc): (usize, usize, usize),
-    (i0, rows): (usize, usize),
+    rows: usize,
     chain: Option<usize>,
     n: usize,
     o: &mut [f32],
@@ -220,35 +218,30 @@ fn block<const T: usize, const MR: usize, const NV: usize>(
         chain.map(|from| from_fn(|v| from_fn(|l| chain_start(c0 + v * L + l, from))));
     let mut first = true;
     let mut s = 0;
-    while s < kmain || (s < k && kmain < k) {
+    while s < k {
         let e = if s < kmain { (s + kc).min(kmain) } else { k };
         let call_chain = starts.as_ref().filter(|_| first);
-        let b = &panel[s * nr..e * nr];
-        let v = if rows == MR && a.sa.1 == 1 {
-            let ar = RowSlices(from_fn(|r| {
-                let base = (i0 + r) * a.sa.0;
-                &a.x[base + s..base + e]
-            }));
-            kernel_call::<T, MR, NV>(&ar, b, e - s, call_chain)
-        } else if rows == MR && a.sa.0 == 1 {
-            let ac = ColSlices {
-                x: &a.x[s * a.sa.1 + i0..],
-                ld: a.sa.1,
-            };
-            kernel_call::<T, MR, NV>(&ac, b, e - s, call_chain)
-        } else {
-            let ag = Strided {
-                x: a.x,
-                rows: from_fn(|r| (i0 + r.min(rows - 1)) * a.sa.0 + s * a.sa.1),
-                step: a.sa.1,
-            };
-            kernel_call::<T, MR, NV>(&ag, b, e - s, call_chain)
-        };
+        let (ab, bb) = (&a[s * MR..e * MR], &panel[s * nr..e * nr]);
+        let v = kernel_call::<T, MR, NV>(ab, bb, e - s, call_chain);
         for (r, vr) in v.iter().enumerate().take(rows) {
             let orow = &mut o[r * n + c0..r * n + c0 + w];
-            for (j, oj) in orow.iter_mut().enumerate() {
-                let x = vr[j / L][j % L];
-                *oj = if first { x } else { x + *oj };
+            if w == nr && first {
+                for (ov, xv) in orow.chunks_exact_mut(L).zip(vr) {
+                    ov.copy_from_slice(xv);
+                }
+            } else if w == nr {
+                // Whole vectors (a scalar loop over the lanes cost a fifth
+                // of a 128x512x512 product).
+                for (ov, xv) in orow.chunks_exact_mut(L).zip(vr) {
+                    for (o, &x) in ov.iter_mut().zip(xv) {
+                        *o += x;
+                    }
+                }
+            } else {
+                for (j, oj) in orow.iter_mut().enumerate() {
+                    let x = vr[j / L][j % L];
+                    *oj = if first { x } else { x + *oj };
+                }
             }
         }
         first = false;
@@ -256,39 +249,32 @@ fn block<const T: usize, const MR: usize, const NV: usize>(
     }
 }
 
-/// Rows `i0..i0 + rows` of the product (given as `o`, those rows only),
-/// panel by panel, each panel over all the rows.
-#[allow(clippy::too_many_arguments)]
+/// The `rows` rows of the product given as `o`, from their packed rows of
+/// A (`apack`, see [`pack_a`]) and B's packed panels: panel by panel, each
+/// panel over all the rows.
 #[inline(always)]
 fn rows_body<const T: usize, const MR: usize, const NV: usize>(
-    a: AView<'_>,
+    apack: &[f32],
     packed: &[f32],
     (k, n): (usize, usize),
     plan: &DotPlan,
-    (i0, rows): (usize, usize),
+    rows: usize,
     o: &mut [f32],
 ) {
     let nr = NV * L;
     let chain = plan.chain.then_some(plan.signed_from);
     for (panel, cols) in packed.chunks_exact(k * nr).zip(panels(plan, nr)) {
-        for b0 in (0..rows).step_by(MR) {
+        for (b, a) in apack.chunks_exact(k * MR).enumerate() {
+            let b0 = b * MR;
             let br = MR.min(rows - b0);
-            block::<T, MR, NV>(
-                a,
-                panel,
-                k,
-                cols,
-                (i0 + b0, br),
-                chain,
-                n,
-                &mut o[b0 * n..(b0 + br) * n],
-            );
+            let o = &mut o[b0 * n..(b0 + br) * n];
+            block::<T, MR, NV>(a, panel, k, cols, br, chain, n, o);
         }
     }
 }
 
 /// The kernel shape for a plan: `tile_k` and the panel width in vectors
-/// (`NV`); every shape keeps 16 accumulator vectors (4 rows).
+/// (`NV`), at most 16 accumulator vectors for 4 rows (`T * 4 * NV`).
 fn shape(plan: &DotPlan) -> (usize, usize) {
     let widest = plan.tiles.iter().map(|&(j0, j1, _)| j1 - j0).max();
     let want = widest.unwrap_or(1).div_ceil(L);
@@ -301,72 +287,50 @@ fn shape(plan: &DotPlan) -> (usize, usize) {
     (plan.tile_k.clamp(1, 4), nv)
 }
 
-/// Rows of a block.
-const MR: usize = 4;
-
-#[inline(always)]
-fn rows_dispatch(
-    a: AView<'_>,
-    packed: &[f32],
-    kn: (usize, usize),
-    plan: &DotPlan,
-    r: (usize, usize),
-    o: &mut [f32],
-) {
-    match shape(plan) {
-        (1, 1) => rows_body::<1, MR, 1>(a, packed, kn, plan, r, o),
-        (1, 2) => rows_body::<1, MR, 2>(a, packed, kn, plan, r, o),
-        (1, _) => rows_body::<1, MR, 4>(a, packed, kn, plan, r, o),
-        (2, 1) => rows_body::<2, MR, 1>(a, packed, kn, plan, r, o),
-        (2, _) => rows_body::<2, MR, 2>(a, packed, kn, plan, r, o),
-        _ => rows_body::<4, MR, 1>(a, packed, kn, plan, r, o),
-    }
-}
-
-/// [`rows_dispatch`] compiled for AVX-512 with FMA.
+/// [`rows_body`] compiled for AVX-512 with FMA.
 ///
 /// # Safety
 ///
 /// The CPU must support AVX-512F and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn rows_avx512(
-    a: AView<'_>,
+unsafe fn rows_avx512<const T: usize, const MR: usize, const NV: usize>(
+    apack: &[f32],
     packed: &[f32],
     kn: (usize, usize),
     plan: &DotPlan,
-    r: (usize, usize),
+    rows: usize,
     o: &mut [f32],
 ) {
-    rows_dispatch(a, packed, kn, plan, r, o)
+    rows_body::<T, MR, NV>(apack, packed, kn, plan, rows, o)
 }
 
-/// [`rows_dispatch`] compiled for AVX2 with FMA.
+/// [`rows_body`] compiled for AVX2 with FMA.
 ///
 /// # Safety
 ///
 /// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn rows_avx2(
-    a: AView<'_>,
+unsafe fn rows_avx2<const T: usize, const MR: usize, const NV: usize>(
+    apack: &[f32],
     packed: &[f32],
     kn: (usize, usize),
     plan: &DotPlan,
-    r: (usize, usize),
+    rows: usize,
     o: &mut [f32],
 ) {
-    rows_dispatch(a, packed, kn, plan, r, o)
+    rows_body::<T, MR, NV>(apack, packed, kn, plan, rows, o)
 }
 
 /// Rows `r.0 .. r.0 + r.1` of the product, with the fastest code this CPU
 /// runs (all variants compute the same bits: `mul_add` is exactly rounded).
-fn rows(
-    a: AView<'_>,
+fn rows<const T: usize, const MR: usize, const NV: usize>(
+    apack: &[f32],
     packed: &[f32],
     kn: (usize, usize),
     plan: &DotPlan,
-    r: (usize, usize),
+    rows: usize,
     o: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
@@ -377,18 +341,18 @@ fn rows(
             // SAFETY: the CPU supports AVX-512F and FMA, checked just above;
             // that is the only requirement of `rows_avx512`, whose body is
             // safe code.
-            unsafe { rows_avx512(a, packed, kn, plan, r, o) };
+            unsafe { rows_avx512::<T, MR, NV>(apack, packed, kn, plan, rows, o) };
             return;
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU supports AVX2 and FMA, checked just above; that
             // is the only requirement of `rows_avx2`, whose body is safe code.
-            unsafe { rows_avx2(a, packed, kn, plan, r, o) };
+            unsafe { rows_avx2::<T, MR, NV>(apack, packed, kn, plan, rows, o) };
             return;
         }
     }
-    rows_dispatch(a, packed, kn, plan, r, o)
+    rows_body::<T, MR, NV>(apack, packed, kn, plan, rows, o)
 }
 
 /// `out = a @ b` summed as `plan` says, for `a: [m, k]` in `x` with (row,
@@ -402,27 +366,65 @@ pub(crate) fn planned_matmul(
     sa: (usize, usize),
     y: &[f32],
     sb: (usize, usize),
-    (m, k, n): (usize, usize, usize),
+    mkn: (usize, usize, usize),
     plan: &DotPlan,
     out: &mut [f32],
     packed: &mut Vec<f32>,
 ) {
+    // Rows per block (`MR`) and vectors per panel (`NV`). Four rows: with
+    // eight, LLVM vectorized narrow panels across the rows (gathers and
+    // scatters, 20x slower).
+    let args = (x, sa, y, sb, mkn, plan);
+    match shape(plan) {
+        (1, 1) => run::<1, 4, 1>(args, out, packed),
+        (1, 2) => run::<1, 4, 2>(args, out, packed),
+        (1, _) => run::<1, 4, 4>(args, out, packed),
+        (2, 1) => run::<2, 4, 1>(args, out, packed),
+        (2, _) => run::<2, 4, 2>(args, out, packed),
+        _ => run::<4, 4, 1>(args, out, packed),
+    }
+}
+
+/// The operands of a product: `a` in `x` with strides `sa`, `b` in `y`
+/// with strides `sb`, `(m, k, n)` and the plan.
+type Operands<'a> = (
+    &'a [f32],
+    (usize, usize),
+    &'a [f32],
+    (usize, usize),
+    (usize, usize, usize),
+    &'a DotPlan,
+);
+
+/// [`planned_matmul`] with blocks of `MR` rows and panels of `NV` vectors.
+fn run<const T: usize, const MR: usize, const NV: usize>(
+    (x, sa, y, sb, (m, k, n), plan): Operands<'_>,
+    out: &mut [f32],
+    packed: &mut Vec<f32>,
+) {
     debug_assert!(out.len() == m * n);
-    let nr = shape(plan).1 * L;
+    let nr = NV * L;
     let count = panels(plan, nr).count();
-    packed.clear();
-    packed.resize(count * k * nr, 0.0);
-    let a = AView { x, sa };
+    let m_pad = m.next_multiple_of(MR);
+    // B's panels, then A's row blocks. Every element is written by the
+    // packers: the buffer is grown, never cleared (a memset of megabytes
+    // per call otherwise).
+    let (need_b, need_a) = (count * k * nr, m_pad * k);
+    if packed.len() < need_b + need_a {
+        packed.resize(need_b + need_a, 0.0);
+    }
+    let (bpack, apack) = packed[..need_b + need_a].split_at_mut(need_b);
     let parallel = m * n * k >= PARALLEL_THRESHOLD;
     if !parallel {
-        for (dst, (c0, w, _)) in packed.chunks_exact_mut(k * nr).zip(panels(plan, nr)) {
+        for (dst, (c0, w, _)) in bpack.chunks_exact_mut(k * nr).zip(panels(plan, nr)) {
             pack_panel(y, sb, k, (c0, w), nr, dst);
         }
-        rows(a, packed, (k, n), plan, (0, m), out);
+        pack_a::<MR>(x, sa, k, (0, m), apack);
+        rows::<T, MR, NV>(apack, bpack, (k, n), plan, m, out);
         return;
     }
     use rayon::prelude::*;
-    packed
+    bpack
         .par_chunks_mut(k * nr)
         .enumerate()
         .for_each(|(i, dst)| {
@@ -431,8 +433,13 @@ pub(crate) fn planned_matmul(
         });
     let tasks = 2 * rayon::current_num_threads();
     let per = m.div_ceil(tasks).next_multiple_of(MR);
-    let packed = &packed[..];
+    let bpack = &bpack[..];
     out.par_chunks_mut(per * n)
+        .zip(apack.par_chunks_mut(per * k))
         .enumerate()
-        .for_each(|(t, o)| rows(a, packed, (k, n), plan, (t * per, o.len() / n), o));
+        .for_each(|(t, (o, a))| {
+            let rows = o.len() / n;
+            pack_a::<MR>(x, sa, k, (t * per, rows), a);
+            self::rows::<T, MR, NV>(a, bpack, (k, n), plan, rows, o)
+        });
 }
