@@ -130,7 +130,7 @@ fn large_mlp_step_matches_jax_bit_for_bit() {
         mse(p, b.tensor("x")?, b.tensor("y")?, layers)
     });
     let mut jit = Vec::new();
-    for call in 0..2 {
+    for _ in 0..2 {
         let (loss, grads) = step.call_with(&params, &batch).unwrap();
         jit.push(differences(&loss, &grads, &f.cases["jit"]));
     }

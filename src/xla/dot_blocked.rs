@@ -93,8 +93,17 @@ fn pack_a<const MR: usize>(
             // term contiguous.
             for (p, col) in block.chunks_exact_mut(mr).enumerate() {
                 let src = &x[p * sa.1 + r0..p * sa.1 + r0 + br];
-                col[..br].copy_from_slice(src);
-                col[br..].fill(0.0);
+                if let (Ok(src), Ok(col)) = (
+                    <&[f32; MR]>::try_from(src),
+                    <&mut [f32; MR]>::try_from(&mut *col),
+                ) {
+                    // A copy of constant size, inlined (not a call to
+                    // memmove per term).
+                    *col = *src;
+                } else {
+                    col[..br].copy_from_slice(src);
+                    col[br..].fill(0.0);
+                }
             }
         } else {
             for col in block.chunks_exact_mut(mr) {
@@ -208,19 +217,17 @@ fn block<const T: usize, const MR: usize, const NV: usize>(
     k: usize,
     (c0, w, kc): (usize, usize, usize),
     rows: usize,
-    chain: Option<usize>,
+    starts: Option<&[V; NV]>,
     n: usize,
     o: &mut [f32],
 ) {
     let nr = NV * L;
     let kmain = k / T * T;
-    let starts: Option<[V; NV]> =
-        chain.map(|from| from_fn(|v| from_fn(|l| chain_start(c0 + v * L + l, from))));
     let mut first = true;
     let mut s = 0;
     while s < k {
         let e = if s < kmain { (s + kc).min(kmain) } else { k };
-        let call_chain = starts.as_ref().filter(|_| first);
+        let call_chain = starts.filter(|_| first);
         let (ab, bb) = (&a[s * MR..e * MR], &panel[s * nr..e * nr]);
         let v = kernel_call::<T, MR, NV>(ab, bb, e - s, call_chain);
         for (r, vr) in v.iter().enumerate().take(rows) {
@@ -264,11 +271,14 @@ fn rows_body<const T: usize, const MR: usize, const NV: usize>(
     let nr = NV * L;
     let chain = plan.chain.then_some(plan.signed_from);
     for (panel, cols) in packed.chunks_exact(k * nr).zip(panels(plan, nr)) {
+        // What each column's chain starts from (once per panel).
+        let starts: Option<[V; NV]> =
+            chain.map(|from| from_fn(|v| from_fn(|l| chain_start(cols.0 + v * L + l, from))));
         for (b, a) in apack.chunks_exact(k * MR).enumerate() {
             let b0 = b * MR;
             let br = MR.min(rows - b0);
             let o = &mut o[b0 * n..(b0 + br) * n];
-            block::<T, MR, NV>(a, panel, k, cols, br, chain, n, o);
+            block::<T, MR, NV>(a, panel, k, cols, br, starts.as_ref(), n, o);
         }
     }
 }
