@@ -501,9 +501,10 @@ fn scalar_call<const T: usize>(
     }
 }
 
-/// One output of the product under `plan`, summed as [`rows_body`] sums
-/// it: `kc`-term chunks of the multiple of `T`, then the tail. `chain`:
-/// a chain's start (see [`chain_start`]), if the plan is one.
+/// One output of the product under `plan`, summed as the blocked kernels
+/// (`dot_blocked`) sum it: `kc`-term chunks of the multiple of `T`, then
+/// the tail. `chain`: a chain's start (see [`chain_start`]), if the plan
+/// is one.
 #[inline(always)]
 fn scalar_output<const T: usize>(
     term: impl Fn(usize) -> (f32, f32) + Copy,
@@ -566,9 +567,10 @@ fn scalar_tiles<const T: usize>(
     }
 }
 
-/// [`planned_matmul`](super::dot_blocked::planned_matmul) for small products (at most [`SCALAR_LIMIT`]
-/// multiply-adds), one output at a time, with B read through its strides
-/// `sb` (no packing): the same arithmetic in the same order, same bits.
+/// [`super::dot_blocked::planned_matmul`] for small products (at most
+/// [`SCALAR_LIMIT`] multiply-adds), one output at a time, with B read
+/// through its strides `sb` (no packing): the same arithmetic in the same
+/// order, same bits.
 pub(crate) fn planned_scalar(
     x: &[f32],
     sa: (usize, usize),

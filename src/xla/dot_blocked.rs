@@ -3,12 +3,13 @@
 //!
 //! B is packed first into panels of `NR` columns (`[k][NR]`, zero-padded),
 //! so that the kernels read it as one contiguous stream; each panel stays
-//! in cache while every block of `MR` rows of A runs over it. A block keeps
-//! `T x MR x NR` accumulators (`T = tile_k` partial sums per output), in
-//! vector registers: the per-output arithmetic is exactly the plan's (term
-//! `p` of chunk `s..e` goes to partial sum `(p - s) % T`, every chunk is
-//! reduced and added to the output so far), whatever the block shapes, the
-//! loop order or the split between threads.
+//! in cache while every block of `MR` rows of A (packed too, `[k][MR]`, so
+//! that each value is broadcast straight from memory) runs over it. A block
+//! keeps `T x MR x NR` accumulators (`T = tile_k` partial sums per output)
+//! in vector registers: the per-output arithmetic is exactly the plan's
+//! (term `p` of chunk `s..e` goes to partial sum `(p - s) % T`, every chunk
+//! is reduced and added to the output so far), whatever the block shapes,
+//! the loop order or the split between threads.
 
 use std::array::from_fn;
 

@@ -5,7 +5,8 @@
 //! - [`math`] / `math_f64`: XLA's own polynomial `log`, `log1p`, `erf`,
 //!   `erf_inv`, `exp`, ... with its FMA contractions and flushed denormals.
 //! - [`dot`]: the summation order of 2-D products that XLA hands to
-//!   YNNPACK (kernel choice, packing, `k` chunks), and [`gemv`]: XLA's own
+//!   YNNPACK (kernel choice, packing, `k` chunks), run by the
+//!   register-blocked kernels of [`dot_blocked`]; [`gemv`]: XLA's own
 //!   matrix-vector and vector-vector emitters.
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
 //!   down columns (windows of rows, YNNPACK tiles).
