@@ -135,14 +135,7 @@ impl<'s> Scope<'s> {
         let path = self.path().to_vec();
 
         let run = |state: State, input: I| -> Result<O> {
-            let cell = RefCell::new(state);
-            let out = body(&Scope::at(&cell, path.clone()), input)?;
-            let mut finished = cell.into_inner();
-            packed.trim_for_repack(&mut finished);
-            let counters = finished.counters.clone();
-            let collections = packed.repack(&[finished])?;
-            packed.commit(self, collections, &counters)?;
-            Ok(out)
+            packed.run_one(self, state, &path, |scope| body(scope, input))
         };
 
         let mut args = input.tensors();

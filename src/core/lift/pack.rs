@@ -319,6 +319,27 @@ impl Packed {
         Ok(tree)
     }
 
+    /// Runs `body` once, as the only item, on `state` at `path` (the
+    /// lifted scope's), then repacks its writable collections and commits
+    /// them and its counters to `scope` (sorted, as from a JAX transform):
+    /// stages 4 to 6 for a transform of one item (`remat`, `jit`).
+    pub(crate) fn run_one<O>(
+        &self,
+        scope: &Scope<'_>,
+        state: State,
+        path: &[String],
+        body: impl FnOnce(&Scope<'_>) -> Result<O>,
+    ) -> Result<O> {
+        let cell = std::cell::RefCell::new(state);
+        let out = body(&Scope::at(&cell, path.to_vec()))?;
+        let mut finished = cell.into_inner();
+        self.trim_for_repack(&mut finished);
+        let counters = finished.counters.clone();
+        let collections = self.repack(&[finished])?;
+        self.commit(scope, collections, &counters)?;
+        Ok(out)
+    }
+
     /// Drops from an item's final state what [`Packed::repack`] will not
     /// read (collections that are not writable, e.g. the slices of `params`
     /// during `apply`), so that a long scan does not hold every step's

@@ -65,14 +65,7 @@ impl<'s> Scope<'s> {
         // One run of the body on `state`, its writable collections and
         // counters committed (sorted, as from a JAX transform).
         let run_once = |state: State, input: &I| -> Result<O> {
-            let cell = RefCell::new(state);
-            let out = body(&Scope::at(&cell, path.clone()), input)?;
-            let mut finished = cell.into_inner();
-            packed.trim_for_repack(&mut finished);
-            let counters = finished.counters.clone();
-            let collections = packed.repack(&[finished])?;
-            packed.commit(self, collections, &counters)?;
-            Ok(out)
+            packed.run_one(self, state, &path, |scope| body(scope, input))
         };
         let mut inputs = input.tensors();
         inputs.extend(variable_tensors(&state.variables));
