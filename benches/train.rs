@@ -100,6 +100,19 @@ fn adamw_update() {
         fmt(median),
         fmt(best)
     );
+    // As a training loop runs it: the old parameters and state given up,
+    // so the update writes over them.
+    let mut current = Some((params, state));
+    let (median, best) = batch_times(|| {
+        let (p, s) = current.take().expect("put back below");
+        let (p, s) = tx.apply_gradients_owned(&grads, s, p).unwrap();
+        current = Some((black_box(p), s));
+    });
+    println!(
+        "train/adamw_update_1M_in_place: median {}, best {}",
+        fmt(median),
+        fmt(best)
+    );
 }
 
 /// Runs the bench named by the first argument that is not an option (all

@@ -117,3 +117,38 @@ fn bad_labels_are_typed_errors() {
         "{err}"
     );
 }
+
+/// Updating in place (`apply_gradients_owned`, with AdamW's fused pass and
+/// with a chain that has none) gives the borrowed update's numbers, step
+/// after step, for `TrainState` and for the transformation itself.
+#[test]
+fn owned_updates_equal_borrowed_ones() {
+    let bits = |t: &Tree| -> Vec<u32> {
+        t.leaves()
+            .iter()
+            .flat_map(|l| l.to_vec())
+            .map(f32::to_bits)
+            .collect()
+    };
+    let params = Tree::new()
+        .with(
+            "w",
+            Tensor::from_vec((0..300).map(|i| (i as f32).sin()).collect(), &[30, 10]).unwrap(),
+        )
+        .with("b", Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3]).unwrap());
+    let grads_at =
+        |t: usize| flaxen::tensor::tree_map(&params, |p| p * (0.1 * (t as f32 + 1.0)) - 0.3);
+    for tx in [adamw(1e-3, 1e-4), sgd(0.1, Some(0.9), false)] {
+        let variables = flaxen::core::Variables::new().with("params", params.clone());
+        let mut a = TrainState::create(&variables, tx).unwrap();
+        let mut b = a.clone();
+        for t in 0..4 {
+            let g = grads_at(t);
+            a = a.apply_gradients(&g).unwrap();
+            b = b.apply_gradients_owned(&g).unwrap();
+            assert_eq!(a.step, b.step);
+            assert_eq!(bits(&a.params), bits(&b.params), "step {t}");
+            assert_eq!(bits(&a.opt_state), bits(&b.opt_state), "step {t}");
+        }
+    }
+}

@@ -77,18 +77,49 @@ fn chunk<const SHARED: bool, const ROOT: bool, const DECAY: bool>(
     }
 }
 
-/// [`chunk`] for the step's flags.
+/// One chunk updated in place: `p`, `m` and `v` hold the old values and
+/// receive the new ones (each element is read before it is written).
 #[inline(always)]
-fn dispatch(k: &Consts, flags: (bool, bool, bool), ins: [&[f32]; 4], outs: [&mut [f32]; 3]) {
-    match flags {
-        (true, false, true) => chunk::<true, false, true>(k, ins, outs),
-        (true, false, false) => chunk::<true, false, false>(k, ins, outs),
-        (true, true, true) => chunk::<true, true, true>(k, ins, outs),
-        (true, true, false) => chunk::<true, true, false>(k, ins, outs),
-        (false, false, true) => chunk::<false, false, true>(k, ins, outs),
-        (false, false, false) => chunk::<false, false, false>(k, ins, outs),
-        (false, true, true) => chunk::<false, true, true>(k, ins, outs),
-        (false, true, false) => chunk::<false, true, false>(k, ins, outs),
+fn chunk_in_place<const SHARED: bool, const ROOT: bool, const DECAY: bool>(
+    k: &Consts,
+    g: &[f32],
+    [p, m, v]: [&mut [f32]; 3],
+) {
+    let olds = p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut());
+    for (&g, ((p, m), v)) in g.iter().zip(olds) {
+        (*m, *v, *p) = element::<SHARED, ROOT, DECAY>(k, g, *p, *m, *v);
+    }
+}
+
+/// What one chunk computes: into fresh outputs (`[g, p, m, v]` in,
+/// `[m, v, p]` out), or over the old values.
+enum Work<'a> {
+    Fresh([&'a [f32]; 4], [&'a mut [f32]; 3]),
+    InPlace(&'a [f32], [&'a mut [f32]; 3]),
+}
+
+/// Calls `$f::<SHARED, ROOT, DECAY>($args)` for the step's flags.
+macro_rules! by_flags {
+    ($flags:expr, $f:ident($($arg:expr),*)) => {
+        match $flags {
+            (true, false, true) => $f::<true, false, true>($($arg),*),
+            (true, false, false) => $f::<true, false, false>($($arg),*),
+            (true, true, true) => $f::<true, true, true>($($arg),*),
+            (true, true, false) => $f::<true, true, false>($($arg),*),
+            (false, false, true) => $f::<false, false, true>($($arg),*),
+            (false, false, false) => $f::<false, false, false>($($arg),*),
+            (false, true, true) => $f::<false, true, true>($($arg),*),
+            (false, true, false) => $f::<false, true, false>($($arg),*),
+        }
+    };
+}
+
+/// A chunk's work for the step's flags.
+#[inline(always)]
+fn dispatch(k: &Consts, flags: (bool, bool, bool), work: Work<'_>) {
+    match work {
+        Work::Fresh(ins, outs) => by_flags!(flags, chunk(k, ins, outs)),
+        Work::InPlace(g, olds) => by_flags!(flags, chunk_in_place(k, g, olds)),
     }
 }
 
@@ -100,24 +131,19 @@ fn dispatch(k: &Consts, flags: (bool, bool, bool), ins: [&[f32]; 4], outs: [&mut
 /// The CPU must support FMA and AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "fma,avx2")]
-unsafe fn dispatch_fma(
-    k: &Consts,
-    flags: (bool, bool, bool),
-    ins: [&[f32]; 4],
-    outs: [&mut [f32]; 3],
-) {
-    dispatch(k, flags, ins, outs)
+unsafe fn dispatch_fma(k: &Consts, flags: (bool, bool, bool), work: Work<'_>) {
+    dispatch(k, flags, work)
 }
 
-fn run(k: &Consts, flags: (bool, bool, bool), ins: [&[f32]; 4], outs: [&mut [f32]; 3]) {
+fn run(k: &Consts, flags: (bool, bool, bool), work: Work<'_>) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: both features were detected just above; they are the only
         // requirement of `dispatch_fma`, whose body is safe code.
-        unsafe { dispatch_fma(k, flags, ins, outs) };
+        unsafe { dispatch_fma(k, flags, work) };
         return;
     }
-    dispatch(k, flags, ins, outs)
+    dispatch(k, flags, work)
 }
 
 /// A tensor's values in row-major order, borrowed when contiguous.
@@ -128,20 +154,14 @@ fn values(t: &Tensor) -> Cow<'_, [f32]> {
     }
 }
 
-/// `chain(scale_by_adam, add_decayed_weights(wd))` then `p + step * u`:
-/// the new parameters and Adam's new state (`count`, `mu`, `nu`).
-pub(crate) fn apply(
+/// The step's scalars and flags for Adam's `count` after this step.
+fn constants(
     adam: &ScaleByAdam,
     weight_decay: f64,
     step: f32,
-    grads: &Tree,
-    state: &Tree,
-    params: &Tree,
-) -> Result<(Tree, Tree)> {
-    let mu = moments(state, "mu", grads)?;
-    let nu = moments(state, "nu", grads)?;
-    let ps = moments(&Tree::new().with("p", params.clone()), "p", grads)?;
-    let count = safe_increment(read_count(state, "count")?);
+    count: i32,
+    leaves: usize,
+) -> (Consts, (bool, bool, bool)) {
     let (b1, b2) = (adam.b1 as f32, adam.b2 as f32);
     let c1 = 1.0 - b1.powf(count as f32);
     let c2 = 1.0 - b2.powf(count as f32);
@@ -159,11 +179,63 @@ pub(crate) fn apply(
         wd: weight_decay as f32,
         step,
     };
-    let flags = (
-        grads.leaves().len() > 1,
-        k.eps_root != 0.0,
-        weight_decay != 0.0,
-    );
+    let flags = (leaves > 1, k.eps_root != 0.0, weight_decay != 0.0);
+    (k, flags)
+}
+
+/// A typed error unless a gradient, its parameter and its moments have
+/// one shape.
+fn same_shapes(g: &Tensor, p: &Tensor, m: &Tensor, v: &Tensor) -> Result<()> {
+    let shape = g.shape();
+    if [p, m, v].iter().any(|t| t.shape() != shape) {
+        return Err(state_error(format!(
+            "a gradient of shape {shape:?} meets a parameter of shape {:?} and moments of \
+             shapes {:?} and {:?}",
+            p.shape(),
+            m.shape(),
+            v.shape()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs `work(range, slices)` over a leaf whose three slices `outs` have
+/// one length: on all cores in chunks when it is large (each element's
+/// arithmetic is the same either way), each call with its range of the
+/// leaf and those elements of the three slices.
+fn over_leaf(
+    [a, b, c]: [&mut [f32]; 3],
+    work: impl Fn(std::ops::Range<usize>, [&mut [f32]; 3]) + Sync,
+) {
+    let n = a.len();
+    if n >= PARALLEL_LEN {
+        use rayon::prelude::*;
+        let size = PARALLEL_LEN / 4;
+        a.par_chunks_mut(size)
+            .zip(b.par_chunks_mut(size))
+            .zip(c.par_chunks_mut(size))
+            .enumerate()
+            .for_each(|(i, ((a, b), c))| work(i * size..i * size + a.len(), [a, b, c]));
+    } else {
+        work(0..n, [a, b, c]);
+    }
+}
+
+/// `chain(scale_by_adam, add_decayed_weights(wd))` then `p + step * u`:
+/// the new parameters and Adam's new state (`count`, `mu`, `nu`).
+pub(crate) fn apply(
+    adam: &ScaleByAdam,
+    weight_decay: f64,
+    step: f32,
+    grads: &Tree,
+    state: &Tree,
+    params: &Tree,
+) -> Result<(Tree, Tree)> {
+    let mu = moments(state, "mu", grads)?;
+    let nu = moments(state, "nu", grads)?;
+    let ps = moments(&Tree::new().with("p", params.clone()), "p", grads)?;
+    let count = safe_increment(read_count(state, "count")?);
+    let (k, flags) = constants(adam, weight_decay, step, count, grads.leaves().len());
     let (mut new_m, mut new_v, mut new_p) = (Vec::new(), Vec::new(), Vec::new());
     for (((g, p), m), v) in grads
         .leaves()
@@ -172,35 +244,15 @@ pub(crate) fn apply(
         .zip(mu.leaves())
         .zip(nu.leaves())
     {
-        let shape = g.shape();
-        if [p, m, v].iter().any(|t| t.shape() != shape) {
-            return Err(state_error(format!(
-                "a gradient of shape {shape:?} meets a parameter of shape {:?} and moments of \
-                 shapes {:?} and {:?}",
-                p.shape(),
-                m.shape(),
-                v.shape()
-            )));
-        }
+        same_shapes(g, p, m, v)?;
         let (gs, ps, ms, vs) = (values(g), values(p), values(m), values(v));
         let n = gs.len();
         let (mut mo, mut vo, mut po) = (vec![0.0f32; n], vec![0.0f32; n], vec![0.0f32; n]);
-        if n >= PARALLEL_LEN {
-            use rayon::prelude::*;
-            let c = PARALLEL_LEN / 4;
-            mo.par_chunks_mut(c)
-                .zip(vo.par_chunks_mut(c))
-                .zip(po.par_chunks_mut(c))
-                .enumerate()
-                .for_each(|(i, ((mo, vo), po))| {
-                    let r = i * c..i * c + mo.len();
-                    let ins = [&gs[r.clone()], &ps[r.clone()], &ms[r.clone()], &vs[r]];
-                    run(&k, flags, ins, [mo, vo, po]);
-                });
-        } else {
-            run(&k, flags, [&gs, &ps, &ms, &vs], [&mut mo, &mut vo, &mut po]);
-        }
-        let t = |v: Vec<f32>| Tensor::from_vec(v, shape).expect("the leaf's shape");
+        over_leaf([&mut mo, &mut vo, &mut po], |r, outs| {
+            let ins = [&gs[r.clone()], &ps[r.clone()], &ms[r.clone()], &vs[r]];
+            run(&k, flags, Work::Fresh(ins, outs));
+        });
+        let t = |v: Vec<f32>| Tensor::from_vec(v, g.shape()).expect("the leaf's shape");
         new_m.push(t(mo));
         new_v.push(t(vo));
         new_p.push(t(po));
@@ -210,6 +262,56 @@ pub(crate) fn apply(
         .with("mu", mu.with_leaves(new_m)?)
         .with("nu", nu.with_leaves(new_v)?);
     Ok((params.with_leaves(new_p)?, adam_state))
+}
+
+/// [`apply`] over a state and parameters the caller gives up: each leaf's
+/// new parameter and moments are written over the old ones where nothing
+/// else holds them (copied first where something does: `ArcArray`'s
+/// copy-on-write), the same arithmetic, so the same bits.
+pub(crate) fn apply_owned(
+    adam: &ScaleByAdam,
+    weight_decay: f64,
+    step: f32,
+    grads: &Tree,
+    state: Tree,
+    mut params: Tree,
+) -> Result<(Tree, Tree)> {
+    let mut mu = moments(&state, "mu", grads)?;
+    let mut nu = moments(&state, "nu", grads)?;
+    if !params.same_structure(grads) {
+        // The same error as `apply`'s.
+        moments(&Tree::new().with("p", params.clone()), "p", grads)?;
+    }
+    let count = safe_increment(read_count(&state, "count")?);
+    // Gone, so that `mu` and `nu` hold the moments' only references.
+    drop(state);
+    let (k, flags) = constants(adam, weight_decay, step, count, grads.leaves().len());
+    let (ps, ms, vs) = (params.leaves_mut(), mu.leaves_mut(), nu.leaves_mut());
+    for (i, g) in grads.leaves().iter().enumerate() {
+        same_shapes(g, &ps[i], &ms[i], &vs[i])?;
+        let gs = values(g);
+        // A traced tensor keeps its values for its tape: replace it.
+        for t in [&mut ps[i], &mut ms[i], &mut vs[i]] {
+            if t.tracer.is_some() {
+                *t = t.detached();
+            }
+        }
+        let [p, m, v] = [&mut ps[i], &mut ms[i], &mut vs[i]].map(|t| {
+            if t.data.as_slice_mut().is_none() {
+                // Not row-major: a row-major copy.
+                *t = Tensor::from_vec(t.to_vec(), t.shape()).expect("its own shape");
+            }
+            t.data.as_slice_mut().expect("row-major, owned")
+        });
+        over_leaf([p, m, v], |r, olds| {
+            run(&k, flags, Work::InPlace(&gs[r], olds))
+        });
+    }
+    let adam_state = Tree::new()
+        .with("count", count_leaf(count))
+        .with("mu", mu)
+        .with("nu", nu);
+    Ok((params, adam_state))
 }
 
 #[cfg(test)]
@@ -290,5 +392,60 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The owned pass gives `apply`'s bits, writes over the arrays it was
+    /// given when nothing else holds them, and leaves arrays that another
+    /// holder keeps unchanged (a copy is written instead).
+    #[test]
+    fn owned_equals_borrowed_and_updates_in_place() {
+        let adam = ScaleByAdam::default();
+        let (wd, step) = (1e-4, -3e-3f32);
+        let mut params = Tree::new();
+        let mut grads = Tree::new();
+        for (i, n) in [37, PARALLEL_LEN + 5].into_iter().enumerate() {
+            params.insert(format!("w{i}"), leaf(n, i as u32)).unwrap();
+            grads
+                .insert(format!("w{i}"), leaf(n, 7 + i as u32))
+                .unwrap();
+        }
+        let bits = |t: &Tree| -> Vec<u32> {
+            t.leaves()
+                .iter()
+                .flat_map(|l| l.to_vec())
+                .map(f32::to_bits)
+                .collect()
+        };
+        let state = adam.init(&params).unwrap();
+        let (mut p_ref, mut s_ref) = (params.clone(), state.clone());
+        // Deep copies: nothing else holds the owned path's arrays.
+        let copy = |t: &Tree| {
+            t.with_leaves(
+                t.leaves()
+                    .iter()
+                    .map(|l| Tensor::from_vec(l.to_vec(), l.shape()).unwrap())
+                    .collect(),
+            )
+            .unwrap()
+        };
+        let (mut p_own, mut s_own) = (copy(&params), copy(&state));
+        for _ in 0..3 {
+            (p_ref, s_ref) = apply(&adam, wd, step, &grads, &s_ref, &p_ref).unwrap();
+            let before = p_own.leaves()[1].data.as_ptr();
+            (p_own, s_own) = apply_owned(&adam, wd, step, &grads, s_own, p_own).unwrap();
+            assert_eq!(p_own.leaves()[1].data.as_ptr(), before, "written in place");
+            assert_eq!(bits(&p_own), bits(&p_ref));
+            for k in ["mu", "nu", "count"] {
+                let (a, b) = (s_own.subtree(k).unwrap(), s_ref.subtree(k).unwrap());
+                assert_eq!(bits(&a), bits(&b), "{k}");
+                assert_eq!(a.arrays(), b.arrays(), "{k}");
+            }
+        }
+        // A holder of the same arrays keeps its values.
+        let held = p_own.clone();
+        let held_bits = bits(&held);
+        let (p_next, _) = apply_owned(&adam, wd, step, &grads, s_own, p_own).unwrap();
+        assert_eq!(bits(&held), held_bits);
+        assert_ne!(bits(&p_next), held_bits);
     }
 }

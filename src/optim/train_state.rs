@@ -67,6 +67,25 @@ impl TrainState {
         })
     }
 
+    /// [`apply_gradients`](TrainState::apply_gradients) consuming the
+    /// state, as a training loop that replaces it does (`state =
+    /// state.apply_gradients_owned(&grads)?`): the parameters and the
+    /// optimizer state are updated in place where nothing else holds them
+    /// (see [`GradientTransformation::apply_gradients_owned`]); the same
+    /// numbers.
+    pub fn apply_gradients_owned(self, grads: &Tree) -> Result<TrainState> {
+        let (params, opt_state) =
+            self.tx
+                .apply_gradients_owned(grads, self.opt_state, self.params)?;
+        Ok(TrainState {
+            step: self.step + 1,
+            params,
+            collections: self.collections,
+            opt_state,
+            tx: self.tx,
+        })
+    }
+
     /// `state.apply_gradients(grads=grads)`: one optimizer step (the
     /// learning-rate scaling fused into the update, as a jitted Flax step
     /// computes it); `step` goes up by one.

@@ -41,6 +41,24 @@ pub trait GradientTransformation {
         Ok((apply_updates(params, &updates)?, state))
     }
 
+    /// [`apply_gradients`](GradientTransformation::apply_gradients) taking
+    /// the state and the parameters by value, as a training loop that
+    /// replaces both does (`(params, state) = tx.apply_gradients_owned(&g,
+    /// state, params)?`): where nothing else holds their arrays, the new
+    /// values are written over the old ones instead of into fresh memory —
+    /// the same bits, no allocation. Arrays that something else still
+    /// holds are copied first, so no other holder sees a change. Fused
+    /// AdamW (`adamw`) does this; other transformations allocate as
+    /// `apply_gradients` does.
+    fn apply_gradients_owned(
+        &self,
+        grads: &Tree,
+        state: Tree,
+        params: Tree,
+    ) -> Result<(Tree, Tree)> {
+        self.apply_gradients(grads, &state, &params)
+    }
+
     /// The transformation itself, for a [`Chain`] that recognizes a
     /// sequence it runs fused (AdamW's). Not for use outside.
     #[doc(hidden)]
@@ -62,6 +80,14 @@ impl<T: GradientTransformation + ?Sized> GradientTransformation for Box<T> {
     fn apply_gradients(&self, grads: &Tree, state: &Tree, params: &Tree) -> Result<(Tree, Tree)> {
         (**self).apply_gradients(grads, state, params)
     }
+    fn apply_gradients_owned(
+        &self,
+        grads: &Tree,
+        state: Tree,
+        params: Tree,
+    ) -> Result<(Tree, Tree)> {
+        (**self).apply_gradients_owned(grads, state, params)
+    }
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         (**self).as_any()
     }
@@ -74,6 +100,20 @@ pub struct Chain(Vec<Box<dyn GradientTransformation + Send + Sync>>);
 /// `optax.chain(*transforms)`.
 pub fn chain(transforms: Vec<Box<dyn GradientTransformation + Send + Sync>>) -> Chain {
     Chain(transforms)
+}
+
+impl Chain {
+    /// `adam`, then decayed weights, then a learning rate: AdamW, which
+    /// [`Chain::apply_gradients`](GradientTransformation::apply_gradients)
+    /// runs as one pass (its Adam and its weight decay).
+    fn fused_adamw(&self) -> Option<(&super::ScaleByAdam, f64)> {
+        let [a, d, _] = self.0.as_slice() else {
+            return None;
+        };
+        let adam = a.as_any()?.downcast_ref::<super::ScaleByAdam>()?;
+        let decay = d.as_any()?.downcast_ref::<super::AddDecayedWeights>()?;
+        Some((adam, decay.weight_decay))
+    }
 }
 
 impl GradientTransformation for Chain {
@@ -102,6 +142,37 @@ impl GradientTransformation for Chain {
         Ok((updates, next))
     }
 
+    fn apply_gradients_owned(
+        &self,
+        grads: &Tree,
+        state: Tree,
+        params: Tree,
+    ) -> Result<(Tree, Tree)> {
+        let (Some((adam, weight_decay)), Some(last)) = (self.fused_adamw(), self.0.last()) else {
+            return self.apply_gradients(grads, &state, &params);
+        };
+        let key = (self.0.len() - 1).to_string();
+        let sub = |k: &str| {
+            state
+                .subtree(k)
+                .ok_or_else(|| state_error(format!("the chain's state has no entry \"{k}\"")))
+        };
+        let Some((step, last_state)) = last.scale_factor(&sub(&key)?)? else {
+            return self.apply_gradients(grads, &state, &params);
+        };
+        let (adam_own, decay_own) = (sub("0")?, sub("1")?);
+        // The caller's state goes, so that the moments' arrays are held
+        // only by `adam_own` and can be updated in place.
+        drop(state);
+        let (new, adam_state) =
+            super::adamw_fused::apply_owned(adam, weight_decay, step, grads, adam_own, params)?;
+        let next = Tree::new()
+            .with("0", adam_state)
+            .with("1", decay_own)
+            .with(key.as_str(), last_state);
+        Ok((new, next))
+    }
+
     fn apply_gradients(&self, grads: &Tree, state: &Tree, params: &Tree) -> Result<(Tree, Tree)> {
         let Some((last, rest)) = self.0.split_last() else {
             return Ok((params.clone(), state.clone()));
@@ -115,33 +186,19 @@ impl GradientTransformation for Chain {
             return Ok((apply_updates(params, &updates)?, state));
         };
         // AdamW (`adam`, then decayed weights, then the rate): one pass.
-        if let [a, d] = rest {
-            let adam = a
-                .as_any()
-                .and_then(|x| x.downcast_ref::<super::ScaleByAdam>());
-            let decay = d
-                .as_any()
-                .and_then(|x| x.downcast_ref::<super::AddDecayedWeights>());
-            if let (Some(adam), Some(decay)) = (adam, decay) {
-                let sub = |k: &str| {
-                    state.subtree(k).ok_or_else(|| {
-                        state_error(format!("the chain's state has no entry \"{k}\""))
-                    })
-                };
-                let (new, adam_state) = super::adamw_fused::apply(
-                    adam,
-                    decay.weight_decay,
-                    step,
-                    grads,
-                    &sub("0")?,
-                    params,
-                )?;
-                let next = Tree::new()
-                    .with("0", adam_state)
-                    .with("1", sub("1")?)
-                    .with(key.as_str(), last_state);
-                return Ok((new, next));
-            }
+        if let Some((adam, weight_decay)) = self.fused_adamw() {
+            let sub = |k: &str| {
+                state
+                    .subtree(k)
+                    .ok_or_else(|| state_error(format!("the chain's state has no entry \"{k}\"")))
+            };
+            let (new, adam_state) =
+                super::adamw_fused::apply(adam, weight_decay, step, grads, &sub("0")?, params)?;
+            let next = Tree::new()
+                .with("0", adam_state)
+                .with("1", sub("1")?)
+                .with(key.as_str(), last_state);
+            return Ok((new, next));
         }
         // Every transformation but the last, then `p + step * u` fused.
         let mut updates = grads.clone();

@@ -322,6 +322,11 @@ impl Tree {
         &self.leaves
     }
 
+    /// The tensors, to replace in place (the structure stays).
+    pub(crate) fn leaves_mut(&mut self) -> &mut [Tensor] {
+        &mut self.leaves
+    }
+
     /// The tensors, consuming the tree.
     pub fn into_leaves(self) -> Vec<Tensor> {
         self.leaves

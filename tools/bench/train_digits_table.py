@@ -43,6 +43,11 @@ def main():
             f"| {label} | {fmt(fb)} (median {fmt(fm)}) | {fmt(jb)} (median {fmt(jm)}) "
             f"| {ratio(fb, jb)} |"
         )
+    (fm, fb), (jm, jb) = rust["adamw_update_1M_in_place"], jax["adamw_update_1M"]
+    rows.append(
+        f"| AdamW update of 1M parameters in place (`apply_gradients_owned`) | {fmt(fb)} "
+        f"(median {fmt(fm)}) | {fmt(jb)} (median {fmt(jm)}) | {ratio(fb, jb)} |"
+    )
     # (parse keeps (wall, cpu) in the (median, best) slots; merge keeps the
     # lowest of each over the rounds.)
     (fw, fc), (jw, jc) = rust["digits_epoch_sustained"], jax["digits_epoch_sustained"]
