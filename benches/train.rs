@@ -60,7 +60,7 @@ fn epoch(name: &str, step: StepFn, sustained: bool) {
         for (t, batch) in batches.enumerate() {
             let key = random::fold_in(random::clone(&dk), t as u32);
             let (_, grads) = step(&params, Tensor::from_array(batch.x), &batch.y, key).unwrap();
-            (params, state) = tx.apply_gradients(&grads, &state, &params).unwrap();
+            (params, state) = tx.apply_gradients_owned(&grads, state, params).unwrap();
         }
         black_box(params);
     };

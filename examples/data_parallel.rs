@@ -108,7 +108,7 @@ fn train(cluster: Cluster, checkpoint: Option<String>) -> flaxen::Result<()> {
             );
             let packed = step.call((&x, &y, &variables, &key))?.gather()?;
             let (loss, grads) = unpack(&packed, &params)?;
-            (params, opt_state) = tx.apply_gradients(&grads, &opt_state, &params)?;
+            (params, opt_state) = tx.apply_gradients_owned(&grads, opt_state, params)?;
             losses.push(loss);
             t += 1;
         }

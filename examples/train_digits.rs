@@ -158,7 +158,7 @@ pub fn main() -> flaxen::Result<()> {
             let key = random::fold_in(random::clone(&dropout_key), step);
             let (loss, grads) =
                 loss_and_grads(&params, Tensor::from_array(batch.x), &batch.y, key)?;
-            (params, opt_state) = tx.apply_gradients(&grads, &opt_state, &params)?;
+            (params, opt_state) = tx.apply_gradients_owned(&grads, opt_state, params)?;
             losses.push(loss.item()?);
             step += 1;
             bar.inc(1);
