@@ -302,19 +302,6 @@ impl Shape {
     }
 }
 
-/// Runs `body` with the tile row count `T` fitting `isa` and `ob`
-/// (8 × 32 or 16 × 16 on AVX-512: 16 accumulators of 32; 4 × 16 on AVX2:
-/// 8 of 16).
-macro_rules! with_rows {
-    ($isa:expr, $ob:expr, $body:ident ( $($arg:expr),* )) => {
-        match ($isa, $ob) {
-            (Isa::Avx512, 32) => $body::<8>($($arg),*),
-            (Isa::Avx512, _) => $body::<16>($($arg),*),
-            (Isa::Avx2, _) => $body::<4>($($arg),*),
-        }
-    };
-}
-
 /// Weights of one group: `w[(step) * ob + j]` for outputs
 /// `block * ob + j < width` of `get(step, output)`, zero-padded.
 fn pack(steps: usize, width: usize, ob: usize, get: impl Fn(usize, usize) -> f32) -> Vec<f32> {
@@ -332,6 +319,101 @@ fn pack(steps: usize, width: usize, ob: usize, get: impl Fn(usize, usize) -> f32
     out
 }
 
+/// One of the three tiled computations: what a tile's rows read, and the
+/// weights of each block of outputs.
+trait Job: Sync {
+    /// Pushes onto `reads` the segments of group `grp`'s chains for the
+    /// tile rows `rows` (their indices in the output; `None`: no row).
+    fn segments<const T: usize>(&self, reads: &mut Reads<T>, rows: [Option<usize>; T], grp: usize);
+
+    /// Group `grp`'s weights for block `b` of its outputs.
+    fn weights(&self, grp: usize, b: usize) -> Weights<'_>;
+}
+
+/// The shape of a tiled computation's output: `rows` rows of `groups`
+/// groups of `width` outputs, each output a chain of segments of `len`
+/// steps; blocks of `ob` outputs.
+#[derive(Clone, Copy)]
+struct Layout {
+    rows: usize,
+    groups: usize,
+    width: usize,
+    len: usize,
+    ob: usize,
+}
+
+/// Runs `job` over tiles of `T` rows on rayon's threads: each tile's
+/// chains for each group and block of outputs, copied into the output.
+fn tiled<const T: usize>(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
+    let row = (l.groups * l.width).max(1);
+    let mut out = vec![0.0f32; l.rows * l.groups * l.width];
+    out.par_chunks_mut(row * T).enumerate().for_each_init(
+        || (Reads::<T>::new(l.len), vec![0.0f32; T * l.ob]),
+        |(reads, acc), (tile_i, outs)| {
+            let count = outs.len() / row;
+            let rows = std::array::from_fn(|r| (r < count).then_some(tile_i * T + r));
+            for grp in 0..l.groups {
+                reads.clear();
+                job.segments(reads, rows, grp);
+                for b in 0..l.width.div_ceil(l.ob) {
+                    tile(isa, reads, l.len, job.weights(grp, b), l.ob, acc);
+                    let cols = (l.width - b * l.ob).min(l.ob);
+                    for r in 0..count {
+                        outs[r * row + grp * l.width + b * l.ob..][..cols]
+                            .copy_from_slice(&acc[r * l.ob..r * l.ob + cols]);
+                    }
+                }
+            }
+        },
+    );
+    out
+}
+
+/// [`tiled`] with the tile row count that fits `isa` and the block width
+/// (8 × 32 or 16 × 16 on AVX-512: 16 accumulators of 32; 4 × 16 on AVX2:
+/// 8 of 16).
+fn run(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
+    match (isa, l.ob) {
+        (Isa::Avx512, 32) => tiled::<8>(isa, job, l),
+        (Isa::Avx512, _) => tiled::<16>(isa, job, l),
+        (Isa::Avx2, _) => tiled::<4>(isa, job, l),
+    }
+}
+
+/// Each row's `(row / per, row % per)`: divided once per tile, not per
+/// segment.
+fn split<const T: usize>(rows: [Option<usize>; T], per: usize) -> [Option<(usize, usize)>; T] {
+    rows.map(|r| r.map(|r| (r / per, r % per)))
+}
+
+/// The forward pass: rows are (image, output position), chains run over
+/// the taps and, in each, the input features.
+struct Forward<'a> {
+    x: &'a [f32],
+    packed: Vec<Vec<f32>>,
+    idx: &'a [Option<usize>],
+    d: Dims,
+    ob: usize,
+}
+
+impl Job for Forward<'_> {
+    fn segments<const T: usize>(&self, reads: &mut Reads<T>, rows: [Option<usize>; T], g: usize) {
+        let d = self.d;
+        let at = split(rows, d.p);
+        for t in 0..d.t {
+            let start = at.map(|a| {
+                a.and_then(|(n, m)| self.idx[m * d.t + t].map(|s| (n * d.s + s) * d.c + g * d.cg))
+            });
+            reads.push(self.x, start, 1, d.cg);
+        }
+    }
+
+    fn weights(&self, g: usize, b: usize) -> Weights<'_> {
+        let size = self.d.t * self.d.cg * self.ob;
+        Weights::packed(&self.packed[g][b * size..][..size], self.d.cg, self.ob)
+    }
+}
+
 /// The forward pass (`conv.rs`'s `conv_forward`) on tiles: rows are output
 /// positions, chains run over the taps and, in each, the input features.
 pub(crate) fn forward(isa: Isa, x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
@@ -341,54 +423,55 @@ pub(crate) fn forward(isa: Isa, x: &[f32], k: &[f32], idx: &[Option<usize>], d: 
     if taps == 0 {
         return vec![0.0; d.n * d.p * d.o];
     }
-    let packed: Vec<Vec<f32>> = (0..d.groups)
+    let packed = (0..d.groups)
         .map(|g| pack(taps, og, ob, |tc, j| k[tc * d.o + g * og + j]))
         .collect();
-    fn run<const T: usize>(
-        isa: Isa,
-        x: &[f32],
-        packed: &[Vec<f32>],
-        idx: &[Option<usize>],
-        d: Dims,
-        ob: usize,
-    ) -> Vec<f32> {
+    let job = Forward {
+        x,
+        packed,
+        idx,
+        d,
+        ob,
+    };
+    let layout = Layout {
+        rows: d.n * d.p,
+        groups: d.groups,
+        width: og,
+        len: d.cg,
+        ob,
+    };
+    run(isa, &job, layout)
+}
+
+/// The input cotangent: rows are (image, input position), chains run over
+/// the taps in reverse order and, in each, the outputs of the group.
+struct InputGrad<'a> {
+    g: &'a [f32],
+    packed: Vec<Vec<f32>>,
+    inv: &'a [Option<usize>],
+    d: Dims,
+    ob: usize,
+}
+
+impl Job for InputGrad<'_> {
+    fn segments<const T: usize>(&self, reads: &mut Reads<T>, rows: [Option<usize>; T], grp: usize) {
+        let d = self.d;
         let og = d.og();
-        let taps = d.t * d.cg;
-        let o = d.o.max(1);
-        let mut out = vec![0.0f32; d.n * d.p * d.o];
-        out.par_chunks_mut(o * T).enumerate().for_each_init(
-            || (Reads::<T>::new(d.cg), vec![0.0f32; T * ob]),
-            |(reads, acc), (tile_i, outs)| {
-                let first = tile_i * T;
-                let rows = outs.len() / o;
-                // Each row's (image, output position).
-                let at: [Option<(usize, usize)>; T] = std::array::from_fn(|r| {
-                    (r < rows).then(|| ((first + r) / d.p, (first + r) % d.p))
-                });
-                for (g, kg) in packed.iter().enumerate() {
-                    reads.clear();
-                    for t in 0..d.t {
-                        let start = at.map(|a| {
-                            a.and_then(|(n, m)| {
-                                idx[m * d.t + t].map(|s| (n * d.s + s) * d.c + g * d.cg)
-                            })
-                        });
-                        reads.push(x, start, 1, d.cg);
-                    }
-                    for (b, wb) in kg.chunks_exact(taps * ob).enumerate() {
-                        tile(isa, reads, d.cg, Weights::packed(wb, d.cg, ob), ob, acc);
-                        let width = (og - b * ob).min(ob);
-                        for r in 0..rows {
-                            outs[r * o + g * og + b * ob..][..width]
-                                .copy_from_slice(&acc[r * ob..r * ob + width]);
-                        }
-                    }
-                }
-            },
-        );
-        out
+        let at = split(rows, d.s);
+        for tt in 0..d.t {
+            let t = d.t - 1 - tt;
+            let start = at.map(|a| {
+                a.and_then(|(n, s)| self.inv[s * d.t + t].map(|m| (n * d.p + m) * d.o + grp * og))
+            });
+            reads.push(self.g, start, 1, og);
+        }
     }
-    with_rows!(isa, ob, run(isa, x, &packed, idx, d, ob))
+
+    fn weights(&self, grp: usize, b: usize) -> Weights<'_> {
+        let og = self.d.og();
+        let size = self.d.t * og * self.ob;
+        Weights::packed(&self.packed[grp][b * size..][..size], og, self.ob)
+    }
 }
 
 /// The input cotangent (`conv.rs`'s `conv_input_grad`) on tiles: rows are
@@ -408,60 +491,70 @@ pub(crate) fn input_grad(
     if chain == 0 {
         return vec![0.0; d.n * d.s * d.c];
     }
-    let packed: Vec<Vec<f32>> = (0..d.groups)
+    let packed = (0..d.groups)
         .map(|grp| {
             pack(chain, d.cg, ob, |st, j| {
-                let (tt, o) = (st / og.max(1), st % og.max(1));
+                let (tt, o) = (st / og, st % og);
                 k[((d.t - 1 - tt) * d.cg + j) * d.o + grp * og + o]
             })
         })
         .collect();
-    fn run<const T: usize>(
-        isa: Isa,
-        g: &[f32],
-        packed: &[Vec<f32>],
-        inv: &[Option<usize>],
-        d: Dims,
-        ob: usize,
-    ) -> Vec<f32> {
-        let og = d.og();
-        let chain = d.t * og;
-        let cpos = d.c.max(1);
-        let mut dx = vec![0.0f32; d.n * d.s * d.c];
-        dx.par_chunks_mut(cpos * T).enumerate().for_each_init(
-            || (Reads::<T>::new(og), vec![0.0f32; T * ob]),
-            |(reads, acc), (tile_i, outs)| {
-                let first = tile_i * T;
-                let rows = outs.len() / cpos;
-                // Each row's (image, input position).
-                let at: [Option<(usize, usize)>; T] = std::array::from_fn(|r| {
-                    (r < rows).then(|| ((first + r) / d.s, (first + r) % d.s))
-                });
-                for (grp, kg) in packed.iter().enumerate() {
-                    reads.clear();
-                    for tt in 0..d.t {
-                        let t = d.t - 1 - tt;
-                        let start = at.map(|a| {
-                            a.and_then(|(n, s)| {
-                                inv[s * d.t + t].map(|m| (n * d.p + m) * d.o + grp * og)
-                            })
-                        });
-                        reads.push(g, start, 1, og);
-                    }
-                    for (b, wb) in kg.chunks_exact(chain * ob).enumerate() {
-                        tile(isa, reads, og, Weights::packed(wb, og, ob), ob, acc);
-                        let width = (d.cg - b * ob).min(ob);
-                        for r in 0..rows {
-                            outs[r * cpos + grp * d.cg + b * ob..][..width]
-                                .copy_from_slice(&acc[r * ob..r * ob + width]);
-                        }
-                    }
-                }
-            },
-        );
-        dx
+    let job = InputGrad {
+        g,
+        packed,
+        inv,
+        d,
+        ob,
+    };
+    let layout = Layout {
+        rows: d.n * d.s,
+        groups: d.groups,
+        width: d.cg,
+        len: og,
+        ob,
+    };
+    run(isa, &job, layout)
+}
+
+/// The kernel cotangent: rows are (tap, input feature of the group),
+/// chains run over the output positions and, in each, the batch.
+struct KernelGrad<'a> {
+    x: &'a [f32],
+    g: &'a [f32],
+    /// `None`: the cotangent is read where it is.
+    packed: Option<Vec<Vec<f32>>>,
+    idx: &'a [Option<usize>],
+    d: Dims,
+    ob: usize,
+}
+
+impl Job for KernelGrad<'_> {
+    fn segments<const T: usize>(&self, reads: &mut Reads<T>, rows: [Option<usize>; T], grp: usize) {
+        let d = self.d;
+        let at = split(rows, d.cg);
+        for m in 0..d.p {
+            let start = at.map(|a| {
+                a.and_then(|(t, c)| self.idx[m * d.t + t].map(|s| s * d.c + grp * d.cg + c))
+            });
+            reads.push(self.x, start, d.s * d.c, d.n);
+        }
     }
-    with_rows!(isa, ob, run(isa, g, &packed, inv, d, ob))
+
+    fn weights(&self, grp: usize, b: usize) -> Weights<'_> {
+        let (d, ob) = (self.d, self.ob);
+        let og = d.og();
+        match &self.packed {
+            Some(p) => {
+                let size = d.p * d.n * ob;
+                Weights::packed(&p[grp][b * size..][..size], d.n, ob)
+            }
+            None => Weights {
+                w: &self.g[grp * og + b * ob..],
+                segment: d.o,
+                step: d.p * d.o,
+            },
+        }
+    }
 }
 
 /// The kernel cotangent (`conv.rs`'s `conv_kernel_grad`) on tiles: rows
@@ -484,65 +577,30 @@ pub(crate) fn kernel_grad(
     // when a group's outputs are one whole block (measured: 2.0 ms against
     // 2.5 ms packed, for 32 outputs on AVX-512); packed, zero-padded,
     // otherwise (several blocks would read it strided several times).
-    let packed: Option<Vec<Vec<f32>>> = (og != ob).then(|| {
+    let packed = (og != ob).then(|| {
         (0..d.groups)
             .map(|grp| {
                 pack(steps, og, ob, |st, j| {
-                    let (m, i) = (st / d.n.max(1), st % d.n.max(1));
+                    let (m, i) = (st / d.n, st % d.n);
                     g[(i * d.p + m) * d.o + grp * og + j]
                 })
             })
             .collect()
     });
-    let weights = |grp: usize, b: usize| match &packed {
-        Some(p) => Weights::packed(&p[grp][b * steps * ob..][..steps * ob], d.n, ob),
-        None => Weights {
-            w: &g[grp * og + b * ob..],
-            segment: d.o,
-            step: d.p * d.o,
-        },
+    let job = KernelGrad {
+        x,
+        g,
+        packed,
+        idx,
+        d,
+        ob,
     };
-    fn run<'w, const T: usize>(
-        isa: Isa,
-        x: &[f32],
-        weights: &(dyn Fn(usize, usize) -> Weights<'w> + Sync),
-        idx: &[Option<usize>],
-        d: Dims,
-        ob: usize,
-    ) -> Vec<f32> {
-        let og = d.og();
-        let blocks = og.div_ceil(ob);
-        let o = d.o.max(1);
-        let mut dk = vec![0.0f32; d.t * d.cg * d.o];
-        dk.par_chunks_mut(o * T).enumerate().for_each_init(
-            || (Reads::<T>::new(d.n), vec![0.0f32; T * ob]),
-            |(reads, acc), (tile_i, outs)| {
-                let first = tile_i * T;
-                let rows = outs.len() / o;
-                // Each row's (tap, input feature in the group).
-                let at: [Option<(usize, usize)>; T] = std::array::from_fn(|r| {
-                    (r < rows).then(|| ((first + r) / d.cg, (first + r) % d.cg))
-                });
-                for grp in 0..d.groups {
-                    reads.clear();
-                    for m in 0..d.p {
-                        let start = at.map(|a| {
-                            a.and_then(|(t, c)| idx[m * d.t + t].map(|s| s * d.c + grp * d.cg + c))
-                        });
-                        reads.push(x, start, d.s * d.c, d.n);
-                    }
-                    for b in 0..blocks {
-                        tile(isa, reads, d.n, weights(grp, b), ob, acc);
-                        let width = (og - b * ob).min(ob);
-                        for r in 0..rows {
-                            outs[r * o + grp * og + b * ob..][..width]
-                                .copy_from_slice(&acc[r * ob..r * ob + width]);
-                        }
-                    }
-                }
-            },
-        );
-        dk
-    }
-    with_rows!(isa, ob, run(isa, x, &weights, idx, d, ob))
+    let layout = Layout {
+        rows: d.t * d.cg,
+        groups: d.groups,
+        width: og,
+        len: d.n,
+        ob,
+    };
+    run(isa, &job, layout)
 }
