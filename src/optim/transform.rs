@@ -102,6 +102,19 @@ pub fn chain(transforms: Vec<Box<dyn GradientTransformation + Send + Sync>>) -> 
     Chain(transforms)
 }
 
+/// Entry `k` of a chain's state.
+fn chain_entry(state: &Tree, k: &str) -> Result<Tree> {
+    state
+        .subtree(k)
+        .ok_or_else(|| state_error(format!("the chain's state has no entry \"{k}\"")))
+}
+
+/// A fused AdamW chain's next state: Adam's, the decay's and the learning
+/// rate's (under `key`).
+fn adamw_state(adam: Tree, decay: Tree, key: &str, rate: Tree) -> Tree {
+    Tree::new().with("0", adam).with("1", decay).with(key, rate)
+}
+
 impl Chain {
     /// `adam`, then decayed weights, then a learning rate: AdamW, which
     /// [`Chain::apply_gradients`](GradientTransformation::apply_gradients)
@@ -152,11 +165,7 @@ impl GradientTransformation for Chain {
             return self.apply_gradients(grads, &state, &params);
         };
         let key = (self.0.len() - 1).to_string();
-        let sub = |k: &str| {
-            state
-                .subtree(k)
-                .ok_or_else(|| state_error(format!("the chain's state has no entry \"{k}\"")))
-        };
+        let sub = |k: &str| chain_entry(&state, k);
         let Some((step, last_state)) = last.scale_factor(&sub(&key)?)? else {
             return self.apply_gradients(grads, &state, &params);
         };
@@ -166,11 +175,7 @@ impl GradientTransformation for Chain {
         drop(state);
         let (new, adam_state) =
             super::adamw_fused::apply_owned(adam, weight_decay, step, grads, adam_own, params)?;
-        let next = Tree::new()
-            .with("0", adam_state)
-            .with("1", decay_own)
-            .with(key.as_str(), last_state);
-        Ok((new, next))
+        Ok((new, adamw_state(adam_state, decay_own, &key, last_state)))
     }
 
     fn apply_gradients(&self, grads: &Tree, state: &Tree, params: &Tree) -> Result<(Tree, Tree)> {
@@ -178,27 +183,17 @@ impl GradientTransformation for Chain {
             return Ok((params.clone(), state.clone()));
         };
         let key = rest.len().to_string();
-        let own = state
-            .subtree(&key)
-            .ok_or_else(|| state_error(format!("the chain's state has no entry \"{key}\"")))?;
-        let Some((step, last_state)) = last.scale_factor(&own)? else {
+        let Some((step, last_state)) = last.scale_factor(&chain_entry(state, &key)?)? else {
             let (updates, state) = self.update(grads, state, Some(params))?;
             return Ok((apply_updates(params, &updates)?, state));
         };
         // AdamW (`adam`, then decayed weights, then the rate): one pass.
         if let Some((adam, weight_decay)) = self.fused_adamw() {
-            let sub = |k: &str| {
-                state
-                    .subtree(k)
-                    .ok_or_else(|| state_error(format!("the chain's state has no entry \"{k}\"")))
-            };
+            let adam_own = chain_entry(state, "0")?;
             let (new, adam_state) =
-                super::adamw_fused::apply(adam, weight_decay, step, grads, &sub("0")?, params)?;
-            let next = Tree::new()
-                .with("0", adam_state)
-                .with("1", sub("1")?)
-                .with(key.as_str(), last_state);
-            return Ok((new, next));
+                super::adamw_fused::apply(adam, weight_decay, step, grads, &adam_own, params)?;
+            let decay_own = chain_entry(state, "1")?;
+            return Ok((new, adamw_state(adam_state, decay_own, &key, last_state)));
         }
         // Every transformation but the last, then `p + step * u` fused.
         let mut updates = grads.clone();
