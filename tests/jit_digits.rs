@@ -20,6 +20,9 @@ use ndarray::{s, Array1, Array2};
 use std::cell::Cell;
 use train_digits::{batch_inputs, loss, Mlp, BATCH, TRAIN};
 
+mod common;
+use common::tensor_bits as bits;
+
 /// The step as `examples/train_digits.rs` ran it before it was compiled:
 /// eagerly under `as_jitted`, the labels a captured array.
 fn eager_step(params: &Tree, x: Tensor, y: &Array1<i32>, key: Key) -> (Tensor, Tree) {
@@ -37,10 +40,6 @@ fn eager_step(params: &Tree, x: Tensor, y: &Array1<i32>, key: Key) -> (Tensor, T
         )
     })
     .unwrap()
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec().iter().map(|v| v.to_bits()).collect()
 }
 
 fn data() -> (Array2<f32>, Array1<i32>) {

@@ -5,9 +5,8 @@
 
 use flaxen::tensor::{jit_value_and_grad_with, value_and_grad, Tensor, Tree};
 
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec().iter().map(|v| v.to_bits()).collect()
-}
+mod common;
+use common::tensor_bits as bits;
 
 #[test]
 fn stop_gradient_values_follow_each_call() {

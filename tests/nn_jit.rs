@@ -10,9 +10,12 @@ use flaxen::random::{self, Key};
 use flaxen::tensor::{jit_value_and_grad_with_keys, value_and_grad, Tensor, Tree};
 use serde_json::Value;
 
+mod common;
+
+use common::{load_fixture, tensor_bits as bits};
+
 fn fixture() -> Value {
-    let path = format!("{}/tests/fixtures/nn_jit.json", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    load_fixture("nn_jit.json")
 }
 
 fn u32s(v: &Value) -> Vec<u32> {
@@ -33,10 +36,6 @@ fn shape(v: &Value) -> Vec<usize> {
 
 fn tensor(bits: &Value, shp: &[usize]) -> Tensor {
     Tensor::from_vec(u32s(bits).into_iter().map(f32::from_bits).collect(), shp).unwrap()
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec().iter().map(|v| v.to_bits()).collect()
 }
 
 fn check_tree(tree: &Tree, want: &Value, what: &str) {
