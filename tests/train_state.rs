@@ -87,6 +87,30 @@ fn optimizer_states_that_do_not_fit_are_typed_errors() {
     assert!(err.to_string().contains("\"mu\""), "{err}");
     let err = tx.update(&params, &Tree::new(), Some(&params)).unwrap_err();
     assert!(err.to_string().contains("no entry \"0\""), "{err}");
+    // The same mistakes through the fused and the in-place update.
+    for owned in [false, true] {
+        let apply = |grads: &Tree, state: Tree, params: Tree| {
+            if owned {
+                tx.apply_gradients_owned(grads, state, params)
+            } else {
+                tx.apply_gradients(grads, &state, &params)
+            }
+        };
+        let err = apply(&params, state.clone(), params.clone()).unwrap_err();
+        assert!(err.to_string().contains("\"mu\""), "{err}");
+        let err = apply(&params, Tree::new(), params.clone()).unwrap_err();
+        assert!(err.to_string().contains("no entry"), "{err}");
+        // Parameters that are not shaped like the gradients.
+        let good = tx.init(&params).unwrap();
+        let wide = Tree::new().with("w", Tensor::ones(&[3]));
+        let err = apply(&params, good.clone(), wide).unwrap_err();
+        assert!(
+            err.to_string().contains("[2]") && err.to_string().contains("[3]"),
+            "{err}"
+        );
+        let renamed = Tree::new().with("v", Tensor::ones(&[2]));
+        assert!(apply(&params, good, renamed).is_err());
+    }
 }
 
 #[test]
