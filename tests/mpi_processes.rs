@@ -220,19 +220,22 @@ fn a_failing_rank_stops_the_others() {
     let (lines, ok, took) = mpirun(2, "failing");
     assert!(!ok);
     assert!(took < Duration::from_secs(25), "took {took:?}");
-    // Rank 1 reports its device's error; rank 0 hears of it (unless mpirun
-    // ended it first, once rank 1 exited with an error).
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("RESULT 1 error: ") && l.contains("device 1 gives up")),
-        "{lines:?}"
-    );
-    for l in lines.iter().filter(|l| l.starts_with("RESULT 0")) {
-        assert!(
-            l.contains("process 1 failed: ") && l.contains("device 1 gives up"),
-            "{l}"
-        );
+    // Rank 1 reports its device's error and rank 0 hears of it. Either may
+    // exit first, and mpirun then ends the other before it prints: at least
+    // one line is there, and every line there names the failing device.
+    assert!(!lines.is_empty(), "no rank reported");
+    for l in &lines {
+        if l.starts_with("RESULT 0") {
+            assert!(
+                l.contains("process 1 failed: ") && l.contains("device 1 gives up"),
+                "{l}"
+            );
+        } else {
+            assert!(
+                l.starts_with("RESULT 1 error: ") && l.contains("device 1 gives up"),
+                "{l}"
+            );
+        }
     }
 }
 
