@@ -525,6 +525,15 @@ mod fast_tests {
             (1, 7, 20, 33, 5, 3, 1),
             (3, 11, 5, 12, 2, 11, 1),
             (2, 4, 40, 17, 1, 13, 1),
+            // Chains of several chunks (`conv_fast::CHUNK_STEPS`): the
+            // kernel cotangent's (positions × images), the input
+            // cotangent's (taps × outputs), the forward's (taps × inputs);
+            // with groups; rows in several parts.
+            (4, 40, 8, 32, 9, 150, 1),
+            (5, 40, 4, 8, 3, 120, 2),
+            (2, 30, 3, 32, 20, 25, 1),
+            (1, 20, 40, 17, 13, 9, 1),
+            (8, 50, 3, 16, 3, 50, 1),
             // Empty chains and no outputs.
             (1, 5, 0, 5, 3, 5, 1),
             (1, 5, 3, 0, 3, 5, 1),

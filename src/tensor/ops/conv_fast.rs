@@ -14,6 +14,8 @@
 //! `NV` weight vectors `w[(q * len + i) * NV * W..]`. A row with nothing to
 //! read there (padding, or no row) reads a zero.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use super::conv::Dims;
@@ -128,6 +130,14 @@ struct Weights<'a> {
 }
 
 impl<'a> Weights<'a> {
+    /// The weights from segment `q` on.
+    fn skip_segments(self, q: usize) -> Weights<'a> {
+        Weights {
+            w: &self.w[(q * self.segment).min(self.w.len())..],
+            ..self
+        }
+    }
+
     /// Packed weights: segment after segment, step after step.
     fn packed(w: &'a [f32], len: usize, ob: usize) -> Weights<'a> {
         Weights {
@@ -148,6 +158,7 @@ fn tile<const T: usize>(
     weights: Weights<'_>,
     ob: usize,
     acc: &mut [f32],
+    resume: bool,
 ) {
     let segments = reads.ptrs.len();
     let w = weights.w;
@@ -164,25 +175,28 @@ fn tile<const T: usize>(
         // borrows nothing mutably; `w` and `acc` were checked to be long
         // enough for the kernels, which read `w` at `q * wseg + i * wstep
         // .. + ob` for `q < reads.ptrs.len()`, `i < len` (the last of which
-        // was checked), and write `T * ob` floats of `acc`.
+        // was checked), and read (when resuming) and write `T * ob` floats
+        // of `acc`.
         unsafe {
             let p = &reads.ptrs;
             match (isa, ob, reads.unit) {
                 (Isa::Avx512, 32, true) => {
-                    x86::tile_avx512::<T, 2, true>(p, len, w, wseg, wstep, acc)
+                    x86::tile_avx512::<T, 2, true>(p, len, w, wseg, wstep, acc, resume)
                 }
                 (Isa::Avx512, 32, false) => {
-                    x86::tile_avx512::<T, 2, false>(p, len, w, wseg, wstep, acc)
+                    x86::tile_avx512::<T, 2, false>(p, len, w, wseg, wstep, acc, resume)
                 }
                 (Isa::Avx512, 16, true) => {
-                    x86::tile_avx512::<T, 1, true>(p, len, w, wseg, wstep, acc)
+                    x86::tile_avx512::<T, 1, true>(p, len, w, wseg, wstep, acc, resume)
                 }
                 (Isa::Avx512, 16, false) => {
-                    x86::tile_avx512::<T, 1, false>(p, len, w, wseg, wstep, acc)
+                    x86::tile_avx512::<T, 1, false>(p, len, w, wseg, wstep, acc, resume)
                 }
-                (Isa::Avx2, 16, true) => x86::tile_avx2::<T, 2, true>(p, len, w, wseg, wstep, acc),
+                (Isa::Avx2, 16, true) => {
+                    x86::tile_avx2::<T, 2, true>(p, len, w, wseg, wstep, acc, resume)
+                }
                 (Isa::Avx2, 16, false) => {
-                    x86::tile_avx2::<T, 2, false>(p, len, w, wseg, wstep, acc)
+                    x86::tile_avx2::<T, 2, false>(p, len, w, wseg, wstep, acc, resume)
                 }
                 _ => unreachable!("tile widths are chosen by `Shape`"),
             }
@@ -203,7 +217,8 @@ mod x86 {
     macro_rules! tile_kernel {
         ($name:ident, $feature:literal, $vec:ty, $lanes:literal, $zero:ident, $set1:ident,
          $load:ident, $fma:ident, $store:ident) => {
-            /// `acc[r * NV * lanes + j]` = one chain of FMAs from `+0` over
+            /// `acc[r * NV * lanes + j]` = one chain of FMAs from `+0` (or,
+            /// when `resume`, from `acc`'s value: a chain continued) over
             /// the segments and their steps: row `r` reads `*p.add(i * s)`
             /// for its `(p, s)` of the segment, times the `NV` vectors of
             /// `w` at `q * wseg + i * wstep`. `UNIT`: every stride is 1.
@@ -222,9 +237,18 @@ mod x86 {
                 wseg: usize,
                 wstep: usize,
                 acc: &mut [f32],
+                resume: bool,
             ) {
                 let ob = NV * $lanes;
                 let mut a = [[$zero(); NV]; T];
+                if resume {
+                    for r in 0..T {
+                        for v in 0..NV {
+                            // SAFETY: `acc` holds `T * ob` floats.
+                            a[r][v] = unsafe { $load(acc.as_ptr().add(r * ob + v * $lanes)) };
+                        }
+                    }
+                }
                 for (q, seg) in ptrs.iter().enumerate() {
                     let mut wp = w.as_ptr().wrapping_add(q * wseg);
                     let mut p: [*const f32; T] = std::array::from_fn(|r| seg[r].0);
@@ -322,45 +346,95 @@ fn pack(steps: usize, width: usize, ob: usize, get: impl Fn(usize, usize) -> f32
 /// One of the three tiled computations: what a tile's rows read, and the
 /// weights of each block of outputs.
 trait Job: Sync {
-    /// Pushes onto `reads` the segments of group `grp`'s chains for the
-    /// tile rows `rows` (their indices in the output; `None`: no row).
-    fn segments<const T: usize>(&self, reads: &mut Reads<T>, rows: [Option<usize>; T], grp: usize);
+    /// Pushes onto `reads` the segments `qs` of group `grp`'s chains for
+    /// the tile rows `rows` (their indices in the output; `None`: no row).
+    fn segments<const T: usize>(
+        &self,
+        reads: &mut Reads<T>,
+        rows: [Option<usize>; T],
+        grp: usize,
+        qs: Range<usize>,
+    );
 
     /// Group `grp`'s weights for block `b` of its outputs.
     fn weights(&self, grp: usize, b: usize) -> Weights<'_>;
 }
 
 /// The shape of a tiled computation's output: `rows` rows of `groups`
-/// groups of `width` outputs, each output a chain of segments of `len`
-/// steps; blocks of `ob` outputs.
+/// groups of `width` outputs, each output a chain of `segments` segments
+/// of `len` steps; blocks of `ob` outputs.
 #[derive(Clone, Copy)]
 struct Layout {
     rows: usize,
     groups: usize,
     width: usize,
+    segments: usize,
     len: usize,
     ob: usize,
 }
 
-/// Runs `job` over tiles of `T` rows on rayon's threads: each tile's
-/// chains for each group and block of outputs, copied into the output.
+/// Steps of a chain that the tiles of a part run before the next tile's
+/// turn: long chains (the kernel cotangent's run over every position and
+/// image) are cut into chunks of about this many steps, and all the
+/// part's tiles go through one chunk before the next, so that the chunk's
+/// inputs and weights stay in cache for all of them instead of being read
+/// from memory again by each tile. A chain continues from its stored
+/// partial sum (the same FMAs in the same order: the same bits). Measured
+/// on the kernel cotangent of `benches/conv.rs`.
+const CHUNK_STEPS: usize = 512;
+
+/// Most tiles in one part (a unit of work for rayon's threads).
+const PART_TILES: usize = 16;
+
+/// Runs `job` over tiles of `T` rows on rayon's threads: the rows are
+/// split into parts of whole tiles; a part runs its chains chunk by chunk
+/// (see [`CHUNK_STEPS`]), each tile's chains for each group and block of
+/// outputs, and copies them into the output.
 fn tiled<const T: usize>(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
     let row = (l.groups * l.width).max(1);
+    let blocks = l.width.div_ceil(l.ob);
+    let tiles = l.rows.div_ceil(T);
+    let per = tiles
+        .div_ceil(rayon::current_num_threads().max(1))
+        .clamp(1, PART_TILES);
+    let chunk = (CHUNK_STEPS / l.len.max(1)).max(1);
+    let block = T * l.ob;
     let mut out = vec![0.0f32; l.rows * l.groups * l.width];
-    out.par_chunks_mut(row * T).enumerate().for_each_init(
-        || (Reads::<T>::new(l.len), vec![0.0f32; T * l.ob]),
-        |(reads, acc), (tile_i, outs)| {
+    out.par_chunks_mut(row * T * per).enumerate().for_each_init(
+        || (Reads::<T>::new(l.len), Vec::new()),
+        |(reads, accs), (part, outs)| {
             let count = outs.len() / row;
-            let rows = std::array::from_fn(|r| (r < count).then_some(tile_i * T + r));
-            for grp in 0..l.groups {
-                reads.clear();
-                job.segments(reads, rows, grp);
-                for b in 0..l.width.div_ceil(l.ob) {
-                    tile(isa, reads, l.len, job.weights(grp, b), l.ob, acc);
-                    let cols = (l.width - b * l.ob).min(l.ob);
-                    for r in 0..count {
-                        outs[r * row + grp * l.width + b * l.ob..][..cols]
-                            .copy_from_slice(&acc[r * l.ob..r * l.ob + cols]);
+            let first = part * per * T;
+            let mine = count.div_ceil(T);
+            accs.resize(mine * l.groups * blocks * block, 0.0);
+            for q0 in (0..l.segments.max(1)).step_by(chunk) {
+                let qs = q0..(q0 + chunk).min(l.segments);
+                for tl in 0..mine {
+                    let rows = std::array::from_fn(|r| {
+                        let i = tl * T + r;
+                        (i < count).then_some(first + i)
+                    });
+                    for grp in 0..l.groups {
+                        reads.clear();
+                        job.segments(reads, rows, grp, qs.clone());
+                        for b in 0..blocks {
+                            let w = job.weights(grp, b).skip_segments(q0);
+                            let acc =
+                                &mut accs[((tl * l.groups + grp) * blocks + b) * block..][..block];
+                            tile(isa, reads, l.len, w, l.ob, acc, q0 > 0);
+                        }
+                    }
+                }
+            }
+            for tl in 0..mine {
+                for grp in 0..l.groups {
+                    for b in 0..blocks {
+                        let acc = &accs[((tl * l.groups + grp) * blocks + b) * block..][..block];
+                        let cols = (l.width - b * l.ob).min(l.ob);
+                        for r in 0..(count - tl * T).min(T) {
+                            outs[(tl * T + r) * row + grp * l.width + b * l.ob..][..cols]
+                                .copy_from_slice(&acc[r * l.ob..r * l.ob + cols]);
+                        }
                     }
                 }
             }
@@ -397,10 +471,16 @@ struct Forward<'a> {
 }
 
 impl Job for Forward<'_> {
-    fn segments<const T: usize>(&self, reads: &mut Reads<T>, rows: [Option<usize>; T], g: usize) {
+    fn segments<const T: usize>(
+        &self,
+        reads: &mut Reads<T>,
+        rows: [Option<usize>; T],
+        g: usize,
+        qs: Range<usize>,
+    ) {
         let d = self.d;
         let at = split(rows, d.p);
-        for t in 0..d.t {
+        for t in qs {
             let start = at.map(|a| {
                 a.and_then(|(n, m)| self.idx[m * d.t + t].map(|s| (n * d.s + s) * d.c + g * d.cg))
             });
@@ -437,6 +517,7 @@ pub(crate) fn forward(isa: Isa, x: &[f32], k: &[f32], idx: &[Option<usize>], d: 
         rows: d.n * d.p,
         groups: d.groups,
         width: og,
+        segments: d.t,
         len: d.cg,
         ob,
     };
@@ -454,11 +535,17 @@ struct InputGrad<'a> {
 }
 
 impl Job for InputGrad<'_> {
-    fn segments<const T: usize>(&self, reads: &mut Reads<T>, rows: [Option<usize>; T], grp: usize) {
+    fn segments<const T: usize>(
+        &self,
+        reads: &mut Reads<T>,
+        rows: [Option<usize>; T],
+        grp: usize,
+        qs: Range<usize>,
+    ) {
         let d = self.d;
         let og = d.og();
         let at = split(rows, d.s);
-        for tt in 0..d.t {
+        for tt in qs {
             let t = d.t - 1 - tt;
             let start = at.map(|a| {
                 a.and_then(|(n, s)| self.inv[s * d.t + t].map(|m| (n * d.p + m) * d.o + grp * og))
@@ -510,6 +597,7 @@ pub(crate) fn input_grad(
         rows: d.n * d.s,
         groups: d.groups,
         width: d.cg,
+        segments: d.t,
         len: og,
         ob,
     };
@@ -529,10 +617,16 @@ struct KernelGrad<'a> {
 }
 
 impl Job for KernelGrad<'_> {
-    fn segments<const T: usize>(&self, reads: &mut Reads<T>, rows: [Option<usize>; T], grp: usize) {
+    fn segments<const T: usize>(
+        &self,
+        reads: &mut Reads<T>,
+        rows: [Option<usize>; T],
+        grp: usize,
+        qs: Range<usize>,
+    ) {
         let d = self.d;
         let at = split(rows, d.cg);
-        for m in 0..d.p {
+        for m in qs {
             let start = at.map(|a| {
                 a.and_then(|(t, c)| self.idx[m * d.t + t].map(|s| s * d.c + grp * d.cg + c))
             });
@@ -599,6 +693,7 @@ pub(crate) fn kernel_grad(
         rows: d.t * d.cg,
         groups: d.groups,
         width: og,
+        segments: d.p,
         len: d.n,
         ob,
     };
