@@ -6,8 +6,8 @@ use std::sync::Arc;
 use ndarray::{ArcArray, Array, ArrayD, ArrayViewD, Dimension, IxDyn};
 use smallvec::SmallVec;
 
-use super::batched::ItemView;
 use super::error::{Result, TensorError};
+use super::item_view::ItemView;
 use super::tape::{
     Backward, DotFactors, FusedOuter, InputGrads, Node, OpKind, TangentRule, Tracer,
 };

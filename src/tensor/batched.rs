@@ -15,53 +15,15 @@
 //!   and then over the uses. Each item reads a shared tensor through its
 //!   own view ([`Tensor::item_view`]); the backward pass collects each
 //!   view's cotangents per use and combines all the items' at once (see
-//!   `tape::backward`).
+//!   `backprop::backward`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ndarray::ArrayD;
-
+use super::item_view::{ItemGroup, ItemView};
 use super::tape::OpKind;
 use super::{Tensor, Tree};
-
-/// The views of one shared tensor in the items of one `vmap` call.
-#[derive(Debug)]
-pub(crate) struct ItemGroup {
-    pub(crate) id: u64,
-    pub(crate) items: usize,
-}
-
-static NEXT_GROUP: AtomicU64 = AtomicU64::new(0);
-
-impl ItemGroup {
-    pub(crate) fn new(items: usize) -> Arc<ItemGroup> {
-        Arc::new(ItemGroup {
-            id: NEXT_GROUP.fetch_add(1, Ordering::Relaxed),
-            items,
-        })
-    }
-}
-
-/// A tape node that is item `item`'s view of a shared tensor.
-#[derive(Clone, Debug)]
-pub(crate) struct ItemView {
-    pub(crate) group: Arc<ItemGroup>,
-    pub(crate) item: usize,
-}
-
-/// One cotangent that reached an item's view.
-pub(crate) enum Contribution {
-    /// A plain cotangent, summed over the items by a reduction.
-    Dense(ArrayD<f32>),
-    /// The product `a^T @ b` (contraction over the rows of both), summed
-    /// over the items by one product over their rows stacked in item
-    /// order, as JAX's product over the folded axis; then given the shape
-    /// (the view's).
-    Dot(ArrayD<f32>, ArrayD<f32>, Vec<usize>),
-}
 
 /// Where an item's matrix product sits in JAX's batched product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use ndarray::{ArcArray, ArrayD, IxDyn};
 use smallvec::SmallVec;
 
+use super::backprop::backward_from;
 use super::error::TensorError;
 use super::grad::{detach, trace};
-use super::tape::{backward_from, OpKind};
+use super::tape::OpKind;
 use super::tensors::Tensors;
 use super::{Tensor, Tree};
 use crate::error::{Error, Result};

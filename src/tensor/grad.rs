@@ -8,7 +8,8 @@ use super::debug_nans::{check_gradients, check_nans};
 use super::error::TensorError;
 /// Transforms take functions that may fail with any error of the crate.
 type FnResult<T> = crate::Result<T>;
-use super::tape::{backward, Node, OpKind, Tape, Tracer};
+use super::backprop::backward;
+use super::tape::{Node, OpKind, Tape, Tracer};
 use super::tree::{tree_map, Tree};
 use super::Tensor;
 

@@ -31,11 +31,12 @@ use super::ops::binary::{
 };
 use super::ops::cross_entropy;
 use super::ops::matmul::{exact_matmul_limit, matmul_slices_into, DotRoute};
-use super::ops::{rows, unary};
+use super::ops::rows;
 use super::sampled::{draw_again, Sampler};
 use super::shape::broadcast_shapes_for;
 use super::tape::{OpKind, Tape};
 use super::tree::Tree;
+use super::unary_fn;
 use super::Tensor;
 use crate::random::Key;
 
@@ -949,7 +950,7 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
     let [a, b, c] = ins;
     match step.kind {
         OpKind::Neg => out.iter_mut().zip(a).for_each(|(o, &x)| *o = -x),
-        OpKind::Unary(func, _) => unary::apply_into(func, a, out),
+        OpKind::Unary(func, _) => unary_fn::apply_into(func, a, out),
         OpKind::Add => zip_into(step, a, b, out, |x, y| x + y),
         OpKind::Sub => zip_into(step, a, b, out, |x, y| x - y),
         OpKind::Mul => zip_into(step, a, b, out, MUL),

@@ -49,6 +49,7 @@
 //! are supported: the backward pass is not itself recorded.
 
 mod array;
+mod backprop;
 mod base;
 pub(crate) mod batched;
 pub(crate) mod compiled;
@@ -59,6 +60,7 @@ mod error;
 pub(crate) mod forward;
 mod grad;
 pub(crate) mod int_inputs;
+pub(crate) mod item_view;
 mod jit;
 pub(crate) mod jit_forward;
 mod ops;
@@ -67,6 +69,7 @@ pub(crate) mod shape;
 mod tape;
 mod tensors;
 mod tree;
+mod unary_fn;
 
 pub use array::Array;
 pub use base::Tensor;

@@ -21,7 +21,8 @@ use crate::core::scope::{put_at, Scope, State};
 use crate::core::variables::Variables;
 use crate::error::{Error, Result};
 use crate::random::{self, Key};
-use crate::tensor::batched::{IsBroadcast, ItemGroup};
+use crate::tensor::batched::IsBroadcast;
+use crate::tensor::item_view::ItemGroup;
 use crate::tensor::{LeafRef, Tensor, Tree};
 
 /// How a lifted collection reaches the items.

@@ -34,7 +34,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::core::scope::Scope;
 use crate::error::{Error, Result};
-use crate::tensor::batched::ItemGroup;
+use crate::tensor::item_view::ItemGroup;
 use crate::tensor::Tensor;
 
 /// A computation over the items' operands, each stacked along a new

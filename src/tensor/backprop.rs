@@ -1,0 +1,240 @@
+//! The backward pass: a tape's nodes walked in reverse, each node's
+//! cotangent handed to its backward rule and the results accumulated into
+//! its inputs'; the cotangents of the items' views of a tensor shared by a
+//! `vmap`'s items combined as JAX's batched transpose combines them.
+//!
+//! Kept apart from the tape, the data structure that every operation
+//! records on, because combining items' cotangents computes products and
+//! sums (`ops`), which themselves record on the tape.
+
+use std::collections::HashMap;
+
+use ndarray::{ArrayD, Axis, IxDyn};
+use smallvec::SmallVec;
+
+use super::ops::matmul::matmul_raw;
+use super::tape::Tape;
+use super::Tensor;
+
+/// One cotangent that reached an item's view.
+enum Contribution {
+    /// A plain cotangent, summed over the items by a reduction.
+    Dense(ArrayD<f32>),
+    /// The product `a^T @ b` (contraction over the rows of both), summed
+    /// over the items by one product over their rows stacked in item
+    /// order, as JAX's product over the folded axis; then given the shape
+    /// (the view's).
+    Dot(ArrayD<f32>, ArrayD<f32>, Vec<usize>),
+}
+
+/// Runs the backward pass from node `root` with output gradient `seed`;
+/// returns the accumulated gradient of each node in `wanted`.
+pub(crate) fn backward(
+    tape: &Tape,
+    root: usize,
+    seed: ArrayD<f32>,
+    wanted: &[usize],
+) -> Vec<Option<ArrayD<f32>>> {
+    backward_from(tape, vec![(root, seed)], wanted)
+}
+
+/// [`backward`] from several nodes at once, each with its output gradient
+/// (seeds of the same node are added in order).
+pub(crate) fn backward_from(
+    tape: &Tape,
+    seeds: Vec<(usize, ArrayD<f32>)>,
+    wanted: &[usize],
+) -> Vec<Option<ArrayD<f32>>> {
+    let Some(root) = seeds.iter().map(|(r, _)| *r).max() else {
+        return vec![None; wanted.len()];
+    };
+    let nodes = tape.nodes();
+    let mut grads: Vec<Option<ArrayD<f32>>> = Vec::new();
+    grads.resize_with(root + 1, || None);
+    for (r, seed) in seeds {
+        accumulate(&mut grads[r], seed);
+    }
+    // Cotangents of items' views, per view in arrival order, and the views'
+    // groups waiting for their other items.
+    let mut views: HashMap<usize, Vec<Contribution>> = HashMap::new();
+    let mut groups: HashMap<u64, Vec<Option<Vec<Contribution>>>> = HashMap::new();
+    let is_view = |i: usize| nodes[i].view.is_some();
+    // Inputs always have smaller ids than the nodes using them, so walking
+    // ids downwards visits a node only after all its uses.
+    for id in (0..=root).rev() {
+        let node = &nodes[id];
+        if let Some(view) = &node.view {
+            let list = views.remove(&id).unwrap_or_default();
+            let items = groups
+                .entry(view.group.id)
+                .or_insert_with(|| (0..view.group.items).map(|_| None).collect());
+            items[view.item] = Some(list);
+            if items.iter().all(Option::is_some) {
+                let items = groups.remove(&view.group.id).expect("present");
+                let lists = items.into_iter().map(Option::unwrap).collect();
+                if let (Some(input), Some(total)) = (node.inputs[0], combine_items(lists)) {
+                    accumulate(&mut grads[input], total);
+                }
+            }
+            continue;
+        }
+        let Some(backward) = &node.backward else {
+            continue;
+        };
+        let Some(g) = grads[id].take() else {
+            continue;
+        };
+        let mut needs: SmallVec<[bool; 4]> = node.inputs.iter().map(|i| i.is_some()).collect();
+        if let Some(dot) = &node.dot {
+            for (k, input) in node.inputs.iter().enumerate() {
+                if let Some(i) = input.filter(|&i| is_view(i)) {
+                    let (a, b, shape) = dot(&g, k);
+                    views
+                        .entry(i)
+                        .or_default()
+                        .push(Contribution::Dot(a, b, shape));
+                    needs[k] = false;
+                }
+            }
+        }
+        if let Some(f) = &node.fused {
+            // Only an accumulation is fused: a first cotangent is the plain
+            // product, which the regular rule computes.
+            if let Some(Some(acc)) = node.inputs[f.input].map(|i| grads[i].as_mut()) {
+                let (u, w) = (f.factors)(&g);
+                accumulate_outer(acc, &u, &w);
+                needs[f.input] = false;
+            }
+        }
+        let input_grads = backward(g, &needs);
+        for (input, grad) in node.inputs.iter().zip(input_grads) {
+            if let (Some(input), Some(grad)) = (input, grad) {
+                if is_view(*input) {
+                    views
+                        .entry(*input)
+                        .or_default()
+                        .push(Contribution::Dense(grad));
+                } else {
+                    accumulate(&mut grads[*input], grad);
+                }
+            }
+        }
+    }
+    drop(nodes);
+    wanted
+        .iter()
+        .map(|&w| if w <= root { grads[w].take() } else { None })
+        .collect()
+}
+
+/// The cotangent of a shared tensor from its items' views' cotangents, as
+/// JAX's batched transpose computes it: each use summed over the items
+/// (one reduction, or one product over the items' stacked rows), then the
+/// uses added in the order their cotangents arrived. Items whose uses
+/// differ are summed item by item instead.
+fn combine_items(lists: Vec<Vec<Contribution>>) -> Option<ArrayD<f32>> {
+    let uses = lists[0].len();
+    let aligned = lists.iter().all(|l| {
+        l.len() == uses
+            && l.iter().zip(&lists[0]).all(|(a, b)| {
+                matches!(
+                    (a, b),
+                    (Contribution::Dense(_), Contribution::Dense(_))
+                        | (Contribution::Dot(..), Contribution::Dot(..))
+                )
+            })
+    });
+    let mut total: Option<ArrayD<f32>> = None;
+    if aligned {
+        let mut columns: Vec<Vec<Contribution>> = (0..uses).map(|_| Vec::new()).collect();
+        for list in lists {
+            for (u, c) in list.into_iter().enumerate() {
+                columns[u].push(c);
+            }
+        }
+        for column in columns {
+            accumulate(&mut total, reduce_items(column));
+        }
+    } else {
+        for list in lists {
+            let mut item: Option<ArrayD<f32>> = None;
+            for c in list {
+                accumulate(&mut item, evaluate(c));
+            }
+            if let Some(item) = item {
+                accumulate(&mut total, item);
+            }
+        }
+    }
+    total
+}
+
+/// One contribution's value.
+fn evaluate(c: Contribution) -> ArrayD<f32> {
+    match c {
+        Contribution::Dense(g) => g,
+        Contribution::Dot(a, b, shape) => matmul_raw(a.t().into_dyn(), b.view())
+            .expect("factor shapes agree")
+            .into_shape_with_order(IxDyn(&shape))
+            .expect("the view's size"),
+    }
+}
+
+/// One use's cotangents of every item, summed over the items.
+fn reduce_items(column: Vec<Contribution>) -> ArrayD<f32> {
+    if matches!(column[0], Contribution::Dense(_)) {
+        let parts: Vec<Tensor> = column
+            .into_iter()
+            .map(|c| Tensor::constant(evaluate(c).into_shared()))
+            .collect();
+        let stacked = Tensor::stack(&parts, 0).expect("every item's cotangent has one shape");
+        return stacked
+            .sum(&[0], false)
+            .expect("axis 0 exists")
+            .data
+            .into_owned();
+    }
+    let (mut lhs, mut rhs, mut shape) = (Vec::new(), Vec::new(), Vec::new());
+    for c in column {
+        if let Contribution::Dot(a, b, s) = c {
+            lhs.push(a);
+            rhs.push(b);
+            shape = s;
+        }
+    }
+    let cat = |parts: &[ArrayD<f32>]| {
+        let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
+        ndarray::concatenate(Axis(0), &views).expect("factors agree but for their rows")
+    };
+    let (a, b) = (cat(&lhs), cat(&rhs));
+    matmul_raw(a.t().into_dyn(), b.view())
+        .expect("factor shapes agree")
+        .into_shape_with_order(IxDyn(&shape))
+        .expect("the view's size")
+}
+
+/// `acc[i, j] = fma(u[i], w[j], acc[i, j])`: the outer product added with
+/// one rounding per element.
+fn accumulate_outer(acc: &mut ArrayD<f32>, u: &[f32], w: &[f32]) {
+    debug_assert_eq!(acc.shape(), [u.len(), w.len()]);
+    for (mut row, &ui) in acc.outer_iter_mut().zip(u) {
+        for (a, &wj) in row.iter_mut().zip(w) {
+            *a = ui.mul_add(wj, *a);
+        }
+    }
+}
+
+/// Adds `grad` into `slot`, in place when the slot already holds a buffer.
+fn accumulate(slot: &mut Option<ArrayD<f32>>, grad: ArrayD<f32>) {
+    match slot {
+        None => *slot = Some(grad),
+        Some(acc) => {
+            if acc.is_standard_layout() && grad.is_standard_layout() {
+                let (a, g) = (acc.as_slice_mut().unwrap(), grad.as_slice().unwrap());
+                a.iter_mut().zip(g).for_each(|(a, g)| *a += g);
+            } else {
+                *acc += &grad;
+            }
+        }
+    }
+}
