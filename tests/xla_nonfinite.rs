@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::load_fixture;
+use common::{digest, load_fixture, Expected};
 use flaxen::tensor::{vjp, Tensor, Tree};
 use serde::Deserialize;
 
@@ -105,26 +105,6 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     load_fixture("nonfinite.json")
-}
-
-/// An expected array: its bits, or for a large one the SHA-1 of its bits
-/// (little-endian, every NaN as 0x7fc00000) and its length.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Expected {
-    Bits(Vec<u32>),
-    Digest { n: usize, sha1: String },
-}
-
-/// The SHA-1 (hex) of `values`' bits as the oracle hashes them.
-fn digest(values: &[f32]) -> String {
-    use sha1::{Digest, Sha1};
-    let mut sha = Sha1::new();
-    for v in values {
-        let bits = if v.is_nan() { 0x7fc0_0000 } else { v.to_bits() };
-        sha.update(bits.to_le_bytes());
-    }
-    sha.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn show(bits: u32) -> String {

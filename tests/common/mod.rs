@@ -1,4 +1,5 @@
-//! Shared helpers of the integration tests: fixture loading and ulp counting.
+//! Shared helpers of the integration tests: fixture loading, ulp counting
+//! and the digests of large expected arrays.
 #![allow(dead_code)]
 
 use serde::de::DeserializeOwned;
@@ -52,4 +53,34 @@ impl F32Array {
 /// The bit patterns of a tensor's values, row-major.
 pub fn tensor_bits(t: &flaxen::tensor::Tensor) -> Vec<u32> {
     t.to_vec().iter().map(|v| v.to_bits()).collect()
+}
+
+/// An expected f32 array as the oracle writes it (tools/oracle/fixture_io.py's
+/// `expected`): its bits, or for more than 4,096 elements the SHA-1 of its
+/// bits (little-endian, every NaN as 0x7fc00000) and its length.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+pub enum Expected {
+    /// Every value's bit pattern, row-major.
+    Bits(Vec<u32>),
+    /// The length and the SHA-1 (hex) of the bits, as [`digest`] computes it.
+    Digest {
+        /// How many values.
+        n: usize,
+        /// The SHA-1 of their bits, lowercase hex.
+        sha1: String,
+    },
+}
+
+/// The SHA-1 (hex) of `values`' bits as the oracle hashes them
+/// (little-endian u32s, every NaN as 0x7fc00000: XLA does not promise a
+/// NaN's payload or sign).
+pub fn digest(values: &[f32]) -> String {
+    use sha1::{Digest, Sha1};
+    let mut sha = Sha1::new();
+    for v in values {
+        let bits = if v.is_nan() { 0x7fc0_0000 } else { v.to_bits() };
+        sha.update(bits.to_le_bytes());
+    }
+    sha.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -1,9 +1,15 @@
 """How the oracle scripts write arrays into fixtures: f32 values as the
 exact decimals of their bits (null for NaN), or as the bits themselves
 where infinities must survive JSON; int32 arrays as integers, the shape
-beside them; nested dicts of arrays flattened to '/'-joined paths."""
+beside them; nested dicts of arrays flattened to '/'-joined paths; or
+expected results as bits, with a SHA-1 digest for large ones."""
+
+import hashlib
 
 import numpy as np
+
+# The NaN every NaN is hashed as: XLA does not promise a NaN's payload or sign.
+CANONICAL_NAN = 0x7FC00000
 
 
 def enc(x):
@@ -32,3 +38,16 @@ def enc_bits(x):
     pattern, so infinities, signed zeros and NaNs survive JSON."""
     x = np.asarray(x, dtype=np.float32)
     return {"shape": list(x.shape), "bits": [int(v) for v in x.reshape(-1).view(np.uint32)]}
+
+
+def expected(x):
+    """An expected array: its u32 bits, or beyond 4,096 elements the SHA-1
+    of its bits (little-endian, every NaN as 0x7fc00000) and its length,
+    so that the fixture stays small; the tests hash flaxen's values the
+    same way (tests/common's `digest`)."""
+    bits = np.asarray(x, dtype=np.float32).reshape(-1).view(np.uint32).copy()
+    if bits.size <= 4096:
+        return bits.tolist()
+    nan = np.isnan(bits.view(np.float32))
+    bits[nan] = CANONICAL_NAN
+    return {"n": int(bits.size), "sha1": hashlib.sha1(bits.astype("<u4").tobytes()).hexdigest()}

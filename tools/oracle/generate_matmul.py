@@ -2,7 +2,10 @@
 
 Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU). Inputs are not stored: both
 sides make them with `inputs` below (integer hashes, exact in f64), so the
-fixture keeps only the expected bits.
+fixture keeps only the expected results: u32 bit patterns, or for arrays of
+more than 4,096 elements the SHA-1 of their bits and their length
+(`fixture_io.expected`; tests/common's `digest` hashes flaxen's the same
+way).
 Recorded on an x86-64 CPU with AVX-512F (AMD EPYC, Zen 4): XLA:CPU hands most
 f32 dots to YNNPACK, whose kernel choice depends on the CPU's ISA.
 
@@ -10,7 +13,7 @@ For each case: `a`, `b` and a cotangent `g` (made from seeds 3i, 3i + 1,
 3i + 2), and `jnp.matmul(a, b)` with the two
 cotangents of `jax.vjp(jnp.matmul, a, b)`, computed eagerly; the same three
 from one `jax.jit` of (forward, vjp) are stored under `jit_*` only where they
-differ from the eager ones. Floats are u32 bit patterns.
+differ from the eager ones.
 
 Run: .venv-oracle/bin/python tools/oracle/generate_matmul.py
 Writes tests/fixtures/matmul.json.
@@ -18,10 +21,14 @@ Writes tests/fixtures/matmul.json.
 
 import json
 import os
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fixture_io import expected  # noqa: E402
 
 assert jax.__version__ == "0.10.2", jax.__version__
 
@@ -79,11 +86,11 @@ def main():
         jit = jitted(a, b, g)
         case = {
             "a_shape": list(sa), "b_shape": list(sb),
-            "y": bits(eager[0]), "da": bits(eager[1]), "db": bits(eager[2]),
+            "y": expected(eager[0]), "da": expected(eager[1]), "db": expected(eager[2]),
         }
         for name, e, j in zip(("y", "da", "db"), eager, jit):
             if bits(e) != bits(j):
-                case["jit_" + name] = bits(j)
+                case["jit_" + name] = expected(j)
                 differ.append(f"{sa}@{sb}:{name}")
         cases.append(case)
     out = os.path.join(os.path.dirname(__file__), "../../tests/fixtures/matmul.json")

@@ -18,10 +18,10 @@ Each shape also has a "finite" case (no edits): the control that tells an
 order difference from a difference in how non-finite values propagate.
 
 Expected results are u32 bit patterns; arrays of more than 4,096 elements
-are stored as the SHA-1 of their bits and their length (`expected`). A NaN's
-payload and sign are not part of what XLA promises (compared as NaN; the
-digest hashes every NaN as 0x7fc00000); infinities and zeros keep their sign
-and are compared exactly.
+are stored as the SHA-1 of their bits and their length
+(`fixture_io.expected`). A NaN's payload and sign are not part of what XLA
+promises (compared as NaN; the digest hashes every NaN as 0x7fc00000);
+infinities and zeros keep their sign and are compared exactly.
 
 Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU; recorded on x86-64 with
 AVX-512F, AMD EPYC, where XLA:CPU hands most f32 dots to YNNPACK). From the
@@ -32,14 +32,17 @@ repository root:
 Writes tests/fixtures/nonfinite.json.
 """
 
-import hashlib
 import json
 import os
+import sys
 
 import numpy as np
 
 import jax
 import jax.numpy as jnp
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fixture_io import expected  # noqa: E402
 
 EXPECTED = {"jax": "0.10.2", "jaxlib": "0.10.2"}
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures",
@@ -54,19 +57,6 @@ NZERO = 0x80000000
 
 def f32_bits(x):
     return np.asarray(x, dtype=np.float32).reshape(-1).view(np.uint32).tolist()
-
-
-def expected(x):
-    """An expected array: its u32 bits, or beyond 4,096 elements the SHA-1
-    of its bits (little-endian, every NaN as 0x7fc00000) and its length,
-    so that the fixture stays small; the test hashes flaxen's values the
-    same way."""
-    bits = np.asarray(x, dtype=np.float32).reshape(-1).view(np.uint32).copy()
-    if bits.size <= 4096:
-        return bits.tolist()
-    nan = np.isnan(bits.view(np.float32))
-    bits[nan] = NAN
-    return {"n": int(bits.size), "sha1": hashlib.sha1(bits.astype("<u4").tobytes()).hexdigest()}
 
 
 def from_bits(b):
