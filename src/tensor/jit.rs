@@ -1059,11 +1059,7 @@ fn backward(
     let [a, b, _] = ins;
     match step.kind {
         OpKind::Neg => dst.iter_mut().zip(g).for_each(|(d, &g)| *d = -g),
-        OpKind::Unary(func, fused) => {
-            for (((d, &g), &x), &o) in dst.iter_mut().zip(g).zip(a).zip(out) {
-                *d = func.vjp(g, x, o, fused);
-            }
-        }
+        OpKind::Unary(func, fused) => unary_fn::vjp_into(func, dst, g, a, out, fused),
         OpKind::Add => sum_rows_into(g, dst),
         OpKind::Sub if input == 0 => sum_rows_into(g, dst),
         OpKind::Sub => {

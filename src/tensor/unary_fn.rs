@@ -31,6 +31,80 @@ pub(crate) enum UnaryFn {
     Cos,
 }
 
+/// Runs `$body` with `$f` bound to `$func` as a constant of its variant:
+/// each variant's loop is then compiled on its own (and vectorized where
+/// its arithmetic allows) instead of matching on the function per element.
+macro_rules! each_variant {
+    ($func:expr, |$f:ident| $body:expr) => {
+        match $func {
+            UnaryFn::Exp => {
+                let $f = UnaryFn::Exp;
+                $body
+            }
+            UnaryFn::Log => {
+                let $f = UnaryFn::Log;
+                $body
+            }
+            UnaryFn::Tanh => {
+                let $f = UnaryFn::Tanh;
+                $body
+            }
+            UnaryFn::Sigmoid => {
+                let $f = UnaryFn::Sigmoid;
+                $body
+            }
+            UnaryFn::Relu => {
+                let $f = UnaryFn::Relu;
+                $body
+            }
+            UnaryFn::Gelu => {
+                let $f = UnaryFn::Gelu;
+                $body
+            }
+            UnaryFn::Sqrt => {
+                let $f = UnaryFn::Sqrt;
+                $body
+            }
+            UnaryFn::Rsqrt => {
+                let $f = UnaryFn::Rsqrt;
+                $body
+            }
+            UnaryFn::Square => {
+                let $f = UnaryFn::Square;
+                $body
+            }
+            UnaryFn::Abs => {
+                let $f = UnaryFn::Abs;
+                $body
+            }
+            UnaryFn::Powf(p) => {
+                let $f = UnaryFn::Powf(p);
+                $body
+            }
+            UnaryFn::Clip(lo, hi) => {
+                let $f = UnaryFn::Clip(lo, hi);
+                $body
+            }
+            UnaryFn::Log1p => {
+                let $f = UnaryFn::Log1p;
+                $body
+            }
+            UnaryFn::Expm1 => {
+                let $f = UnaryFn::Expm1;
+                $body
+            }
+            UnaryFn::Sin => {
+                let $f = UnaryFn::Sin;
+                $body
+            }
+            UnaryFn::Cos => {
+                let $f = UnaryFn::Cos;
+                $body
+            }
+        }
+    };
+}
+
 /// `sqrt(2 / pi)` in f32, as `jax.nn.gelu` computes it.
 fn sqrt_2_over_pi() -> f32 {
     (2.0f64 / std::f64::consts::PI).sqrt() as f32
@@ -233,7 +307,30 @@ pub(crate) fn apply_into(func: UnaryFn, x: &[f32], out: &mut [f32]) {
             apply_body(func, x, out)
         }
         UnaryFn::Relu => each(x, out, relu),
-        _ => each(x, out, |v| func.f(v)),
+        _ => each_variant!(func, |f| each(x, out, |v| f.f(v))),
+    }
+}
+
+/// `g[i] = func.vjp(g[i], x[i], o[i], fused)`: the backward rule over
+/// slices of one length, in place.
+pub(crate) fn vjp_in_place(func: UnaryFn, g: &mut [f32], x: &[f32], o: &[f32], fused: bool) {
+    each_variant!(func, |f| vjp_each(g, x, o, |g, x, o| f.vjp(g, x, o, fused)))
+}
+
+/// `d[i] = func.vjp(g[i], x[i], o[i], fused)` over slices of one length.
+pub(crate) fn vjp_into(func: UnaryFn, d: &mut [f32], g: &[f32], x: &[f32], o: &[f32], fused: bool) {
+    each_variant!(func, |f| {
+        for (((d, &g), &x), &o) in d.iter_mut().zip(g).zip(x).zip(o) {
+            *d = f.vjp(g, x, o, fused);
+        }
+    })
+}
+
+/// `g[i] = rule(g[i], x[i], o[i])`.
+#[inline(always)]
+fn vjp_each(g: &mut [f32], x: &[f32], o: &[f32], rule: impl Fn(f32, f32, f32) -> f32) {
+    for ((g, &x), &o) in g.iter_mut().zip(x).zip(o) {
+        *g = rule(*g, x, o);
     }
 }
 

@@ -7,7 +7,7 @@ use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::linear;
 use crate::tensor::tape::{OpKind, TangentRule};
-use crate::tensor::unary_fn::{apply_into, UnaryFn};
+use crate::tensor::unary_fn::{self, apply_into, UnaryFn};
 use crate::tensor::Tensor;
 
 /// `f` applied to every element, keeping the memory order.
@@ -48,9 +48,7 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
     Tensor::record_kind(out, &[x], OpKind::Unary(func, fused), move |mut g, _| {
         if let (Some(gs), Some(xs), Some(os)) = (g.as_slice_mut(), xd.as_slice(), od.as_slice()) {
             if gs.len() == xs.len() {
-                for ((g, &x), &o) in gs.iter_mut().zip(xs).zip(os) {
-                    *g = func.vjp(*g, x, o, fused);
-                }
+                unary_fn::vjp_in_place(func, gs, xs, os, fused);
                 return smallvec![Some(g)];
             }
         }
