@@ -67,6 +67,10 @@ fn accuracy(params: &Tree, x: &Array2<f32>, y: &Array1<i32>) -> flaxen::Result<f
 }
 
 fn main() -> flaxen::Result<()> {
+    // A training loop: let glibc keep each step's freed arrays for the
+    // next step instead of giving them back to the system (see the book's
+    // "Speed" section of this chapter).
+    flaxen::memory::keep_freed_memory();
     let data = digits::load()?;
     let x = data.images_f32();
     let (x_train, y_train) = (

@@ -15,6 +15,7 @@
 //!   `BatchNorm`, `LayerNorm`, `Vmap`, `Scan`.
 //! * [`optim`] — optimizers over variable trees (optax), and losses.
 //! * [`data`] — the shipped digits data set, shuffled minibatches.
+//! * [`memory`] — an opt-in to keep freed memory for the next step.
 //! * [`array_format`] — NumPy-style printing, so examples print as the
 //!   documents do.
 //!
@@ -33,6 +34,7 @@ pub mod data;
 pub mod distributed;
 mod error;
 pub mod init;
+pub mod memory;
 pub mod nn;
 pub mod optim;
 pub mod random;

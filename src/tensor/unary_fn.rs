@@ -138,7 +138,9 @@ fn relu(x: f32) -> f32 {
 
 impl UnaryFn {
     /// The function.
-    #[inline]
+    // Always inlined: the loops of `each_variant!` then see a constant
+    // variant and keep only its arm.
+    #[inline(always)]
     pub(crate) fn f(self, x: f32) -> f32 {
         match self {
             // XLA's own f32 formulas, so that values match JAX bit for bit.
@@ -173,7 +175,9 @@ impl UnaryFn {
     /// The incoming gradient `g` times the derivative at `x` (given
     /// `o = f(x)`), rounded as JAX's backward rule is: eagerly, or fused as
     /// in a [compiled region](crate::tensor::compiled) when `fused`.
-    #[inline]
+    // Always inlined: the loops of `each_variant!` then see a constant
+    // variant and keep only its arm.
+    #[inline(always)]
     pub(crate) fn vjp(self, g: f32, x: f32, o: f32, fused: bool) -> f32 {
         match self {
             // JAX: `t = g * (1 - ans); t + t * ans`, the last two fused.
