@@ -12,7 +12,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::random::tf::libm_f32;
+use crate::xla::libm_f32;
 
 /// A scalar as a function of the step count (`optax.Schedule`).
 ///

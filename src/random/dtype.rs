@@ -178,7 +178,7 @@ pub trait UInt:
     const DTYPE: UIntDType;
 }
 
-/// A float element type of the samplers: [`f16`], [`bf16`], `f32`, `f64`.
+/// A float element type of the samplers: [`f16`](struct@f16), [`bf16`], `f32`, `f64`.
 /// Sealed: the set is JAX's.
 pub trait Float:
     sealed::FloatOps

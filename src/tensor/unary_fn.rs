@@ -158,8 +158,8 @@ impl UnaryFn {
             UnaryFn::Expm1 => xla_math::expm1(x),
             // XLA:CPU's sine and cosine are glibc's (measured on 27,000
             // arguments, eager and jitted); flaxen carries a port.
-            UnaryFn::Sin => crate::random::tf::libm_f32::sincosf(x).0,
-            UnaryFn::Cos => crate::random::tf::libm_f32::sincosf(x).1,
+            UnaryFn::Sin => crate::xla::libm_f32::sincosf(x).0,
+            UnaryFn::Cos => crate::xla::libm_f32::sincosf(x).1,
             UnaryFn::Powf(p) => x.powf(p),
             UnaryFn::Clip(lo, hi) => {
                 if x.is_nan() || lo.is_nan() || hi.is_nan() {
@@ -218,8 +218,8 @@ impl UnaryFn {
             // JAX: `g * (ans + 1)`.
             UnaryFn::Expm1 => g * (o + 1.0),
             // JAX: `g * cos(x)` and `-(g * sin(x))`.
-            UnaryFn::Sin => g * crate::random::tf::libm_f32::sincosf(x).1,
-            UnaryFn::Cos => -(g * crate::random::tf::libm_f32::sincosf(x).0),
+            UnaryFn::Sin => g * crate::xla::libm_f32::sincosf(x).1,
+            UnaryFn::Cos => -(g * crate::xla::libm_f32::sincosf(x).0),
             // JAX: `g * (ans * (1 - ans))`.
             UnaryFn::Sigmoid => g * (o * (1.0 - o)),
             // JAX: `g * (0.5 / ans)`.

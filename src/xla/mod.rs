@@ -10,6 +10,9 @@
 //!   matrix-vector and vector-vector emitters.
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
 //!   down columns (windows of rows, YNNPACK tiles).
+//! - [`libm_f32`]: glibc's `sinf`/`cosf`/`logf` (XLA:CPU calls glibc for
+//!   sine and cosine; TensorFlow's Box–Muller for `logf` and `sincosf`),
+//!   ported to plain `f64` arithmetic; public as `random::tf::libm_f32`.
 //!
 //! Every function here works on slices of `f32` and knows nothing of
 //! tensors or keys.
@@ -17,6 +20,7 @@
 pub(crate) mod dot;
 pub(crate) mod dot_blocked;
 pub(crate) mod gemv;
+pub mod libm_f32;
 pub(crate) mod math;
 pub(crate) mod math_f64;
 pub(crate) mod reduce;

@@ -36,7 +36,7 @@ mod error;
 mod generator;
 mod global;
 mod half;
-pub mod libm_f32;
+pub use crate::xla::libm_f32;
 mod math;
 mod ops;
 mod philox;
