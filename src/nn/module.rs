@@ -47,6 +47,15 @@ pub trait Module {
         short_type_name(std::any::type_name::<Self>())
     }
 
+    /// The names of this module's methods besides `call` (Flax's other
+    /// methods, such as an autoencoder's `encode`), which
+    /// [`Jit::methods`](super::Jit::methods) may name; each is run with
+    /// [`Child::method`] through a [`Method`](super::Method). None by
+    /// default.
+    fn method_names(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// How [`tabulate`](super::tabulate) shows this module's input (its
     /// `inputs` column): empty by default. A module whose input implements
     /// [`Shapes`](super::Shapes) can return `input.shapes()`, as the
@@ -157,6 +166,34 @@ impl<M: Module> Child<'_, '_, M> {
     /// submodule called near the end of the stack continues on a new
     /// segment allocated on the heap.
     pub fn call(&self, input: M::Input) -> Result<M::Output> {
+        self.enter(|scope| {
+            let row = if super::tabulate::recording() {
+                super::tabulate::enter(
+                    scope.path(),
+                    self.module.type_name(),
+                    self.module.tabulate_input(&input),
+                )
+            } else {
+                None
+            };
+            let out = self.module.call(scope, input)?;
+            if let Some(row) = row {
+                super::tabulate::exit(row, self.module.tabulate_output(&out));
+            }
+            Ok(out)
+        })
+    }
+
+    /// Runs `method` of the submodule in its scope (a Flax module's other
+    /// methods: `self.ae.encode(x)`), with the submodule's variables and
+    /// names, as [`call`](Child::call) runs `call`.
+    pub fn method<Me: super::Method<M>>(&self, method: Me, input: Me::Input) -> Result<Me::Output> {
+        self.enter(|scope| method.run(&self.module, scope, input))
+    }
+
+    /// Runs `f` in the submodule's scope, with the depth limit and the
+    /// module path on errors.
+    fn enter<T>(&self, f: impl FnOnce(&Scope<'_>) -> Result<T>) -> Result<T> {
         let depth = self.parent.path().len();
         if depth >= MAX_MODULE_DEPTH {
             let path = self.parent.path();
@@ -172,23 +209,7 @@ impl<M: Module> Child<'_, '_, M> {
         stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || {
             let scope = self.parent.push(&self.name);
             scope.set_module_type(self.module.type_name());
-            let row = if super::tabulate::recording() {
-                super::tabulate::enter(
-                    scope.path(),
-                    self.module.type_name(),
-                    self.module.tabulate_input(&input),
-                )
-            } else {
-                None
-            };
-            let out = self
-                .module
-                .call(&scope, input)
-                .map_err(|e| e.at(&scope.path_text()))?;
-            if let Some(row) = row {
-                super::tabulate::exit(row, self.module.tabulate_output(&out));
-            }
-            Ok(out)
+            f(&scope).map_err(|e| e.at(&scope.path_text()))
         })
     }
 }

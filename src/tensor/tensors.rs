@@ -59,6 +59,44 @@ pub trait Tensors: Clone {
     fn static_signature(&self, _out: &mut String) -> bool {
         false
     }
+
+    /// Whether this value holds values that are not tensors (flags,
+    /// sizes, strings): what JAX cannot trace, so that a function compiled
+    /// with explicit `static_argnums` ([`nn::Jit::static_argnums`]) must
+    /// take such an argument as static. `false` by default (for types
+    /// defined outside flaxen, which also cannot tell their
+    /// [`static_signature`](Tensors::static_signature)).
+    ///
+    /// ```
+    /// use flaxen::tensor::{Tensor, Tensors};
+    ///
+    /// assert!(!vec![Tensor::zeros(&[2])].holds_static_values());
+    /// assert!((Tensor::zeros(&[2]), true).holds_static_values());
+    /// assert!(!().holds_static_values());
+    /// ```
+    ///
+    /// [`nn::Jit::static_argnums`]: crate::nn::Jit::static_argnums
+    fn holds_static_values(&self) -> bool {
+        false
+    }
+
+    /// This value as the positional arguments of a function (JAX's
+    /// `*args`, which `static_argnums` numbers): a tuple's elements, none
+    /// for `()`, and any other value as one argument. Each argument as its
+    /// number of tensors and whether it
+    /// [holds static values](Tensors::holds_static_values).
+    ///
+    /// ```
+    /// use flaxen::tensor::{Tensor, Tensors};
+    ///
+    /// let args = (Tensor::zeros(&[2]), true).positional_arguments();
+    /// assert_eq!(args, [(1, false), (0, true)]);
+    /// assert_eq!(Tensor::zeros(&[2]).positional_arguments(), [(1, false)]);
+    /// assert!(().positional_arguments().is_empty());
+    /// ```
+    fn positional_arguments(&self) -> Vec<(usize, bool)> {
+        vec![(self.tensors().len(), self.holds_static_values())]
+    }
 }
 
 impl Tensors for Tensor {
@@ -120,11 +158,34 @@ macro_rules! static_tensors {
                 out.push_str(&format!("{self:?},"));
                 true
             }
+
+            fn holds_static_values(&self) -> bool {
+                true
+            }
         }
     )*};
 }
 
-static_tensors!((), bool, usize, isize, u32, i32, u64, i64, f32, f64, String);
+/// No value at all: no positional argument, no static value (JAX's empty
+/// pytree).
+impl Tensors for () {
+    fn flatten(&self, _: &mut Vec<Tensor>) {}
+
+    fn rebuild(&self, _: &mut dyn Iterator<Item = Tensor>) -> Option<Self> {
+        Some(())
+    }
+
+    fn static_signature(&self, out: &mut String) -> bool {
+        out.push_str("(),");
+        true
+    }
+
+    fn positional_arguments(&self) -> Vec<(usize, bool)> {
+        Vec::new()
+    }
+}
+
+static_tensors!(bool, usize, isize, u32, i32, u64, i64, f32, f64, String);
 
 impl<T: Tensors> Tensors for Vec<T> {
     fn flatten(&self, out: &mut Vec<Tensor>) {
@@ -140,6 +201,10 @@ impl<T: Tensors> Tensors for Vec<T> {
         let known = self.iter().all(|x| x.static_signature(out));
         out.push(']');
         known
+    }
+
+    fn holds_static_values(&self) -> bool {
+        self.iter().any(Tensors::holds_static_values)
     }
 }
 
@@ -171,6 +236,10 @@ impl<T: Tensors> Tensors for Option<T> {
             }
         }
     }
+
+    fn holds_static_values(&self) -> bool {
+        self.as_ref().is_some_and(Tensors::holds_static_values)
+    }
 }
 
 impl<K: Ord + Clone, T: Tensors> Tensors for BTreeMap<K, T> {
@@ -182,6 +251,10 @@ impl<K: Ord + Clone, T: Tensors> Tensors for BTreeMap<K, T> {
         self.iter()
             .map(|(k, x)| Some((k.clone(), x.rebuild(leaves)?)))
             .collect()
+    }
+
+    fn holds_static_values(&self) -> bool {
+        self.values().any(Tensors::holds_static_values)
     }
 }
 
@@ -202,6 +275,15 @@ macro_rules! tuple_tensors {
                 let known = true $(&& self.$idx.static_signature(out))+;
                 out.push(')');
                 known
+            }
+
+            fn holds_static_values(&self) -> bool {
+                false $(|| self.$idx.holds_static_values())+
+            }
+
+            /// One argument per element.
+            fn positional_arguments(&self) -> Vec<(usize, bool)> {
+                vec![$((self.$idx.tensors().len(), self.$idx.holds_static_values())),+]
             }
         }
     )*};

@@ -359,6 +359,22 @@ impl Tree {
         Arc::ptr_eq(&self.def, &other.def) || self.def == other.def
     }
 
+    /// Whether the subtree at `path` (by keys) has `other`'s structure;
+    /// `false` when there is none. Does not allocate.
+    pub(crate) fn same_structure_at(&self, path: &[String], other: &Tree) -> bool {
+        let mut def = &self.def;
+        for key in path {
+            match &**def {
+                Def::Map { children, .. } => match children.get(key.as_str()) {
+                    Some(c) => def = &c.def,
+                    None => return false,
+                },
+                _ => return false,
+            }
+        }
+        Arc::ptr_eq(def, &other.def) || *def == other.def
+    }
+
     /// Stacks trees of the same structure leaf by leaf along a new axis
     /// (`jax.tree.map(lambda *xs: jnp.stack(xs, axis), *trees)`: what
     /// `jax.vmap` does to the trees its items return). As from JAX, the

@@ -156,13 +156,13 @@ impl<'s> Scope<'s> {
         // removed, so a slot's index stays valid.
         let (slot, entry) = {
             let mut entries = lock();
-            let found = entries
-                .iter()
-                .position(|(sig, _)| sig.matches(&statics, &args, &state, &streams, separator));
+            let found = entries.iter().position(|(sig, _)| {
+                sig.matches(&statics, &args, &state, &path, &streams, separator)
+            });
             match found {
                 Some(i) => (i, entries[i].1.take()),
                 None => {
-                    let sig = Signature::new(statics, &args, &state, &streams, separator)?;
+                    let sig = Signature::new(statics, &args, &state, &path, &streams, separator)?;
                     entries.push((sig, None));
                     (entries.len() - 1, Some(Entry::Fresh))
                 }

@@ -17,7 +17,8 @@ pub(super) struct Signature {
     /// Every argument's shape (the input's tensors, then the variables').
     shapes: Vec<Vec<usize>>,
     /// Per lifted collection: its name, whether it is writable, and its
-    /// structure (placeholder leaves).
+    /// structure at the module's path (placeholder leaves): as Flax's
+    /// cache key, it does not depend on where the module sits.
     collections: Vec<(String, bool, Tree)>,
     streams: Vec<String>,
     separator: bool,
@@ -38,11 +39,15 @@ impl Signature {
         statics: String,
         args: &[Tensor],
         state: &State,
+        path: &[String],
         streams: &[String],
         separator: bool,
     ) -> crate::Result<Signature> {
         let mut collections = Vec::new();
         for (c, tree) in state.variables.iter() {
+            // The state holds the collection's subtree at `path`, nested.
+            let at = tree.subtree(&path.join("/"));
+            let tree = at.as_ref().unwrap_or(tree);
             let structure = tree.with_leaves(vec![Tensor::scalar(0.0); tree.leaves().len()])?;
             collections.push((c.to_string(), state.writable(c), structure));
         }
@@ -63,6 +68,7 @@ impl Signature {
         statics: &str,
         args: &[Tensor],
         state: &State,
+        path: &[String],
         streams: &[String],
         separator: bool,
     ) -> bool {
@@ -80,7 +86,9 @@ impl Signature {
             && self.collections.len() == state.variables.iter().count()
             && self.collections.iter().zip(state.variables.iter()).all(
                 |((name, writable, structure), (c, tree))| {
-                    name == c && *writable == state.writable(c) && structure.same_structure(tree)
+                    name == c
+                        && *writable == state.writable(c)
+                        && tree.same_structure_at(path, structure)
                 },
             )
     }
