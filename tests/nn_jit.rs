@@ -201,7 +201,15 @@ fn net_with_batch_norm_matches_flax() {
         calls: "eager",
         grads: None,
     };
-    check_case(&Net::new(true), "net_bn", r);
+    let net = Net::new(true);
+    check_case(&net, "net_bn", r);
+    // Calls after the first replayed the compiled body.
+    assert_eq!(
+        net.body.compiled_counts(),
+        (2, 0),
+        "{:?}",
+        net.body.eager_reasons()
+    );
 }
 
 #[test]
@@ -327,9 +335,14 @@ fn replay_equals_tracing_over_many_calls() {
         }
         // Fresh masks on every call.
         assert_ne!(replayed[0], replayed[1]);
-        if !bn {
-            assert!(kept.body.is_compiled(), "{:?}", kept.body.eager_reasons());
-        }
+        // BatchNorm's statistics included: no eager fallback.
+        assert_eq!(
+            kept.body.compiled_counts().1,
+            0,
+            "{:?}",
+            kept.body.eager_reasons()
+        );
+        assert!(kept.body.is_compiled(), "bn = {bn}");
     }
 }
 
@@ -505,4 +518,91 @@ fn static_values_of_the_input_are_part_of_the_signature() {
         assert_eq!(bits(&y), bits(&plain), "train = {train}");
     }
     assert_eq!(jit.compiled_counts(), (2, 0));
+}
+
+/// Dense(8) -> BatchNorm(momentum 0.9) -> relu -> Dense(2) on `[n, 3]`, or
+/// BatchNorm -> relu alone on `[n, 5, 3]` (statistics over two axes).
+#[derive(Clone, Debug)]
+struct BnNet {
+    train: bool,
+    rank3: bool,
+}
+
+impl Module for BnNet {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn type_name(&self) -> &'static str {
+        "BnNet"
+    }
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let bn = BatchNorm::new()
+            .use_running_average(!self.train)
+            .momentum(0.9);
+        if self.rank3 {
+            return Ok(s.call(bn, x)?.relu());
+        }
+        let h = s.call(Dense::new(8), x)?;
+        let h = s.call(bn, h)?.relu();
+        s.call(Dense::new(2), h)
+    }
+}
+
+#[test]
+fn batch_norm_is_compiled_and_replays_eager_bits() {
+    for rank3 in [false, true] {
+        let shape: &[usize] = if rank3 { &[4, 5, 3] } else { &[6, 3] };
+        let size: usize = shape.iter().product();
+        // A new input on every call.
+        let xs: Vec<Tensor> = (0..6)
+            .map(|t| {
+                let v = (0..size)
+                    .map(|i| ((i * 7 + t * 13) as f32 * 0.31).sin() * (1.0 + t as f32))
+                    .collect();
+                Tensor::from_vec(v, shape).unwrap()
+            })
+            .collect();
+        let v = BnNet { train: true, rank3 }
+            .init(random::key(0), xs[0].clone())
+            .unwrap();
+        for train in [true, false] {
+            let plain = BnNet { train, rank3 };
+            // At the top level, the jitted module's variables are the plain
+            // module's.
+            let jit = Jit::new(plain.clone());
+            let mut stats = v.collection("batch_stats").unwrap().clone();
+            let mut jit_stats = stats.clone();
+            for (t, x) in xs.iter().enumerate() {
+                let what = format!("rank3 {rank3}, train {train}, call {t}");
+                let vars = |s: &Tree| {
+                    Variables::new()
+                        .with("params", v.params())
+                        .with("batch_stats", s.clone())
+                };
+                let (want, upd) = plain
+                    .apply_mut(&vars(&stats), x.clone(), (), ["batch_stats"])
+                    .unwrap();
+                let (got, jit_upd) = jit
+                    .apply_mut(&vars(&jit_stats), x.clone(), (), ["batch_stats"])
+                    .unwrap();
+                assert_eq!(bits(&got), bits(&want), "{what}: output");
+                stats = upd.collection("batch_stats").unwrap().clone();
+                jit_stats = jit_upd.collection("batch_stats").unwrap().clone();
+                for ((path, a), b) in stats.paths().into_iter().zip(jit_stats.leaves()) {
+                    assert_eq!(bits(b), bits(a), "{what}: batch_stats/{path}");
+                }
+            }
+            if train {
+                // The running averages moved.
+                let first = v.collection("batch_stats").unwrap();
+                assert_ne!(bits(&first.leaves()[0]), bits(&stats.leaves()[0]));
+            }
+            // One program, replayed on every call after the first.
+            assert_eq!(
+                jit.compiled_counts(),
+                (1, 0),
+                "rank3 {rank3}, train {train}: {:?}",
+                jit.eager_reasons()
+            );
+        }
+    }
 }

@@ -26,12 +26,12 @@ use super::debug_nans::{check_gradients, check_nans, debug_nans};
 use super::error::{Result, TensorError};
 use super::grad::{detach, pull, trace_on};
 use super::ops::binary::{
-    is_trailing, picks, Rule, DIV, DIV_DA, DIV_DB, DIV_TRACED_DA, DIV_TRACED_DB, MUL, MUL_DA,
-    MUL_DB,
+    is_trailing, nan_max, picks, Rule, DIV, DIV_DA, DIV_DB, DIV_TRACED_DA, DIV_TRACED_DB, MUL,
+    MUL_DA, MUL_DB,
 };
 use super::ops::cross_entropy;
 use super::ops::matmul::{exact_matmul_limit, matmul_slices_into, DotRoute};
-use super::ops::rows;
+use super::ops::{reduce, rows};
 use super::sampled::{draw_again, Sampler};
 use super::shape::broadcast_shapes_for;
 use super::tape::{OpKind, Tape};
@@ -299,8 +299,16 @@ fn compiled_call(
         ))
     } else {
         let samplers = rngs.map(|t| t.samplers).unwrap_or_default();
-        Plan::new(&tape, &out, params, inputs, samplers, keys_given.len())
-            .map(|plan| plan.with_int_args(int_args))
+        Plan::new(
+            &tape,
+            &out,
+            params,
+            inputs,
+            samplers,
+            keys_given.len(),
+            false,
+        )
+        .map(|plan| plan.with_int_args(int_args))
     });
     Ok((detach(&out), grads))
 }
@@ -417,7 +425,8 @@ fn unsupported(message: String) -> TensorError {
 }
 
 impl Plan {
-    /// Plans the replay of `tape` up to `out`, or says why it cannot.
+    /// Plans the replay of `tape` up to `out`, or says why it cannot;
+    /// `forward_only` admits the steps that have no replayed backward.
     fn new(
         tape: &Arc<Tape>,
         out: &Tensor,
@@ -425,6 +434,7 @@ impl Plan {
         inputs: &Tree,
         samplers: Vec<Sampler>,
         keys: usize,
+        forward_only: bool,
     ) -> Result<Plan> {
         let n_params = params.leaves().len();
         let leaves = n_params + inputs.leaves().len();
@@ -466,10 +476,49 @@ impl Plan {
                     }
                 }
             }
+            let backward_less = matches!(
+                node.kind,
+                OpKind::SumAxes { .. } | OpKind::Maximum | OpKind::Reshape(_)
+            );
+            if backward_less && !forward_only {
+                return Err(unsupported(format!(
+                    "{:?} is replayed forward only",
+                    node.kind
+                )));
+            }
             let shape = match node.kind {
                 OpKind::Other => return Err(unsupported("an operation cannot be replayed".into())),
+                OpKind::SumAxes { axes, keepdims, .. } => {
+                    let s = &in_shapes[0];
+                    if s.len() < 32 && axes >> s.len() != 0 {
+                        return Err(unsupported(format!("sum over axes {axes:#b} of {s:?}")));
+                    }
+                    s.iter()
+                        .enumerate()
+                        .filter_map(|(a, &d)| match axes & (1 << a) {
+                            0 => Some(d),
+                            _ => keepdims.then_some(1),
+                        })
+                        .collect()
+                }
+                OpKind::Reshape(dims) => {
+                    let out = dims.shape().to_vec();
+                    let size = |s: &[usize]| s.iter().product::<usize>();
+                    if size(&out) != size(&in_shapes[0]) {
+                        return Err(unsupported(format!(
+                            "reshape of {:?} to {out:?}",
+                            in_shapes[0]
+                        )));
+                    }
+                    out
+                }
                 OpKind::Neg | OpKind::Unary(..) => in_shapes[0].clone(),
-                OpKind::Add | OpKind::Sub | OpKind::Mul | OpKind::Div | OpKind::DivTraced => {
+                OpKind::Add
+                | OpKind::Sub
+                | OpKind::Mul
+                | OpKind::Div
+                | OpKind::DivTraced
+                | OpKind::Maximum => {
                     let (a, b) = (&in_shapes[0], &in_shapes[1]);
                     let s = broadcast_shapes_for("jit_value_and_grad", a, b)?;
                     // A column (`[..., 1]`) right operand of a sum or
@@ -843,7 +892,7 @@ impl Plan {
         samplers: Vec<Sampler>,
         keys: usize,
     ) -> Result<Plan> {
-        let mut plan = Plan::new(tape, root, &Tree::new(), leaves, samplers, keys)?;
+        let mut plan = Plan::new(tape, root, &Tree::new(), leaves, samplers, keys, true)?;
         // Nothing is differentiated: free the gradient buffers.
         plan.grads = Vec::new();
         Ok(plan)
@@ -972,7 +1021,11 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
         }
         // Drawn before the forward pass.
         OpKind::Sampled(_) => {}
-        OpKind::Squeeze(_) | OpKind::StopGradient => out.copy_from_slice(a),
+        OpKind::Squeeze(_) | OpKind::StopGradient | OpKind::Reshape(_) => out.copy_from_slice(a),
+        OpKind::SumAxes { axes, mean, .. } => {
+            reduce::reduce_sum(a, &step.in_shapes[0], axes, mean, out)
+        }
+        OpKind::Maximum => zip_into(step, a, b, out, nan_max),
         OpKind::MaxLastStopped => cross_entropy::max_rows_finite(a, last(step), out),
         OpKind::LabelLogits(_) => {
             let labels = b.iter().map(|&l| l as usize);
@@ -1139,6 +1192,9 @@ fn backward(
         OpKind::LabelLogits(_) => {
             let labels = b.iter().map(|&l| l as usize);
             cross_entropy::label_logits_backward(g, last(step), labels, dst)
+        }
+        OpKind::SumAxes { .. } | OpKind::Maximum | OpKind::Reshape(_) => {
+            unreachable!("planned forward only")
         }
         OpKind::Other => unreachable!("planned steps are replayable"),
     }

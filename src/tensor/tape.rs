@@ -52,6 +52,18 @@ pub(crate) enum OpKind {
         mean: bool,
         keepdims: bool,
     },
+    /// Sum (or mean) over other axes: bit `a` of `axes` set for each
+    /// reduced axis `a` (a BatchNorm's statistics over the batch).
+    /// Replayed forward only.
+    SumAxes {
+        axes: u32,
+        mean: bool,
+        keepdims: bool,
+    },
+    /// `jnp.maximum` (a variance clipped at 0). Replayed forward only.
+    Maximum,
+    /// The same row-major values in another shape. Replayed forward only.
+    Reshape(Dims),
     SoftmaxLast,
     LogSoftmaxLast,
     /// `jnp.where(mask, on_true, on_false)` (inputs in that order; the
@@ -73,6 +85,34 @@ pub(crate) enum OpKind {
     /// second input, as `f32`. `Some(j)`: they are integer array `j` of a
     /// compiled step's inputs, read again on every call.
     LabelLogits(Option<usize>),
+}
+
+/// A shape of at most [`Dims::MAX`] axes, stored inline so that
+/// [`OpKind`] stays `Copy`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Dims {
+    len: u8,
+    dims: [usize; Dims::MAX],
+}
+
+impl Dims {
+    /// The most axes a replayed reshape may have.
+    pub(crate) const MAX: usize = 6;
+
+    /// `shape`, or `None` when it has too many axes.
+    pub(crate) fn new(shape: &[usize]) -> Option<Dims> {
+        let mut dims = [0; Dims::MAX];
+        dims.get_mut(..shape.len())?.copy_from_slice(shape);
+        Some(Dims {
+            len: shape.len() as u8,
+            dims,
+        })
+    }
+
+    /// The shape.
+    pub(crate) fn shape(&self) -> &[usize] {
+        &self.dims[..self.len as usize]
+    }
 }
 
 /// Computes an outer product's two vectors from an output cotangent.

@@ -289,7 +289,8 @@ fn balanced(x: f32, y: f32, out: f32) -> f32 {
     }
 }
 
-fn nan_max(x: f32, y: f32) -> f32 {
+/// `jnp.maximum` of two elements: NaN if either is.
+pub(crate) fn nan_max(x: f32, y: f32) -> f32 {
     if x.is_nan() || y.is_nan() {
         f32::NAN
     } else {
@@ -435,7 +436,7 @@ impl Tensor {
     pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
         binary(
             "maximum",
-            OpKind::Other,
+            OpKind::Maximum,
             self,
             other,
             nan_max,

@@ -9,7 +9,7 @@ pub(crate) mod cross_entropy;
 mod data_ops;
 pub(crate) mod gather;
 pub(crate) mod matmul;
-mod reduce;
+pub(crate) mod reduce;
 pub(crate) mod rows;
 mod shape_ops;
 pub(crate) mod unary;

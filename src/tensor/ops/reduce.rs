@@ -54,6 +54,42 @@ fn sum_many_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
     ArrayD::from_shape_vec(IxDyn(&out_shape), sums).expect("output size")
 }
 
+/// How a sum (or mean) over the (sorted) axes `ax` of an `ndim`-axis
+/// tensor is recorded: [`OpKind::SumAxes`], which a compiled module
+/// replays with [`reduce_sum`], or `Other` past 32 axes.
+fn sum_axes_kind(ax: &[usize], ndim: usize, mean: bool, keepdims: bool) -> OpKind {
+    if ndim > 32 {
+        return OpKind::Other;
+    }
+    OpKind::SumAxes {
+        axes: ax.iter().fold(0, |m, &a| m | 1 << a),
+        mean,
+        keepdims,
+    }
+}
+
+/// The sum of row-major `x` (of `shape`) over the axes in bit set `axes`,
+/// times the `f32` reciprocal of their size when `mean`, into `out`: the
+/// kernels and order of [`Tensor::sum`] and [`Tensor::mean`] (the replay
+/// of [`OpKind::SumAxes`]).
+pub(crate) fn reduce_sum(x: &[f32], shape: &[usize], axes: u32, mean: bool, out: &mut [f32]) {
+    let ax: Vec<usize> = (0..shape.len()).filter(|a| axes & (1 << a) != 0).collect();
+    let n: usize = ax.iter().map(|&a| shape[a]).product();
+    if ax.len() == shape.len() {
+        out[0] = crate::xla::reduce::sum_all(x, shape);
+    } else if ax.len() == 1 && ax[0] + 1 == shape.len() {
+        crate::xla::reduce::row_sums(x, shape[ax[0]], out);
+    } else {
+        let view = ArrayViewD::from_shape(IxDyn(shape), x).expect("planned shape");
+        let sums = sum_axes(view, &ax);
+        out.copy_from_slice(sums.as_slice().expect("row-major"));
+    }
+    if mean {
+        let r = 1.0 / n as f32;
+        out.iter_mut().for_each(|v| *v *= r);
+    }
+}
+
 /// Sums `x` over the (sorted) `axes`, dropping them.
 fn sum_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
     if let [axis] = axes {
@@ -135,14 +171,15 @@ impl Tensor {
         keepdims: bool,
         divisor: Option<f32>,
     ) -> Result<Tensor> {
-        let mut kind = match (axes, keepdims, divisor) {
-            (None, false, None) => OpKind::SumAll,
-            (None, false, Some(_)) => OpKind::MeanAll,
-            _ => OpKind::Other,
-        };
         let ax = match axes {
             None => (0..self.ndim()).collect(),
             Some(axes) => normalize_axes(op, axes, self.ndim())?,
+        };
+        let mut kind = match (axes, keepdims, divisor) {
+            (None, false, None) => OpKind::SumAll,
+            (None, false, Some(_)) => OpKind::MeanAll,
+            // Replayable forward by `reduce_sum` (see `sum_axes_kind`).
+            _ => sum_axes_kind(&ax, self.ndim(), divisor.is_some(), keepdims),
         };
         let kept = kept_shape(self.shape(), &ax);
         let mut out = if ax.len() == self.ndim() {

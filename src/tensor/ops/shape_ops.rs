@@ -7,7 +7,7 @@ use smallvec::{smallvec, SmallVec};
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::{linear, linear_all};
 use crate::tensor::shape::{broadcast_shapes_for, normalize_axis, sum_to};
-use crate::tensor::tape::{InputGrads, OpKind};
+use crate::tensor::tape::{Dims, InputGrads, OpKind};
 use crate::tensor::Tensor;
 
 /// `x` with `shape`, copying only when its memory order is not row-major.
@@ -74,7 +74,10 @@ impl Tensor {
     /// assert!(x.reshape(&[5, -1]).is_err());
     /// ```
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
-        self.reshape_as(shape, OpKind::Other)
+        // Recorded with its shape, which a compiled module can replay.
+        let kind =
+            Dims::new(&resolve_shape(self.shape(), shape)?).map_or(OpKind::Other, OpKind::Reshape);
+        self.reshape_as(shape, kind)
     }
 
     /// [`reshape`](Tensor::reshape), recorded as `kind`.
