@@ -296,6 +296,12 @@ impl fmt::Display for Error {
                  your dict's [\"params\"]."
             ),
             Error::Config { path, message } => write!(f, "module {path}: {message}"),
+            // Not tied to a module yet (a transform's options).
+            Error::Lift {
+                path,
+                transform,
+                message,
+            } if path.is_empty() => write!(f, "{transform}: {message}"),
             Error::Lift {
                 path,
                 transform,
