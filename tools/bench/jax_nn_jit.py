@@ -20,19 +20,23 @@ import jax
 import flax.linen as nn
 
 CASES = [
-    ("mlp_64_64_64_10_b32", 32, 64, 64, 10),
-    ("mlp_16_16_16_4_b8", 8, 16, 16, 4),
+    ("mlp_64_64_64_10_b32", 32, 64, 64, 10, False),
+    ("mlp_16_16_16_4_b8", 8, 16, 16, 4, False),
+    ("mlp_bn_64_64_64_10_b32", 32, 64, 64, 10, True),
 ]
 
 
 class Block(nn.Module):
     hidden: int
     out: int
+    bn: bool = False
 
     @nn.compact
     def __call__(self, x):
         h = nn.relu(nn.Dense(self.hidden)(x))
         h = nn.Dropout(0.1, deterministic=False)(h)
+        if self.bn:
+            h = nn.BatchNorm(use_running_average=False, momentum=0.9)(h)
         h = nn.relu(nn.Dense(self.hidden)(h))
         return nn.Dense(self.out)(h)
 
@@ -61,19 +65,21 @@ def fmt(t):
 
 
 def main():
-    for name, batch, features, hidden, out in CASES:
+    for name, batch, features, hidden, out, bn in CASES:
         x = jax.random.normal(jax.random.key(1), (batch, features))
-        eager = Block(hidden, out)
-        jitted = nn.jit(Block)(hidden, out)
+        eager = Block(hidden, out, bn)
+        jitted = nn.jit(Block)(hidden, out, bn)
+        # With BatchNorm, the statistics are updated on every call.
+        mutable = ("batch_stats",) if bn else False
         v = eager.init({"params": jax.random.key(0), "dropout": jax.random.key(1)}, x)
         # Keys made beforehand (cycled), so that a call costs no key op.
         keys = itertools.cycle(list(jax.random.split(jax.random.key(2), 4096)))
-        whole = jax.jit(jitted.apply)
+        whole = jax.jit(jitted.apply, static_argnames="mutable")
         best = {}
         for label, f in [
-            ("eager", lambda: eager.apply(v, x, rngs={"dropout": next(keys)})),
-            ("nn_jit", lambda: jitted.apply(v, x, rngs={"dropout": next(keys)})),
-            ("jax_jit_apply", lambda: whole(v, x, rngs={"dropout": next(keys)})),
+            ("eager", lambda: eager.apply(v, x, rngs={"dropout": next(keys)}, mutable=mutable)),
+            ("nn_jit", lambda: jitted.apply(v, x, rngs={"dropout": next(keys)}, mutable=mutable)),
+            ("jax_jit_apply", lambda: whole(v, x, rngs={"dropout": next(keys)}, mutable=mutable)),
         ]:
             median, b = batch_times(f)
             best[label] = b

@@ -23,6 +23,7 @@ LINE = re.compile(r"^(?:jax )?nn_jit/(\S+): median ([\d.]+) (µs|ms), best ([\d.
 CASES = [
     ("mlp_64_64_64_10_b32", "64-64-64-10, batch 32"),
     ("mlp_16_16_16_4_b8", "16-16-16-4, batch 8"),
+    ("mlp_bn_64_64_64_10_b32", "64-64-64-10 with BatchNorm (training), batch 32"),
 ]
 
 
