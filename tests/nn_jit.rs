@@ -606,3 +606,76 @@ fn batch_norm_is_compiled_and_replays_eager_bits() {
         }
     }
 }
+
+/// Dense(8) -> BatchNorm on `[n, 8]`: the same signature wherever it sits.
+#[derive(Clone, Debug)]
+struct Square;
+
+impl Module for Square {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        let h = s.call(Dense::new(8), x)?;
+        s.call(BatchNorm::new().momentum(0.9), h)
+    }
+}
+
+/// One `Jit<Square>` called as two submodules (JitSquare_0, JitSquare_1),
+/// or (`None`) plain `Square`s under those names.
+#[derive(Clone)]
+struct Twice {
+    body: Option<Jit<Square>>,
+}
+
+impl Module for Twice {
+    type Input = Tensor;
+    type Output = Tensor;
+    fn type_name(&self) -> &'static str {
+        "Twice"
+    }
+    fn call(&self, s: &Scope<'_>, x: Tensor) -> Result<Tensor> {
+        match &self.body {
+            Some(body) => {
+                let h = s.call(body.clone(), x)?;
+                s.call(body.clone(), h)
+            }
+            None => {
+                let h = s.call_named("JitSquare_0", Square, x)?;
+                s.call_named("JitSquare_1", Square, h)
+            }
+        }
+    }
+}
+
+#[test]
+fn a_program_is_shared_between_paths_and_writes_each_paths_statistics() {
+    let x = Tensor::from_vec((0..48).map(|i| (i as f32 * 0.41).cos()).collect(), &[6, 8]).unwrap();
+    let kept = Twice {
+        body: Some(Jit::new(Square)),
+    };
+    let v = kept.init(init_rngs(), x.clone()).unwrap();
+    let run = |model: &Twice| {
+        let mut stats = v.collection("batch_stats").unwrap().clone();
+        let mut outs = Vec::new();
+        for _ in 0..4 {
+            let vars = Variables::new()
+                .with("params", v.params())
+                .with("batch_stats", stats.clone());
+            let (y, upd) = model
+                .apply_mut(&vars, x.clone(), (), ["batch_stats"])
+                .unwrap();
+            stats = upd.collection("batch_stats").unwrap().clone();
+            let leaves: Vec<Vec<u32>> = stats.leaves().iter().map(bits).collect();
+            outs.push((bits(&y), leaves));
+        }
+        outs
+    };
+    let replayed = run(&kept);
+    // The program traced at JitSquare_0 replays at JitSquare_1, and each
+    // path's statistics are its own.
+    let body = kept.body.as_ref().unwrap();
+    assert_eq!(body.compiled_counts(), (1, 0), "{:?}", body.eager_reasons());
+    assert_eq!(replayed, run(&Twice { body: None }));
+    let stats = v.collection("batch_stats").unwrap();
+    assert_eq!(stats.paths().len(), 4);
+}
