@@ -134,8 +134,7 @@ impl Module for Dropout {
         // Drawn through `Tensor::sampled`, so that a compiled step with keys
         // draws the mask again on every call.
         let mask = Tensor::sampled(&rng, move |key: &Key| {
-            let keep = random::bernoulli(key.clone(), keep_prob, &mask_shape)?;
-            Ok(keep.mapv(|k| if k { 1.0f32 } else { 0.0 }))
+            Ok(random::bernoulli_mask(key, keep_prob, &mask_shape)?)
         })?;
         // Flax writes `x / keep_prob`. Run eagerly, XLA sees a constant
         // divisor and multiplies by its f32 reciprocal instead; under

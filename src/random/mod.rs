@@ -27,7 +27,7 @@ pub(crate) mod sampling;
 mod threefry;
 mod uint_bits;
 
-pub(crate) use distributions::{argmax_of_scores, flushed};
+pub(crate) use distributions::{argmax_of_scores, bernoulli_mask, flushed};
 pub use distributions::{
     bernoulli, bernoulli_as, bits, bits_as, bits_dtype, categorical, choice, exponential,
     exponential_as, exponential_dtype, gumbel, gumbel_as, gumbel_dtype, normal, normal_as,

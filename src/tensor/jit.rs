@@ -994,8 +994,71 @@ fn last(step: &Step) -> usize {
     *step.in_shapes[0].last().expect("at least 1-D")
 }
 
-/// The forward computation of one step into `out`.
+/// Runs `$body` compiled for the widest vectors this CPU has (AVX-512 or
+/// AVX2 with FMA), else as is: the elementwise loops of a replay then use
+/// the full vector width. The same operations in the same order (Rust never
+/// reorders or contracts floating-point arithmetic), so the same bits.
+macro_rules! widest_vectors {
+    ($body:expr) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            /// `f`, compiled for AVX-512.
+            ///
+            /// # Safety
+            ///
+            /// The CPU must support AVX-512F.
+            #[target_feature(enable = "avx512f")]
+            unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            /// `f`, compiled for AVX2 and FMA.
+            ///
+            /// # Safety
+            ///
+            /// The CPU must support AVX2 and FMA.
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: AVX-512F was detected just above; it is the only
+                // requirement of `avx512`, whose body is safe code.
+                unsafe {
+                    avx512(
+                        #[inline(always)]
+                        || $body,
+                    )
+                }
+            } else if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                // SAFETY: both features were detected just above; they are
+                // the only requirement of `avx2`, whose body is safe code.
+                unsafe {
+                    avx2(
+                        #[inline(always)]
+                        || $body,
+                    )
+                }
+            } else {
+                $body
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            $body
+        }
+    }};
+}
+
+/// The forward computation of one step into `out`, on the widest vectors.
 fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch) {
+    widest_vectors!(forward_body(step, ins, out, scratch))
+}
+
+/// The loops of [`forward`].
+#[inline(always)]
+fn forward_body(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch) {
     let [a, b, c] = ins;
     match step.kind {
         OpKind::Neg => out.iter_mut().zip(a).for_each(|(o, &x)| *o = -x),
@@ -1097,9 +1160,24 @@ fn product(
 }
 
 /// The gradient of input `input` of one step, given the output gradient
-/// `g`, into `dst`.
+/// `g`, into `dst`, on the widest vectors.
 #[allow(clippy::too_many_arguments)]
 fn backward(
+    step: &Step,
+    input: usize,
+    g: &[f32],
+    ins: [&[f32]; 3],
+    out: &[f32],
+    dst: &mut [f32],
+    scratch: &mut Scratch,
+) {
+    widest_vectors!(backward_body(step, input, g, ins, out, dst, scratch))
+}
+
+/// The loops of [`backward`].
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn backward_body(
     step: &Step,
     input: usize,
     g: &[f32],

@@ -39,6 +39,33 @@ pub fn bernoulli(key: Key, p: f32, shape: &[usize]) -> Result<ArrayD<bool>, Rand
     )
 }
 
+/// [`bernoulli`] as `1.0` / `0.0` in one pass (no boolean array to convert):
+/// the keep mask of `Dropout`, drawn again on every call of a compiled
+/// step.
+pub(crate) fn bernoulli_mask(
+    key: &Key,
+    p: f32,
+    shape: &[usize],
+) -> Result<ArrayD<f32>, RandomError> {
+    if !(0.0..=1.0).contains(&p) {
+        return Err(RandomError::Probability {
+            function: "bernoulli",
+            p,
+        });
+    }
+    sample(
+        "bernoulli",
+        key,
+        shape,
+        #[inline(always)]
+        |words, out| {
+            for (o, &w) in out.iter_mut().zip(words) {
+                *o = if unit_float(w) < p { 1.0 } else { 0.0 };
+            }
+        },
+    )
+}
+
 /// Integers uniformly in `[minval, maxval)`
 /// (`jax.random.randint(key, shape, minval, maxval)` with `dtype=int32`).
 ///
@@ -77,5 +104,26 @@ pub(crate) fn rename(e: RandomError, function: &'static str) -> RandomError {
     match e {
         RandomError::ShapeOverflow { shape, .. } => RandomError::ShapeOverflow { function, shape },
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random::key;
+
+    #[test]
+    fn the_mask_is_bernoulli_as_floats() {
+        for (seed, p, shape) in [
+            (0, 0.9, vec![128, 512]),
+            (3, 0.5, vec![7, 3]),
+            (5, 0.0, vec![4]),
+        ] {
+            let k = key(seed);
+            let mask = bernoulli_mask(&k, p, &shape).unwrap();
+            let bools = bernoulli(k, p, &shape).unwrap();
+            assert_eq!(mask, bools.mapv(|b| if b { 1.0 } else { 0.0 }));
+        }
+        assert!(bernoulli_mask(&key(0), f32::NAN, &[2]).is_err());
     }
 }

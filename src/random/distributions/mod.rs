@@ -19,6 +19,7 @@ mod uniform;
 
 pub(crate) use categorical::{argmax_of_scores, flushed};
 pub use categorical::{categorical, exponential, gumbel};
+pub(crate) use discrete::bernoulli_mask;
 pub use discrete::{bernoulli, randint};
 pub use dynamic::{
     bits_dtype, exponential_dtype, gumbel_dtype, normal_dtype, truncated_normal_dtype,
