@@ -49,12 +49,11 @@ fn scores(query: &Tensor, key: &Tensor) -> Result<Tensor> {
     }
     let depth = qs[nd - 1] as f32;
     let q = query.div(&Tensor::scalar(depth.sqrt()))?;
-    // [..., q, h, d] -> [..., h, q, d]; key -> [..., h, d, k].
-    let mut pq: Vec<usize> = (0..nd - 3).collect();
-    pq.extend([nd - 2, nd - 3, nd - 1]);
-    let mut pk: Vec<usize> = (0..nd - 3).collect();
-    pk.extend([nd - 2, nd - 1, nd - 3]);
-    Ok(q.permute(&pq)?.matmul(&key.permute(&pk)?)?)
+    // One `dot_general`, as `jnp.einsum` makes it: batch axes `...` and
+    // the heads, contracting the depth; `[..., h, q, k]` as it comes out.
+    let mut batch: Vec<usize> = (0..nd - 3).collect();
+    batch.push(nd - 2);
+    Ok(q.dot_general(key, (&[nd - 1], &[nd - 1]), (&batch, &batch))?)
 }
 
 /// `nn.dot_product_attention_weights(query, key, bias, mask, ...)`:
@@ -138,11 +137,16 @@ pub fn dot_product_attention(
         )));
     }
     let w = dot_product_attention_weights(query, key, bias, mask, dropout)?;
-    // value [..., k, h, d] -> [..., h, k, d]; out [..., h, q, d] -> [..., q, h, d].
-    let mut pv: Vec<usize> = (0..nd - 3).collect();
-    pv.extend([nd - 2, nd - 3, nd - 1]);
-    let out = w.matmul(&value.permute(&pv)?)?;
-    Ok(out.permute(&pv)?)
+    // `jnp.einsum` makes one `dot_general` of value and weights (in that
+    // order): batch axes `...` and the heads, contracting the keys; out
+    // `[..., h, d, q]`, then transposed to `[..., q, h, d]`.
+    let mut vb: Vec<usize> = (0..nd - 3).collect();
+    vb.push(nd - 2);
+    let wb: Vec<usize> = (0..nd - 2).collect();
+    let out = value.dot_general(&w, (&[nd - 3], &[nd - 1]), (&vb, &wb))?;
+    let mut perm: Vec<usize> = (0..nd - 3).collect();
+    perm.extend([nd - 1, nd - 3, nd - 2]);
+    Ok(out.permute(&perm)?)
 }
 
 /// `nn.make_attention_mask(query_input, key_input)` for boolean inputs

@@ -20,6 +20,8 @@ use crate::tensor::tape::{DotFactors, FusedOuter, OpKind};
 use crate::tensor::Tensor;
 
 use crate::xla::dot::{self as ynn_dot, DotPlan};
+
+use super::dot_general::{is_canonical, jnp_matmul_dims};
 use crate::xla::dot_blocked::planned_matmul;
 use crate::xla::gemv;
 
@@ -476,7 +478,7 @@ thread_local! {
 /// `batches`: how many matrices the left and right operands of the whole
 /// (batched) product hold, which YNNPACK weighs when deciding to pack B.
 #[allow(clippy::too_many_arguments)]
-fn dot_into(
+pub(crate) fn dot_into(
     x: &[f32],
     sa: (usize, usize),
     y: &[f32],
@@ -820,6 +822,13 @@ impl Tensor {
             lhs: self.shape().to_vec(),
             rhs: other.shape().to_vec(),
         };
+        // Broadcast batch axes and 1-D operands against batched ones make
+        // a `dot_general` that XLA rewrites (see `dot_general`).
+        if let Some((la, lb, dims, perm)) = jnp_matmul_dims(self.shape(), other.shape()) {
+            if !is_canonical(la.len(), lb.len(), &dims) {
+                return self.dot_general_as(other, (&la, &lb), &dims, &perm);
+            }
+        }
         match (self.ndim(), other.ndim()) {
             (0, _) | (_, 0) => Err(incompatible()),
             // A dot product: one row times one column.

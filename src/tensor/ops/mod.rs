@@ -7,6 +7,7 @@ pub(crate) mod conv;
 mod conv_fast;
 pub(crate) mod cross_entropy;
 mod data_ops;
+mod dot_general;
 pub(crate) mod gather;
 pub(crate) mod matmul;
 pub(crate) mod reduce;
