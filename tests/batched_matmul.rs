@@ -10,7 +10,7 @@ mod common;
 
 use common::{load_fixture, ulp_distance};
 use flaxen::random;
-use flaxen::tensor::{set_exact_matmul_limit, vjp, Tensor, Tree};
+use flaxen::tensor::{jit_value_and_grad, set_exact_matmul_limit, vjp, Tensor, Tree};
 use serde::Deserialize;
 
 /// An expected array: its bits, or for a large one the SHA-1 of its bits
@@ -153,4 +153,98 @@ fn eager_batched_products_and_cotangents_are_bit_exact() {
         .filter(|k| !still_known.iter().any(|s| s == *k))
         .collect();
     assert!(exact.is_empty(), "exact now, remove from KNOWN: {exact:?}");
+}
+
+/// Eager and jitted JAX give the same forward products (they differ only
+/// in seven cotangents, which XLA fuses differently under `jit`; flaxen's
+/// compiled steps mirror the eager ones, see below).
+#[test]
+fn jitted_jax_forward_equals_eager() {
+    let fixture: Fixture = load_fixture("batched_matmul.json");
+    for case in &fixture.cases {
+        assert!(
+            case.jit_y.is_none(),
+            "{} {:?} {:?}",
+            case.kind,
+            case.a_shape,
+            case.b_shape
+        );
+    }
+}
+
+/// The same cotangents through a compiled step: loss `sum(product * g)`,
+/// whose cotangent of the product is `g` exactly.
+#[test]
+fn compiled_cotangents_match_the_eager_oracle() {
+    set_exact_matmul_limit(usize::MAX);
+    let fixture: Fixture = load_fixture("batched_matmul.json");
+    let mut bad = Vec::new();
+    for case in &fixture.cases {
+        let [sa, sb, sg] = case.seeds;
+        let a = Tensor::from_array(random::normal(random::key(sa), &case.a_shape).unwrap());
+        let b = Tensor::from_array(random::normal(random::key(sb), &case.b_shape).unwrap());
+        let kind = case.kind.clone();
+        let y_shape = product(&kind, &a, &b).unwrap().shape().to_vec();
+        let g = Tensor::from_array(random::normal(random::key(sg), &y_shape).unwrap());
+        let params = Tree::new().with("a", a).with("b", b);
+        let mut step = jit_value_and_grad(move |p: &Tree| {
+            Ok(product(&kind, p.tensor("a")?, p.tensor("b")?)?
+                .mul(&g)?
+                .sum_all())
+        });
+        step.call(&params).unwrap();
+        let (_, grads) = step.call(&params).unwrap();
+        let name = format!("{} {:?} {:?}", case.kind, case.a_shape, case.b_shape);
+        for (what, got, want) in [
+            ("da", grads.tensor("a").unwrap(), &case.da),
+            ("db", grads.tensor("b").unwrap(), &case.db),
+        ] {
+            let label = format!("{name} {what}");
+            if let Some(how) = differs(got, want) {
+                if !KNOWN.contains(&label.as_str()) {
+                    bad.push(format!("{label}: {how}"));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "compiled cotangents differ:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// Bad dimension numbers are typed errors naming the shapes and axes;
+/// empty axes give empty or all-zero results, as `lax.dot_general` does.
+#[test]
+fn dot_general_bad_input() {
+    let a = Tensor::zeros(&[2, 3, 4]);
+    let b = Tensor::zeros(&[2, 4, 5]);
+    for (lc, rc, lb, rb) in [
+        (&[3][..], &[1][..], &[0][..], &[0][..]),
+        (&[2], &[1], &[0, 0], &[0, 0]),
+        (&[2], &[1], &[0], &[]),
+        (&[1], &[1], &[0], &[0]),
+        (&[2, 2], &[1, 1], &[], &[]),
+    ] {
+        let err = a.dot_general(&b, (lc, rc), (lb, rb)).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("[2, 3, 4]") && msg.contains("[2, 4, 5]"),
+            "{msg}"
+        );
+    }
+    assert!(a.matmul(&Tensor::zeros(&[3, 4, 5])).is_err());
+    // Zero-length axes: batch, free and contracting.
+    let cases: [(&[usize], &[usize], &[usize]); 4] = [
+        (&[0, 3, 4], &[4, 5], &[0, 3, 5]),
+        (&[2, 3, 0], &[0, 5], &[2, 3, 5]),
+        (&[3, 0], &[2, 0, 5], &[2, 3, 5]),
+        (&[2, 0, 4], &[4, 5], &[2, 0, 5]),
+    ];
+    for (sa, sb, want) in cases {
+        let y = Tensor::zeros(sa).matmul(&Tensor::zeros(sb)).unwrap();
+        assert_eq!(y.shape(), want);
+        assert!(y.to_vec().iter().all(|&v| v == 0.0));
+    }
 }
