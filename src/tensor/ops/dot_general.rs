@@ -19,9 +19,9 @@
 //! How an operand reaches the canonical dot decides its route:
 //! * a transpose that only moves axes of length 1 is a bitcast: row-major;
 //! * a transpose of the last two axes with nothing reshaped after it (one
-//!   contracting and one free axis, batch axes in place and none of length
-//!   1) is folded into the dot's dimension numbers: the operand is read
-//!   transposed (`g @ B^T`, or a left operand contracting its first axis);
+//!   contracting and one free axis, batch axes in place, none of them of
+//!   length one) is folded into the dot's dimension numbers: the operand is
+//!   read transposed (`g @ B^T`, or a left operand contracting its first axis);
 //! * any other is materialized by a copy: row-major.
 //!
 //! JAX's VJP of `dot_general` is two more `dot_general`s (the cotangent
@@ -333,6 +333,11 @@ impl Tensor {
     }
 }
 
+/// `jnp.matmul`'s product as a `dot_general`: the operands' shapes with
+/// the unit axes it squeezes removed, the dimension numbers, and the
+/// permutation of the dot's output into `jnp.matmul`'s.
+pub(crate) type MatmulDot = (Vec<usize>, Vec<usize>, DotDims, Vec<usize>);
+
 /// `jnp.matmul`'s `dot_general` for operands of these shapes (jax
 /// 0.10.2's `jnp.matmul`): a batch axis both operands have (but of length
 /// 1 on one side) is a batch axis of the dot; one only one operand has,
@@ -340,10 +345,7 @@ impl Tensor {
 /// that operand. Returns the squeezed shapes, the dimension numbers and
 /// the permutation of the dot's output into `jnp.matmul`'s; `None` if the
 /// shapes do not multiply.
-pub(crate) fn jnp_matmul_dims(
-    a: &[usize],
-    b: &[usize],
-) -> Option<(Vec<usize>, Vec<usize>, DotDims, Vec<usize>)> {
+pub(crate) fn jnp_matmul_dims(a: &[usize], b: &[usize]) -> Option<MatmulDot> {
     let (a_mat, b_mat) = (a.len() > 1, b.len() > 1);
     if a.is_empty() || b.is_empty() {
         return None;
