@@ -10,7 +10,9 @@
 //!   the last full tile reduce by halving,
 //!   `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`. The
 //!   remaining `k % 8` terms are a chain of fused multiply-adds from `+0`,
-//!   added to the reduced lanes.
+//!   added to the reduced lanes. One row times a matrix stored transposed
+//!   (`g @ B^T` with `g: [1, k]`, B row-major `[n, k]`, the cotangent of a
+//!   one-row product, alone or per batch) is the same GEMV over B's rows.
 //! * `[1, k] @ [k, 1]`: a reduction of the products. Up to 32 terms, one
 //!   chain of fused multiply-adds from `+0`; beyond, the products rounded
 //!   and summed in XLA's windows of 32 (see `rows::xla_row_sum`).

@@ -101,6 +101,12 @@ CASES = [
     ("values", (3, 1, 5, 7), (3, 7, 1, 3)),
     ("values", (4, 16, 9), (9, 4, 8)),
     ("values", (2, 3, 2, 10, 12), (2, 3, 12, 2, 16)),
+    # One-row products, whose cotangent `g @ B^T` is XLA's row-major GEMV
+    # over B (appended last: earlier cases keep their seeds).
+    ("matmul", (4, 1, 300), (4, 300, 40)),
+    ("matmul", (3, 1, 2048), (3, 2048, 24)),
+    ("matmul", (1, 1000), (1000, 33)),
+    ("matmul", (2, 1, 9), (9, 17)),
 ]
 
 FORMS = {

@@ -321,6 +321,9 @@ pub(crate) enum DotRoute {
     RowGemv,
     /// A vector dot (`[1, k] @ [k, 1]`): XLA's reduction of the products.
     VectorDot,
+    /// One row times a matrix stored transposed (`g @ B^T`, `g: [1, k]`,
+    /// B row-major `[n, k]`): XLA's row-major GEMV over B's rows.
+    RowGemvT,
     /// A matrix stored transposed times a vector (`A^T @ g` with `g: [k,
     /// 1]`, A row-major `[k, m]`): XLA computes `g^T @ A`, one row times a
     /// row-major matrix (its column-major GEMV), along this route of
@@ -365,6 +368,12 @@ impl DotRoute {
         }
         // Matrix-vector products, when XLA sees this product alone (not
         // folded into a `vmap`'s batched one).
+        // One row times a matrix stored transposed: XLA's dot emitter runs
+        // it as B's rows times the row (measured: `[1, k] @ [k, n]`'s
+        // cotangent `g @ B^T`, alone and per batch).
+        if m == 1 && n >= 2 && (pm, pn) == (m, n) && sb.0 == 1 && sb.1 != 1 {
+            return DotRoute::RowGemvT;
+        }
         if n == 1 && (pm, pn) == (m, n) {
             if m == 1 {
                 return DotRoute::VectorDot;
@@ -457,6 +466,7 @@ impl DotRoute {
             DotRoute::Fast => fast_matmul(x, sa, y, sb, (m, k, n), out),
             DotRoute::RowGemv => gemv::row_major_gemv(x, sa.0, y, sb.0, m, k, out),
             DotRoute::VectorDot => out[0] = gemv::vector_dot(x, sa.1, y, sb.0, k),
+            DotRoute::RowGemvT => gemv::row_major_gemv(y, sb.1, x, sa.1, n, k, out),
             DotRoute::Transposed(route) => {
                 route.run(y, (k * sb.0, sb.0), x, (sa.1, 1), (1, k, m), out, packed)
             }
@@ -664,7 +674,8 @@ pub(crate) fn matmul2d_into(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, ou
     assert!(b.nrows() == k && out.len() == m * n);
     let (pm, pn, _) = planned_shape(m, n, (1, 1));
     // Matrix-vector products have routes of their own (see `DotRoute`).
-    let vector = n == 1 && (pm, pn) == (m, n);
+    let row_gemv_t = m == 1 && n >= 2 && b.strides()[0] == 1 && b.strides()[1] != 1;
+    let vector = (n == 1 || row_gemv_t) && (pm, pn) == (m, n);
     if !vector
         && pm * pn * k <= SMALL
         && ynn_route(
