@@ -31,7 +31,7 @@
 //! the right operand's cotangent of `[b, m, k] @ [k, n]`), not a sum of
 //! per-batch products.
 
-use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use ndarray::{ArcArray, ArrayD, ArrayViewD, CowArray, IxDyn};
 use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
@@ -82,13 +82,13 @@ pub(crate) fn is_canonical(lhs_rank: usize, rhs_rank: usize, d: &DotDims) -> boo
 /// `[B, K, N]` on the right, see the module's documentation): its values
 /// row-major as `[B, r, c]`, and `true` if that is the canonical
 /// matrices transposed (each stored `[c, r]`, read through strides).
-fn canonical_operand(
-    op: &ArrayViewD<'_, f32>,
+fn canonical_operand<'a>(
+    op: &ArrayViewD<'a, f32>,
     contract: &[usize],
     batch: &[usize],
     left: bool,
     decompose: bool,
-) -> (ArrayD<f32>, bool) {
+) -> (CowArray<'a, f32, IxDyn>, bool) {
     let shape = op.shape();
     let free = free_axes(shape.len(), contract, batch);
     let mut perm: Vec<usize> = batch.to_vec();
@@ -115,27 +115,39 @@ fn canonical_operand(
             && batch.iter().enumerate().all(|(i, &b)| i == b));
     if folds && !identity {
         // Batch axes in place, the last two swapped: read transposed.
-        let v = op
-            .as_standard_layout()
-            .into_owned()
+        let v = standard(op.clone())
             .into_shape_with_order(IxDyn(&[nb, cols, rows]))
-            .expect("same size");
+            .expect("row-major");
         return (v, true);
     }
     // A bitcast or a copy: row-major either way.
-    let v = op
-        .view()
-        .permuted_axes(IxDyn(&perm))
-        .as_standard_layout()
-        .into_owned()
+    let v = standard(op.clone().permuted_axes(IxDyn(&perm)))
         .into_shape_with_order(IxDyn(&[nb, rows, cols]))
-        .expect("same size");
+        .expect("row-major");
     (v, false)
+}
+
+/// `v` row-major: itself if it is, else a row-major copy.
+fn standard(v: ArrayViewD<'_, f32>) -> CowArray<'_, f32, IxDyn> {
+    if v.is_standard_layout() {
+        CowArray::from(v)
+    } else {
+        CowArray::from(v.as_standard_layout().into_owned())
+    }
+}
+
+/// An owned array row-major (no copy if it already is).
+fn owned_standard(v: ArrayD<f32>) -> ArrayD<f32> {
+    if v.is_standard_layout() {
+        v
+    } else {
+        v.as_standard_layout().into_owned()
+    }
 }
 
 /// The `(r, c)` of a [`canonical_operand`]'s matrices as the dot reads
 /// them.
-fn extent(v: &(ArrayD<f32>, bool)) -> (usize, usize) {
+fn extent(v: &(CowArray<'_, f32, IxDyn>, bool)) -> (usize, usize) {
     let s = v.0.shape();
     if v.1 {
         (s[2], s[1])
@@ -146,7 +158,7 @@ fn extent(v: &(ArrayD<f32>, bool)) -> (usize, usize) {
 
 /// Batch `i`'s matrix of a [`canonical_operand`] (`r x c` as the dot
 /// reads it): its storage and (row, column) strides.
-fn matrix(v: &(ArrayD<f32>, bool), i: usize) -> (&[f32], (usize, usize)) {
+fn matrix<'v>(v: &'v (CowArray<'_, f32, IxDyn>, bool), i: usize) -> (&'v [f32], (usize, usize)) {
     let (s0, s1) = (v.0.shape()[1], v.0.shape()[2]);
     let all = v.0.as_slice().expect("row-major");
     let x = &all[i * s0 * s1..(i + 1) * s0 * s1];
@@ -236,9 +248,7 @@ fn transpose_lhs(
     }
     let out = dot_general_raw(g, y, &dims);
     // The transpose, materialized as JAX's eager `transpose` is.
-    out.permuted_axes(IxDyn(&out_axes))
-        .as_standard_layout()
-        .into_owned()
+    owned_standard(out.permuted_axes(IxDyn(&out_axes)))
 }
 
 /// JAX's `_dot_general_transpose_rhs`: the cotangent of the right operand.
@@ -257,6 +267,18 @@ fn transpose_rhs(
     transpose_lhs(g, y_rank, x, &swapped, true)
 }
 
+/// A tensor's values row-major in `shape` (same size), shared without a
+/// copy when they already are row-major.
+fn shared_standard(data: &ArcArray<f32, IxDyn>, shape: &[usize]) -> ArcArray<f32, IxDyn> {
+    let data = if data.is_standard_layout() {
+        data.clone()
+    } else {
+        data.as_standard_layout().into_owned().into_shared()
+    };
+    data.into_shape_with_order(IxDyn(shape))
+        .expect("row-major, same size")
+}
+
 impl Tensor {
     /// `transpose(dot_general(self', other', dims), out_perm)` where
     /// `self'` and `other'` are `self` and `other` reshaped to
@@ -271,24 +293,10 @@ impl Tensor {
         out_perm: &[usize],
     ) -> Result<Tensor> {
         // Row-major, as JAX's eager operations hold their operands.
-        let a = self
-            .data
-            .as_standard_layout()
-            .into_owned()
-            .into_shape_with_order(IxDyn(lhs_shape))
-            .expect("same size");
-        let b = other
-            .data
-            .as_standard_layout()
-            .into_owned()
-            .into_shape_with_order(IxDyn(rhs_shape))
-            .expect("same size");
+        let a = shared_standard(&self.data, lhs_shape);
+        let b = shared_standard(&other.data, rhs_shape);
         let raw = dot_general_raw(a.view(), b.view(), dims);
-        let out = raw
-            .view()
-            .permuted_axes(IxDyn(out_perm))
-            .as_standard_layout()
-            .into_owned();
+        let out = owned_standard(raw.permuted_axes(IxDyn(out_perm)));
         if !self.is_traced() && !other.is_traced() {
             return Ok(Tensor::constant(out.into_shared()));
         }
@@ -301,10 +309,7 @@ impl Tensor {
         let backward = move |g: ArrayD<f32>, needs: &[bool]| {
             // The cotangent of `dot_general`'s own output, materialized as
             // JAX's eager transpose is.
-            let g = g
-                .permuted_axes(IxDyn(&inverse))
-                .as_standard_layout()
-                .into_owned();
+            let g = owned_standard(g.permuted_axes(IxDyn(&inverse)));
             let ga = needs[0].then(|| {
                 transpose_lhs(g.view(), a.ndim(), b.view(), &d, false)
                     .into_shape_with_order(IxDyn(&sa))
