@@ -85,10 +85,9 @@ fn gemv_plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
 ///   transposed, XLA computes as one row `g^T @ A`: see
 ///   [`DotRoute::Transposed`].)
 ///
-/// A left operand repeated over a batch (`[b, 1, k] @ [k, n]`) is folded
-/// into the rows by JAX (no such columns); a batch of right operands with
-/// one left row (`[1, k] @ [b, k, n]`) is folded into XLA's columns, which
-/// the caller's per-matrix product cannot see: not covered (from `+0`).
+/// Products with a broadcast operand (`[b, 1, k] @ [k, n]`, `[1, k] @
+/// [b, k, n]`) reach this as the one product XLA makes of them, the batch
+/// folded into the rows or the columns (see `dot_general`).
 fn signed_from(m: usize, k: usize, n: usize, sb: (usize, usize)) -> usize {
     let b_transposed = sb.0 == 1 && sb.1 != 1;
     if k == 1 {
