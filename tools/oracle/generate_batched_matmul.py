@@ -15,6 +15,9 @@ Kinds:
 * `scores`: `jnp.einsum('...qhd,...khd->...hqk', q, k)` (a = q, b = k).
 * `values`: `jnp.einsum('...hqk,...khd->...qhd', w, v)` (a = w, b = v).
 
+`NONFINITE` cases then set single elements of a, b or g to NaN, infinities
+or zero (`edits`: [row-major index, u32 bits] pairs per operand).
+
 For each case: the product and both cotangents of `jax.vjp(f, a, b)` applied
 to `g`, computed eagerly (op by op, what flaxen's eager mode mirrors) under
 `y`, `da`, `db`; the same three from one `jax.jit` of (forward, vjp) under
@@ -109,6 +112,24 @@ CASES = [
     ("matmul", (2, 1, 9), (9, 17)),
 ]
 
+NAN, PINF, NINF = 0x7FC00000, 0x7F800000, 0xFF800000
+
+# Non-finite values through the new routes (appended after CASES, seeds
+# continue): (kind, a shape, b shape, edits of a, of b, of g), each edit a
+# [row-major index, u32 bits] pair. One-row cotangents (XLA's GEMV over B's
+# rows) with NaN, an infinity meeting a zero (g[0, 0, 5] = inf times
+# b[0, 7, 5] = 0 in da[0, 0, 7]) and infinities of both signs; products with a
+# broadcast operand (one folded dot) and an attention einsum with NaN and
+# infinities in their operands.
+NONFINITE = [
+    ("matmul", (3, 1, 40), (3, 40, 17), [], [], [[5, NAN]]),
+    ("matmul", (3, 1, 40), (3, 40, 17), [], [[7 * 17 + 5, 0]], [[5, PINF]]),
+    ("matmul", (3, 1, 40), (3, 40, 17), [], [], [[2, PINF], [20, NINF]]),
+    ("matmul", (2, 3, 4), (4, 5), [[5, NAN]], [[3, PINF]], []),
+    ("matmul", (16, 100), (3, 100, 8), [[17, NINF]], [], [[40, NAN]]),
+    ("scores", (2, 8, 4, 16), (2, 8, 4, 16), [[9, PINF]], [[100, NINF]], [[3, NAN]]),
+]
+
 FORMS = {
     "matmul": jnp.matmul,
     "scores": lambda q, k: jnp.einsum("...qhd,...khd->...hqk", q, k),
@@ -117,10 +138,13 @@ FORMS = {
 
 
 def expected(x):
-    """u32 bits, or beyond 4,096 elements {n, sha1} of the bits."""
-    bits = np.asarray(x, dtype=np.float32).reshape(-1).view(np.uint32)
+    """u32 bits, or beyond 4,096 elements {n, sha1} of the bits (every NaN
+    hashed as 0x7fc00000: a NaN's payload and sign are not part of what
+    XLA promises, the test compares NaNs as NaN)."""
+    bits = np.asarray(x, dtype=np.float32).reshape(-1).view(np.uint32).copy()
     if bits.size <= 4096:
         return bits.tolist()
+    bits[np.isnan(bits.view(np.float32))] = NAN
     return {"n": int(bits.size), "sha1": hashlib.sha1(bits.astype("<u4").tobytes()).hexdigest()}
 
 
@@ -128,10 +152,19 @@ def normal(seed, shape):
     return jax.random.normal(jax.random.key(seed), shape, dtype=jnp.float32)
 
 
+def edited(x, edits):
+    """`x` with single elements set to u32 bit patterns."""
+    flat = np.array(x, dtype=np.float32).reshape(-1)
+    for i, b in edits:
+        flat[i] = np.array([b], dtype=np.uint32).view(np.float32)[0]
+    return jnp.asarray(flat.reshape(x.shape))
+
+
 def main():
     cases = []
     differ = []
-    for i, (kind, sa, sb) in enumerate(CASES):
+    all_cases = [c + ([], [], []) for c in CASES] + NONFINITE
+    for i, (kind, sa, sb, ea, eb, eg) in enumerate(all_cases):
         f = FORMS[kind]
 
         def fwd_vjp(a, b, g, f=f):
@@ -139,14 +172,14 @@ def main():
             da, db = vjp(g)
             return y, da, db
 
-        a, b = normal(3 * i, sa), normal(3 * i + 1, sb)
+        a, b = edited(normal(3 * i, sa), ea), edited(normal(3 * i + 1, sb), eb)
         y_shape = jax.eval_shape(f, a, b).shape
-        g = normal(3 * i + 2, y_shape)
+        g = edited(normal(3 * i + 2, y_shape), eg)
         eager = fwd_vjp(a, b, g)
         jit = jax.jit(fwd_vjp)(a, b, g)
         case = {
             "kind": kind, "a_shape": list(sa), "b_shape": list(sb),
-            "seeds": [3 * i, 3 * i + 1, 3 * i + 2],
+            "seeds": [3 * i, 3 * i + 1, 3 * i + 2], "edits": [ea, eb, eg],
             "y": expected(eager[0]), "da": expected(eager[1]), "db": expected(eager[2]),
         }
         for name, e, j in zip(("y", "da", "db"), eager, jit):
