@@ -9,19 +9,10 @@
 
 mod common;
 
-use common::{load_fixture, ulp_distance};
+use common::{assert_only_known, differing, load_fixture, Expected};
 use flaxen::random;
 use flaxen::tensor::{jit_value_and_grad, set_exact_matmul_limit, vjp, Tensor, Tree};
 use serde::Deserialize;
-
-/// An expected array: its bits, or for a large one the SHA-1 of its bits
-/// (little-endian) and its length.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Expected {
-    Bits(Vec<u32>),
-    Digest { n: usize, sha1: String },
-}
 
 #[derive(Deserialize)]
 struct Case {
@@ -45,18 +36,6 @@ struct Fixture {
     cases: Vec<Case>,
 }
 
-/// The SHA-1 (hex) of `values`' bits as the oracle hashes them (every
-/// NaN as 0x7fc00000).
-fn digest(values: &[f32]) -> String {
-    use sha1::{Digest, Sha1};
-    let mut sha = Sha1::new();
-    for v in values {
-        let bits = if v.is_nan() { 0x7fc0_0000 } else { v.to_bits() };
-        sha.update(bits.to_le_bytes());
-    }
-    sha.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Case `case`'s operand `which` (0: a, 1: b, 2: g) of `shape`: drawn from
 /// its seed, then the oracle's edits.
 fn operand(case: &Case, which: usize, shape: &[usize]) -> Tensor {
@@ -66,40 +45,6 @@ fn operand(case: &Case, which: usize, shape: &[usize]) -> Tensor {
         flat[i] = f32::from_bits(bits);
     }
     Tensor::from_array(v)
-}
-
-/// How `got` differs from `want`: `None` if bit for bit equal, else a
-/// description (how many elements and the largest distance, when the
-/// bits are stored).
-fn differs(got: &Tensor, want: &Expected) -> Option<String> {
-    let got = got.to_vec();
-    match want {
-        Expected::Digest { n, sha1 } => (got.len() != *n || digest(&got) != *sha1)
-            .then(|| format!("digest of {} values differs", got.len())),
-        Expected::Bits(want) => {
-            if got.len() != want.len() {
-                return Some(format!("{} values, expected {}", got.len(), want.len()));
-            }
-            let (n, ulp) = got
-                .iter()
-                .zip(want)
-                .map(|(&g, &w)| {
-                    let w = f32::from_bits(w);
-                    // A NaN's payload and sign are not part of XLA's
-                    // promise: any NaN matches.
-                    if g.is_nan() && w.is_nan() {
-                        0
-                    } else if g.is_nan() || w.is_nan() || g.is_infinite() || w.is_infinite() {
-                        u64::from(g.to_bits() != w.to_bits())
-                    } else {
-                        ulp_distance(g, w)
-                    }
-                })
-                .filter(|&d| d > 0)
-                .fold((0, 0), |(n, m), d| (n + 1, m.max(d)));
-            (n > 0).then(|| format!("{n} of {} (max {ulp} ulp)", want.len()))
-        }
-    }
 }
 
 /// The case's product as flaxen computes it (attention's einsums as
@@ -158,24 +103,14 @@ fn eager_batched_products_and_cotangents_are_bit_exact() {
             ("db", grads.tensor("b").unwrap(), &case.db),
         ] {
             let label = format!("{name} {what}");
-            match differs(got, want) {
+            match differing(got, want) {
                 Some(_) if KNOWN.contains(&label.as_str()) => still_known.push(label),
                 Some(how) => bad.push(format!("{label}: {how}")),
                 None => {}
             }
         }
     }
-    assert!(
-        bad.is_empty(),
-        "{} outputs differ from JAX's:\n{}",
-        bad.len(),
-        bad.join("\n")
-    );
-    let exact: Vec<&&str> = KNOWN
-        .iter()
-        .filter(|k| !still_known.iter().any(|s| s == *k))
-        .collect();
-    assert!(exact.is_empty(), "exact now, remove from KNOWN: {exact:?}");
+    assert_only_known(&bad, &still_known, &KNOWN);
 }
 
 /// Eager and jitted JAX give the same forward products (they differ only
@@ -222,7 +157,7 @@ fn compiled_cotangents_match_the_eager_oracle() {
             ("db", grads.tensor("b").unwrap(), &case.db),
         ] {
             let label = format!("{name} {what}");
-            if let Some(how) = differs(got, want) {
+            if let Some(how) = differing(got, want) {
                 if !KNOWN.contains(&label.as_str()) {
                     bad.push(format!("{label}: {how}"));
                 }

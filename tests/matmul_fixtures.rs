@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{digest, load_fixture, ulp_distance, Expected};
+use common::{assert_only_known, differing, load_fixture, Expected};
 use flaxen::tensor::{jit_value_and_grad, vjp, Tensor, Tree};
 use serde::Deserialize;
 
@@ -53,29 +53,6 @@ fn operands(i: usize, case: &Case, y_shape: &[usize]) -> (Tensor, Tensor, Tensor
     )
 }
 
-/// How `got` differs from JAX's result, `None` when bit for bit equal:
-/// how many of its elements differ and the largest distance, or for a
-/// digest, that it differs.
-fn differing(got: &Tensor, want: &Expected) -> Option<String> {
-    let got = got.to_vec();
-    match want {
-        Expected::Bits(want) => {
-            assert_eq!(got.len(), want.len());
-            let (n, ulp) = got
-                .iter()
-                .zip(want)
-                .map(|(&g, &w)| ulp_distance(g, f32::from_bits(w)))
-                .filter(|&d| d > 0)
-                .fold((0, 0), |(n, m), d| (n + 1, m.max(d)));
-            (n > 0).then(|| format!("{n} of {} (max {ulp} ulp)", want.len()))
-        }
-        Expected::Digest { n, sha1 } => {
-            assert_eq!(got.len(), *n);
-            (digest(&got) != *sha1).then(|| format!("the digest of {n} values differs"))
-        }
-    }
-}
-
 /// Products not yet in XLA's order (none now: the one-row cotangents run
 /// XLA's row-major GEMV, batched and broadcast products its folded
 /// `dot_general`; see tests/batched_matmul.rs). An entry names a case and
@@ -116,18 +93,7 @@ fn eager_products_and_cotangents_are_bit_exact() {
             }
         }
     }
-    assert!(
-        bad.is_empty(),
-        "outputs that differ from JAX's:\n{}",
-        bad.join("\n")
-    );
-    // The list of known differences stays true: an entry that became exact
-    // is removed from it.
-    let exact: Vec<&&str> = KNOWN
-        .iter()
-        .filter(|k| !still_known.iter().any(|s| s == *k))
-        .collect();
-    assert!(exact.is_empty(), "exact now, remove from KNOWN: {exact:?}");
+    assert_only_known(&bad, &still_known, &KNOWN);
 }
 
 /// The 2-D cases through a compiled step: loss `sum(a @ b * g)`, whose
