@@ -339,6 +339,11 @@ struct Step {
     /// For a product: how its forward and its two cotangents are summed,
     /// decided when planned (see [`DotRoute`]).
     routes: Option<[DotRoute; 3]>,
+    /// For a select: its picked branch is input 1 times this scalar (a
+    /// dropout's scaling folded in, see [`fold_scalings`]).
+    scale: Option<f32>,
+    /// A scaling folded into the select that reads it: not computed.
+    folded: bool,
 }
 
 /// The shapes (`m, k, n`) and strides of a product's forward (`a @ b`)
@@ -624,9 +629,14 @@ impl Plan {
                 in_shapes,
                 shape,
                 routes,
+                scale: None,
+                folded: false,
             });
         }
         drop(nodes);
+        if !forward_only {
+            fold_scalings(&mut steps, &consts, leaves);
+        }
         let size = |s: &[usize]| s.iter().product::<usize>();
         let values = shapes
             .iter()
@@ -806,6 +816,9 @@ impl Plan {
                     Some(Src::Const(c)) => &consts[*c],
                 }
             };
+            if step.folded {
+                continue;
+            }
             forward(step, [input(0), input(1), input(2)], &mut rest[0], scratch);
         }
         // Backward, in the eager order. Parameter gradients go straight into
@@ -931,6 +944,9 @@ impl Plan {
                     Some(Src::Const(c)) => &consts[*c],
                 }
             };
+            if step.folded {
+                continue;
+            }
             let ins = [input(0), input(1), input(2)];
             forward(step, ins, &mut rest[0], &mut self.scratch);
         }
@@ -982,6 +998,57 @@ fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, 
 fn is_column(b: &[usize], shape: &[usize]) -> bool {
     let n = shape.len();
     n > 0 && b.len() == n && b[n - 1] == 1 && shape[n - 1] > 1 && b[..n - 1] == shape[..n - 1]
+}
+
+/// Folds a scaling by a scalar constant into the select that alone reads it
+/// (a dropout's `select(mask, x * (1 / keep), 0)`): the select computes
+/// the product where it picks it, and hands its cotangent on times the
+/// scalar, so the scaled array is neither written nor read (two passes
+/// over the activation less, forward and backward). The same products in
+/// the same order; and since the cotangent still reaches `x` in the same
+/// place among `x`'s other cotangents (no other reader of `x` lies between
+/// the scaling and the select), the same sums.
+fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize) {
+    let root = leaves + steps.len().saturating_sub(1);
+    let mut readers = vec![0usize; leaves + steps.len()];
+    for step in steps.iter() {
+        for src in &step.inputs {
+            if let Src::Node(i) = *src {
+                readers[i] += 1;
+            }
+        }
+    }
+    for s in 0..steps.len() {
+        let sel = &steps[s];
+        let (OpKind::Select, Some(&Src::Node(t))) = (sel.kind, sel.inputs.get(1)) else {
+            continue;
+        };
+        if t < leaves || t == root || readers[t] != 1 {
+            continue;
+        }
+        let mul = &steps[t - leaves];
+        let (OpKind::Mul, Some(&Src::Node(x)), Some(&Src::Const(c))) =
+            (mul.kind, mul.inputs.first(), mul.inputs.get(1))
+        else {
+            continue;
+        };
+        if consts[c].len() != 1 || mul.in_shapes[0] != mul.shape || mul.folded {
+            continue;
+        }
+        let between = |step: &Step| {
+            step.inputs
+                .iter()
+                .any(|src| matches!(*src, Src::Node(i) if i == x))
+        };
+        if steps[t - leaves + 1..s].iter().any(between) {
+            continue;
+        }
+        let r = consts[c][0];
+        let sel = &mut steps[s];
+        sel.inputs[1] = Src::Node(x);
+        sel.scale = Some(r);
+        steps[t - leaves].folded = true;
+    }
 }
 
 /// Whether a gradient can reach a parameter through `src`.
@@ -1104,12 +1171,24 @@ fn forward_body(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Sc
         }
         OpKind::Select if c.len() == 1 => {
             let f = c[0];
-            for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
-                *o = if picks(m) { t } else { f };
+            match step.scale {
+                // The folded scaling's product, then the select.
+                Some(r) => {
+                    for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
+                        *o = if picks(m) { MUL(t, r) } else { f };
+                    }
+                }
+                None => {
+                    for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
+                        *o = if picks(m) { t } else { f };
+                    }
+                }
             }
         }
         OpKind::Select => {
+            let r = step.scale;
             for (((o, &m), &t), &f) in out.iter_mut().zip(a).zip(b).zip(c) {
+                let t = r.map_or(t, |r| MUL(t, r));
                 *o = if picks(m) { t } else { f };
             }
         }
@@ -1268,6 +1347,14 @@ fn backward_body(
             dst.fill(g[0] * (1.0 / a.len() as f32));
         }
         // Each branch gets the cotangent where it was picked, +0 elsewhere.
+        // A folded scaling's cotangent follows: the select's, times the
+        // scalar (as the scaling's own rule, `g * y`).
+        OpKind::Select if input == 1 && step.scale.is_some() => {
+            let r = step.scale.unwrap_or(1.0);
+            for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
+                *d = (if picks(m) { g } else { 0.0 }) * r;
+            }
+        }
         OpKind::Select => {
             let keep = input == 1;
             for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
@@ -1286,5 +1373,56 @@ fn backward_body(
             unreachable!("planned forward only")
         }
         OpKind::Other => unreachable!("planned steps are replayable"),
+    }
+}
+
+#[cfg(test)]
+mod fold_tests {
+    use super::*;
+    use crate::tensor::value_and_grad;
+
+    /// `select(mask, x * r, f)` with `x` also read elsewhere: compiled
+    /// (with the scaling folded where allowed) equals eager, bit for bit,
+    /// for scalings whose zeros keep or flip their sign.
+    #[test]
+    fn folded_scalings_give_the_eager_bits() {
+        let mask = Tensor::from_vec(vec![1.0, 0.0, 1.0, 0.0, 1.0, 1.0], &[2, 3]).unwrap();
+        for r in [1.25f32, -2.0, 0.0] {
+            // `between`: x is read again between the scaling and the select
+            // (not folded: the sums into x's cotangent would reorder).
+            for between in [false, true] {
+                let f = |p: &Tree, b: &Tree| -> crate::Result<Tensor> {
+                    let x = p.tensor("w")?.relu();
+                    let scaled = x.mul(&Tensor::scalar(r))?;
+                    let other = if between {
+                        x.square()
+                    } else {
+                        Tensor::zeros(&[2, 3])
+                    };
+                    let picked = Tensor::select(b.tensor("m")?, &scaled, &Tensor::zeros(&[]))?;
+                    Ok(picked.add(&other)?.add(&x)?.square().sum_all())
+                };
+                let inputs = Tree::new().with("m", mask.clone());
+                let mut step = jit_value_and_grad_with(f);
+                for t in 0..3 {
+                    let w: Vec<f32> = (0..6)
+                        .map(|i| (i as f32 - 2.5) * (t as f32 + 0.5))
+                        .collect();
+                    let p = Tree::new().with("w", Tensor::from_vec(w, &[2, 3]).unwrap());
+                    let (l, g) = step.call_with(&p, &inputs).unwrap();
+                    let (le, ge) = value_and_grad(|p| f(p, &inputs), &p).unwrap();
+                    let bits =
+                        |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&l), bits(&le), "r {r}, between {between}");
+                    let (gw, gew) = (g.tensor("w").unwrap(), ge.tensor("w").unwrap());
+                    assert_eq!(bits(gw), bits(gew), "r {r}, between {between}");
+                }
+                let Some(Ok(plan)) = &step.plan else {
+                    panic!("compiled")
+                };
+                let folded = plan.steps.iter().filter(|s| s.folded).count();
+                assert_eq!(folded, usize::from(!between), "r {r}, between {between}");
+            }
+        }
     }
 }
