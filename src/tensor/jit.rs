@@ -339,9 +339,9 @@ struct Step {
     /// For a product: how its forward and its two cotangents are summed,
     /// decided when planned (see [`DotRoute`]).
     routes: Option<[DotRoute; 3]>,
-    /// For a select: its picked branch is input 1 times this scalar (a
-    /// dropout's scaling folded in, see [`fold_scalings`]).
-    scale: Option<f32>,
+    /// For a select: its picked branch is input 1 scaled so (a dropout's
+    /// scaling folded in, see [`fold_scalings`]).
+    scale: Option<Scaling>,
     /// A scaling folded into the select that reads it: not computed.
     folded: bool,
 }
@@ -355,6 +355,35 @@ fn dot_shapes(m: usize, k: usize, n: usize) -> [DotCall; 3] {
         ((n, 1), (1, n), (m, n, k)),
         ((1, k), (n, 1), (k, m, n)),
     ]
+}
+
+/// A scaling by a scalar constant that a select applies to its picked
+/// branch (see [`fold_scalings`]).
+#[derive(Clone, Copy, Debug)]
+enum Scaling {
+    /// `x * r` (a scaling recorded as a product).
+    Mul(f32),
+    /// `x / c` (recorded as a division by a constant).
+    Div(f32),
+}
+
+impl Scaling {
+    /// The scaled value, as the scaling's own step computes it.
+    #[inline(always)]
+    fn apply(self, x: f32) -> f32 {
+        match self {
+            Scaling::Mul(r) => MUL(x, r),
+            Scaling::Div(c) => DIV(x, c),
+        }
+    }
+
+    /// The factor of the scaling's cotangent rule (`g * y`, `g * (1 / y)`).
+    fn factor(self) -> f32 {
+        match self {
+            Scaling::Mul(r) => r,
+            Scaling::Div(c) => 1.0 / c,
+        }
+    }
 }
 
 /// Strides of the left and right operands and the product's `(m, k, n)`.
@@ -1000,11 +1029,13 @@ fn is_column(b: &[usize], shape: &[usize]) -> bool {
     n > 0 && b.len() == n && b[n - 1] == 1 && shape[n - 1] > 1 && b[..n - 1] == shape[..n - 1]
 }
 
-/// Folds a scaling by a scalar constant into the select that alone reads it
-/// (a dropout's `select(mask, x * (1 / keep), 0)`): the select computes
-/// the product where it picks it, and hands its cotangent on times the
-/// scalar, so the scaled array is neither written nor read (two passes
-/// over the activation less, forward and backward). The same products in
+/// Folds a scaling by a scalar constant (a product, or a division by a
+/// constant) into the select that alone reads it (a dropout's
+/// `select(mask, x / keep, 0)`, or `x * (1 / keep)` as jitted): the select
+/// computes the scaled value where it picks it, and hands its cotangent on
+/// times the scaling's factor, so the scaled array is neither written nor
+/// read (two passes over the activation less, forward and backward). The
+/// same operations in
 /// the same order; and since the cotangent still reaches `x` in the same
 /// place among `x`'s other cotangents (no other reader of `x` lies between
 /// the scaling and the select), the same sums.
@@ -1027,14 +1058,18 @@ fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize) {
             continue;
         }
         let mul = &steps[t - leaves];
-        let (OpKind::Mul, Some(&Src::Node(x)), Some(&Src::Const(c))) =
-            (mul.kind, mul.inputs.first(), mul.inputs.get(1))
+        let (Some(&Src::Node(x)), Some(&Src::Const(c))) = (mul.inputs.first(), mul.inputs.get(1))
         else {
             continue;
         };
         if consts[c].len() != 1 || mul.in_shapes[0] != mul.shape || mul.folded {
             continue;
         }
+        let scaling = match mul.kind {
+            OpKind::Mul => Scaling::Mul(consts[c][0]),
+            OpKind::Div => Scaling::Div(consts[c][0]),
+            _ => continue,
+        };
         let between = |step: &Step| {
             step.inputs
                 .iter()
@@ -1043,10 +1078,9 @@ fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize) {
         if steps[t - leaves + 1..s].iter().any(between) {
             continue;
         }
-        let r = consts[c][0];
         let sel = &mut steps[s];
         sel.inputs[1] = Src::Node(x);
-        sel.scale = Some(r);
+        sel.scale = Some(scaling);
         steps[t - leaves].folded = true;
     }
 }
@@ -1172,10 +1206,15 @@ fn forward_body(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Sc
         OpKind::Select if c.len() == 1 => {
             let f = c[0];
             match step.scale {
-                // The folded scaling's product, then the select.
-                Some(r) => {
+                // The folded scaling, then the select.
+                Some(Scaling::Mul(r)) => {
                     for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
                         *o = if picks(m) { MUL(t, r) } else { f };
+                    }
+                }
+                Some(Scaling::Div(c)) => {
+                    for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
+                        *o = if picks(m) { DIV(t, c) } else { f };
                     }
                 }
                 None => {
@@ -1188,7 +1227,7 @@ fn forward_body(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Sc
         OpKind::Select => {
             let r = step.scale;
             for (((o, &m), &t), &f) in out.iter_mut().zip(a).zip(b).zip(c) {
-                let t = r.map_or(t, |r| MUL(t, r));
+                let t = r.map_or(t, |r| r.apply(t));
                 *o = if picks(m) { t } else { f };
             }
         }
@@ -1348,9 +1387,9 @@ fn backward_body(
         }
         // Each branch gets the cotangent where it was picked, +0 elsewhere.
         // A folded scaling's cotangent follows: the select's, times the
-        // scalar (as the scaling's own rule, `g * y`).
+        // scaling's factor (as its own rule: `g * y` or `g * (1 / y)`).
         OpKind::Select if input == 1 && step.scale.is_some() => {
-            let r = step.scale.unwrap_or(1.0);
+            let r = step.scale.map_or(1.0, Scaling::factor);
             for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
                 *d = (if picks(m) { g } else { 0.0 }) * r;
             }
@@ -1387,13 +1426,23 @@ mod fold_tests {
     #[test]
     fn folded_scalings_give_the_eager_bits() {
         let mask = Tensor::from_vec(vec![1.0, 0.0, 1.0, 0.0, 1.0, 1.0], &[2, 3]).unwrap();
-        for r in [1.25f32, -2.0, 0.0] {
+        for (r, div) in [
+            (1.25f32, false),
+            (-2.0, false),
+            (0.0, false),
+            (0.9, true),
+            (-0.3, true),
+        ] {
             // `between`: x is read again between the scaling and the select
             // (not folded: the sums into x's cotangent would reorder).
             for between in [false, true] {
                 let f = |p: &Tree, b: &Tree| -> crate::Result<Tensor> {
                     let x = p.tensor("w")?.relu();
-                    let scaled = x.mul(&Tensor::scalar(r))?;
+                    let scaled = if div {
+                        x.div(&Tensor::scalar(r))?
+                    } else {
+                        x.mul(&Tensor::scalar(r))?
+                    };
                     let other = if between {
                         x.square()
                     } else {
@@ -1413,15 +1462,19 @@ mod fold_tests {
                     let (le, ge) = value_and_grad(|p| f(p, &inputs), &p).unwrap();
                     let bits =
                         |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&l), bits(&le), "r {r}, between {between}");
+                    assert_eq!(bits(&l), bits(&le), "r {r}, div {div}, between {between}");
                     let (gw, gew) = (g.tensor("w").unwrap(), ge.tensor("w").unwrap());
-                    assert_eq!(bits(gw), bits(gew), "r {r}, between {between}");
+                    assert_eq!(bits(gw), bits(gew), "r {r}, div {div}, between {between}");
                 }
                 let Some(Ok(plan)) = &step.plan else {
                     panic!("compiled")
                 };
                 let folded = plan.steps.iter().filter(|s| s.folded).count();
-                assert_eq!(folded, usize::from(!between), "r {r}, between {between}");
+                assert_eq!(
+                    folded,
+                    usize::from(!between),
+                    "r {r}, div {div}, between {between}"
+                );
             }
         }
     }
