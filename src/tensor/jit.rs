@@ -36,7 +36,7 @@ use super::sampled::{draw_again, Sampler};
 use super::shape::broadcast_shapes_for;
 use super::tape::{OpKind, Tape};
 use super::tree::Tree;
-use super::unary_fn;
+use super::unary_fn::{self, UnaryFn};
 use super::Tensor;
 use crate::random::Key;
 
@@ -342,7 +342,10 @@ struct Step {
     /// For a select: its picked branch is input 1 scaled so (a dropout's
     /// scaling folded in, see [`fold_scalings`]).
     scale: Option<Scaling>,
-    /// A scaling folded into the select that reads it: not computed.
+    /// For a select: its picked branch is the `relu` of input 1 (before
+    /// any scaling; folded in, see [`fold_scalings`]).
+    pre_relu: bool,
+    /// A step folded into the select that reads it: not computed.
     folded: bool,
 }
 
@@ -659,6 +662,7 @@ impl Plan {
                 shape,
                 routes,
                 scale: None,
+                pre_relu: false,
                 folded: false,
             });
         }
@@ -1029,16 +1033,17 @@ fn is_column(b: &[usize], shape: &[usize]) -> bool {
     n > 0 && b.len() == n && b[n - 1] == 1 && shape[n - 1] > 1 && b[..n - 1] == shape[..n - 1]
 }
 
-/// Folds a scaling by a scalar constant (a product, or a division by a
-/// constant) into the select that alone reads it (a dropout's
-/// `select(mask, x / keep, 0)`, or `x * (1 / keep)` as jitted): the select
-/// computes the scaled value where it picks it, and hands its cotangent on
-/// times the scaling's factor, so the scaled array is neither written nor
-/// read (two passes over the activation less, forward and backward). The
-/// same operations in
-/// the same order; and since the cotangent still reaches `x` in the same
-/// place among `x`'s other cotangents (no other reader of `x` lies between
-/// the scaling and the select), the same sums.
+/// Folds into each select the steps that feed its picked branch alone: a
+/// scaling by a scalar constant (a product, or a division by a constant:
+/// a dropout's `select(mask, x / keep, 0)`, or `x * (1 / keep)` as
+/// jitted), and a `relu` before it. The select computes the branch's value
+/// where it picks it and hands its cotangent on through the folded steps'
+/// rules, so their arrays are neither written nor read (a dropout after a
+/// `relu` then costs one pass over the activation forward and one backward,
+/// as the `relu` alone). The same operations in the same order; and since
+/// the cotangent still reaches the folded steps' input in the same place
+/// among that input's other cotangents (no other reader of it lies between
+/// the folded step and the select), the same sums.
 fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize) {
     let root = leaves + steps.len().saturating_sub(1);
     let mut readers = vec![0usize; leaves + steps.len()];
@@ -1050,39 +1055,67 @@ fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize) {
         }
     }
     for s in 0..steps.len() {
-        let sel = &steps[s];
-        let (OpKind::Select, Some(&Src::Node(t))) = (sel.kind, sel.inputs.get(1)) else {
-            continue;
-        };
-        if t < leaves || t == root || readers[t] != 1 {
+        if steps[s].kind != OpKind::Select {
             continue;
         }
-        let mul = &steps[t - leaves];
-        let (Some(&Src::Node(x)), Some(&Src::Const(c))) = (mul.inputs.first(), mul.inputs.get(1))
-        else {
-            continue;
-        };
-        if consts[c].len() != 1 || mul.in_shapes[0] != mul.shape || mul.folded {
-            continue;
+        // The scaling, then the relu under it.
+        if let Some((t, x)) = foldable(steps, s, leaves, root, &readers) {
+            let step = &steps[t - leaves];
+            let scaling = match (step.kind, step.inputs.get(1)) {
+                (OpKind::Mul, Some(&Src::Const(c))) if consts[c].len() == 1 => {
+                    Some(Scaling::Mul(consts[c][0]))
+                }
+                (OpKind::Div, Some(&Src::Const(c))) if consts[c].len() == 1 => {
+                    Some(Scaling::Div(consts[c][0]))
+                }
+                _ => None,
+            };
+            if let Some(scaling) = scaling {
+                steps[s].inputs[1] = Src::Node(x);
+                steps[s].scale = Some(scaling);
+                steps[t - leaves].folded = true;
+            }
         }
-        let scaling = match mul.kind {
-            OpKind::Mul => Scaling::Mul(consts[c][0]),
-            OpKind::Div => Scaling::Div(consts[c][0]),
-            _ => continue,
-        };
-        let between = |step: &Step| {
-            step.inputs
-                .iter()
-                .any(|src| matches!(*src, Src::Node(i) if i == x))
-        };
-        if steps[t - leaves + 1..s].iter().any(between) {
-            continue;
+        if let Some((t, x)) = foldable(steps, s, leaves, root, &readers) {
+            if matches!(steps[t - leaves].kind, OpKind::Unary(UnaryFn::Relu, _)) {
+                steps[s].inputs[1] = Src::Node(x);
+                steps[s].pre_relu = true;
+                steps[t - leaves].folded = true;
+            }
         }
-        let sel = &mut steps[s];
-        sel.inputs[1] = Src::Node(x);
-        sel.scale = Some(scaling);
-        steps[t - leaves].folded = true;
     }
+}
+
+/// The step `t` feeding select `s`'s picked branch and its first input
+/// `x`, when `t` could fold into the select: an operation of the
+/// branch's shape that only the select reads (not the result), whose input
+/// no step between `t` and the select reads.
+fn foldable(
+    steps: &[Step],
+    s: usize,
+    leaves: usize,
+    root: usize,
+    readers: &[usize],
+) -> Option<(usize, usize)> {
+    let Some(&Src::Node(t)) = steps[s].inputs.get(1) else {
+        return None;
+    };
+    if t < leaves || t == root || readers[t] != 1 || steps[s].pre_relu {
+        return None;
+    }
+    let step = &steps[t - leaves];
+    let Some(&Src::Node(x)) = step.inputs.first() else {
+        return None;
+    };
+    if step.folded || step.in_shapes[0] != step.shape {
+        return None;
+    }
+    let reads_x = |step: &Step| {
+        step.inputs
+            .iter()
+            .any(|src| matches!(*src, Src::Node(i) if i == x))
+    };
+    (!steps[t - leaves + 1..s].iter().any(reads_x)).then_some((t, x))
 }
 
 /// Whether a gradient can reach a parameter through `src`.
@@ -1205,34 +1238,39 @@ fn forward_body(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Sc
         }
         OpKind::Select if c.len() == 1 => {
             let f = c[0];
-            match step.scale {
-                // The folded scaling, then the select.
-                Some(Scaling::Mul(r)) => {
-                    for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
-                        *o = if picks(m) { MUL(t, r) } else { f };
-                    }
-                }
-                Some(Scaling::Div(c)) => {
-                    for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
-                        *o = if picks(m) { DIV(t, c) } else { f };
-                    }
-                }
-                None => {
-                    for ((o, &m), &t) in out.iter_mut().zip(a).zip(b) {
-                        *o = if picks(m) { t } else { f };
-                    }
-                }
+            // One loop per folded combination (each vectorizes).
+            match (step.pre_relu, step.scale) {
+                (false, None) => select_into(out, a, b, f, |t| t),
+                (false, Some(Scaling::Mul(r))) => select_into(out, a, b, f, |t| MUL(t, r)),
+                (false, Some(Scaling::Div(d))) => select_into(out, a, b, f, |t| DIV(t, d)),
+                (true, None) => select_into(out, a, b, f, relu),
+                (true, Some(Scaling::Mul(r))) => select_into(out, a, b, f, |t| MUL(relu(t), r)),
+                (true, Some(Scaling::Div(d))) => select_into(out, a, b, f, |t| DIV(relu(t), d)),
             }
         }
         OpKind::Select => {
-            let r = step.scale;
             for (((o, &m), &t), &f) in out.iter_mut().zip(a).zip(b).zip(c) {
-                let t = r.map_or(t, |r| r.apply(t));
+                let t = if step.pre_relu { relu(t) } else { t };
+                let t = step.scale.map_or(t, |r| r.apply(t));
                 *o = if picks(m) { t } else { f };
             }
         }
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
+}
+
+/// `out = picks(mask) ? branch(t) : f` elementwise.
+#[inline(always)]
+fn select_into(out: &mut [f32], mask: &[f32], t: &[f32], f: f32, branch: impl Fn(f32) -> f32) {
+    for ((o, &m), &t) in out.iter_mut().zip(mask).zip(t) {
+        *o = if picks(m) { branch(t) } else { f };
+    }
+}
+
+/// `relu` as its replayed step computes it.
+#[inline(always)]
+fn relu(x: f32) -> f32 {
+    UnaryFn::Relu.f(x)
 }
 
 /// Sums `g` (of the step's output shape) down to `target`'s length, as
@@ -1388,10 +1426,18 @@ fn backward_body(
         // Each branch gets the cotangent where it was picked, +0 elsewhere.
         // A folded scaling's cotangent follows: the select's, times the
         // scaling's factor (as its own rule: `g * y` or `g * (1 / y)`).
-        OpKind::Select if input == 1 && step.scale.is_some() => {
-            let r = step.scale.map_or(1.0, Scaling::factor);
-            for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
-                *d = (if picks(m) { g } else { 0.0 }) * r;
+        // A folded relu's after that: `relu`'s rule at the branch's input.
+        OpKind::Select if input == 1 && (step.scale.is_some() || step.pre_relu) => {
+            let pick = |g: f32, m: f32| if picks(m) { g } else { 0.0 };
+            let relu_rule = |g: f32, x: f32| UnaryFn::Relu.vjp(g, x, 0.0, false);
+            let it = dst.iter_mut().zip(g).zip(a).zip(b);
+            match (step.pre_relu, step.scale.map(Scaling::factor)) {
+                (false, Some(r)) => it.for_each(|(((d, &g), &m), _)| *d = pick(g, m) * r),
+                (true, Some(r)) => {
+                    it.for_each(|(((d, &g), &m), &x)| *d = relu_rule(pick(g, m) * r, x))
+                }
+                (true, None) => it.for_each(|(((d, &g), &m), &x)| *d = relu_rule(pick(g, m), x)),
+                (false, None) => unreachable!("matched above"),
             }
         }
         OpKind::Select => {
@@ -1420,28 +1466,31 @@ mod fold_tests {
     use super::*;
     use crate::tensor::value_and_grad;
 
-    /// `select(mask, x * r, f)` with `x` also read elsewhere: compiled
-    /// (with the scaling folded where allowed) equals eager, bit for bit,
-    /// for scalings whose zeros keep or flip their sign.
+    /// `select(mask, relu(w) scaled, 0)` compiled (with the scaling and the
+    /// relu folded into the select where allowed) equals eager, bit for
+    /// bit: products and divisions whose zeros keep or flip their sign, no
+    /// scaling, the relu's output read again after the select (the relu
+    /// stays), and a reader of it between the scaling and the select
+    /// (nothing folds).
     #[test]
-    fn folded_scalings_give_the_eager_bits() {
+    fn folded_steps_give_the_eager_bits() {
         let mask = Tensor::from_vec(vec![1.0, 0.0, 1.0, 0.0, 1.0, 1.0], &[2, 3]).unwrap();
-        for (r, div) in [
-            (1.25f32, false),
-            (-2.0, false),
-            (0.0, false),
-            (0.9, true),
-            (-0.3, true),
-        ] {
-            // `between`: x is read again between the scaling and the select
-            // (not folded: the sums into x's cotangent would reorder).
-            for between in [false, true] {
+        let scalings = [
+            None,
+            Some((1.25f32, false)),
+            Some((-2.0, false)),
+            Some((0.0, false)),
+            Some((0.9, true)),
+            Some((-0.3, true)),
+        ];
+        for scaling in scalings {
+            for (between, tail) in [(false, false), (false, true), (true, false)] {
                 let f = |p: &Tree, b: &Tree| -> crate::Result<Tensor> {
                     let x = p.tensor("w")?.relu();
-                    let scaled = if div {
-                        x.div(&Tensor::scalar(r))?
-                    } else {
-                        x.mul(&Tensor::scalar(r))?
+                    let scaled = match scaling {
+                        None => x.clone(),
+                        Some((r, true)) => x.div(&Tensor::scalar(r))?,
+                        Some((r, false)) => x.mul(&Tensor::scalar(r))?,
                     };
                     let other = if between {
                         x.square()
@@ -1449,8 +1498,11 @@ mod fold_tests {
                         Tensor::zeros(&[2, 3])
                     };
                     let picked = Tensor::select(b.tensor("m")?, &scaled, &Tensor::zeros(&[]))?;
-                    Ok(picked.add(&other)?.add(&x)?.square().sum_all())
+                    let y = picked.add(&other)?;
+                    let y = if tail { y.add(&x)? } else { y };
+                    Ok(y.square().sum_all())
                 };
+                let what = format!("{scaling:?}, between {between}, tail {tail}");
                 let inputs = Tree::new().with("m", mask.clone());
                 let mut step = jit_value_and_grad_with(f);
                 for t in 0..3 {
@@ -1462,19 +1514,18 @@ mod fold_tests {
                     let (le, ge) = value_and_grad(|p| f(p, &inputs), &p).unwrap();
                     let bits =
                         |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&l), bits(&le), "r {r}, div {div}, between {between}");
+                    assert_eq!(bits(&l), bits(&le), "{what}");
                     let (gw, gew) = (g.tensor("w").unwrap(), ge.tensor("w").unwrap());
-                    assert_eq!(bits(gw), bits(gew), "r {r}, div {div}, between {between}");
+                    assert_eq!(bits(gw), bits(gew), "{what}");
                 }
                 let Some(Ok(plan)) = &step.plan else {
                     panic!("compiled")
                 };
                 let folded = plan.steps.iter().filter(|s| s.folded).count();
-                assert_eq!(
-                    folded,
-                    usize::from(!between),
-                    "r {r}, div {div}, between {between}"
-                );
+                // The relu folds when the select alone reads its output.
+                let scaled = usize::from(scaling.is_some() && !between);
+                let expected = scaled + usize::from(!between && !tail);
+                assert_eq!(folded, expected, "{what}");
             }
         }
     }
