@@ -832,28 +832,7 @@ impl Plan {
                 }
             }
         }
-        // This call's random draws.
-        for (s, step) in steps.iter().enumerate() {
-            if let OpKind::Sampled(i) = step.kind {
-                values[leaves + s] = draw_again(&samplers[i], keys)?;
-            }
-        }
-        // Forward.
-        for (s, step) in steps.iter().enumerate() {
-            let (before, rest) = values.split_at_mut(leaves + s);
-            let input = |k: usize| -> &[f32] {
-                match step.inputs.get(k) {
-                    None => &[],
-                    Some(Src::Node(i)) if *i < leaves => leaf[*i],
-                    Some(Src::Node(i)) => &before[*i],
-                    Some(Src::Const(c)) => &consts[*c],
-                }
-            };
-            if step.folded {
-                continue;
-            }
-            forward(step, [input(0), input(1), input(2)], &mut rest[0], scratch);
-        }
+        forward_pass(steps, samplers, consts, &leaf, values, keys, scratch)?;
         // Backward, in the eager order. Parameter gradients go straight into
         // the output buffers (copied first only if the caller still holds
         // the previous results).
@@ -948,7 +927,6 @@ impl Plan {
     /// shapes), drawing again from `keys`; read results with
     /// [`value`](Plan::value).
     pub(crate) fn run_forward(&mut self, leaves: &[Tensor], keys: &[Key]) -> crate::Result<()> {
-        let n = self.leaves;
         self.scratch.routes = current_layout().is_none() && exact_matmul_limit() == self.limit;
         for (t, copy) in leaves.iter().zip(self.leaf_copies.iter_mut()) {
             if t.data.as_slice().is_none() {
@@ -961,29 +939,15 @@ impl Plan {
             .zip(&self.leaf_copies)
             .map(|(t, copy)| t.data.as_slice().unwrap_or(copy))
             .collect();
-        for (s, step) in self.steps.iter().enumerate() {
-            if let OpKind::Sampled(i) = step.kind {
-                self.values[n + s] = draw_again(&self.samplers[i], keys)?;
-            }
-        }
-        for (s, step) in self.steps.iter().enumerate() {
-            let (before, rest) = self.values.split_at_mut(n + s);
-            let consts = &self.consts;
-            let input = |k: usize| -> &[f32] {
-                match step.inputs.get(k) {
-                    None => &[],
-                    Some(Src::Node(i)) if *i < n => leaf[*i],
-                    Some(Src::Node(i)) => &before[*i],
-                    Some(Src::Const(c)) => &consts[*c],
-                }
-            };
-            if step.folded {
-                continue;
-            }
-            let ins = [input(0), input(1), input(2)];
-            forward(step, ins, &mut rest[0], &mut self.scratch);
-        }
-        Ok(())
+        forward_pass(
+            &self.steps,
+            &self.samplers,
+            &self.consts,
+            &leaf,
+            &mut self.values,
+            keys,
+            &mut self.scratch,
+        )
     }
 
     /// The value of node `node` (an operation, not a leaf) after
@@ -991,6 +955,43 @@ impl Plan {
     pub(crate) fn value(&self, node: usize) -> &[f32] {
         &self.values[node]
     }
+}
+
+/// One call's forward pass, shared by training steps and compiled modules:
+/// draws this call's random numbers from `keys`, then computes every step
+/// (but those folded into a select) into `values`, whose first
+/// `leaf.len()` entries stand for the leaves, whose values are `leaf`.
+fn forward_pass(
+    steps: &[Step],
+    samplers: &[Sampler],
+    consts: &[Vec<f32>],
+    leaf: &[&[f32]],
+    values: &mut [Vec<f32>],
+    keys: &[Key],
+    scratch: &mut Scratch,
+) -> crate::Result<()> {
+    let leaves = leaf.len();
+    for (s, step) in steps.iter().enumerate() {
+        if let OpKind::Sampled(i) = step.kind {
+            values[leaves + s] = draw_again(&samplers[i], keys)?;
+        }
+    }
+    for (s, step) in steps.iter().enumerate() {
+        if step.folded {
+            continue;
+        }
+        let (before, rest) = values.split_at_mut(leaves + s);
+        let input = |k: usize| -> &[f32] {
+            match step.inputs.get(k) {
+                None => &[],
+                Some(Src::Node(i)) if *i < leaves => leaf[*i],
+                Some(Src::Node(i)) => &before[*i],
+                Some(Src::Const(c)) => &consts[*c],
+            }
+        };
+        forward(step, [input(0), input(1), input(2)], &mut rest[0], scratch);
+    }
+    Ok(())
 }
 
 /// Applies `f` over two operands in one of the replayable broadcast
