@@ -1129,61 +1129,47 @@ fn last(step: &Step) -> usize {
     *step.in_shapes[0].last().expect("at least 1-D")
 }
 
-/// Runs `$body` compiled for the widest vectors this CPU has (AVX-512 or
-/// AVX2 with FMA), else as is: the elementwise loops of a replay then use
-/// the full vector width. The same operations in the same order (Rust never
+/// Runs `f` compiled for the widest vectors this CPU has (AVX-512 or AVX2
+/// with FMA), else as is: the elementwise loops of a replay then use the
+/// full vector width. The same operations in the same order (Rust never
 /// reorders or contracts floating-point arithmetic), so the same bits.
-macro_rules! widest_vectors {
-    ($body:expr) => {{
-        #[cfg(target_arch = "x86_64")]
-        {
-            /// `f`, compiled for AVX-512.
-            ///
-            /// # Safety
-            ///
-            /// The CPU must support AVX-512F.
-            #[target_feature(enable = "avx512f")]
-            unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
-                f()
-            }
-            /// `f`, compiled for AVX2 and FMA.
-            ///
-            /// # Safety
-            ///
-            /// The CPU must support AVX2 and FMA.
-            #[target_feature(enable = "avx2,fma")]
-            unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
-                f()
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: AVX-512F was detected just above; it is the only
-                // requirement of `avx512`, whose body is safe code.
-                unsafe {
-                    avx512(
-                        #[inline(always)]
-                        || $body,
-                    )
-                }
-            } else if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                // SAFETY: both features were detected just above; they are
-                // the only requirement of `avx2`, whose body is safe code.
-                unsafe {
-                    avx2(
-                        #[inline(always)]
-                        || $body,
-                    )
-                }
-            } else {
-                $body
-            }
+/// `f` must be an `#[inline(always)]` closure, so that its body is
+/// compiled inside the wrapper.
+#[inline(always)]
+fn on_widest_vectors<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        /// `f`, compiled for AVX-512.
+        ///
+        /// # Safety
+        ///
+        /// The CPU must support AVX-512F.
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
+            f()
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            $body
+        /// `f`, compiled for AVX2 and FMA.
+        ///
+        /// # Safety
+        ///
+        /// The CPU must support AVX2 and FMA.
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
         }
-    }};
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F was detected just above; it is the only
+            // requirement of `avx512`, whose body is safe code.
+            return unsafe { avx512(f) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: both features were detected just above; they are the
+            // only requirement of `avx2`, whose body is safe code.
+            return unsafe { avx2(f) };
+        }
+    }
+    f()
 }
 
 /// The forward computation of one step into `out`, on the widest vectors.
@@ -1191,7 +1177,10 @@ fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch
     if out.len() < WIDE_MIN {
         return forward_body(step, ins, out, scratch);
     }
-    widest_vectors!(forward_body(step, ins, out, scratch))
+    on_widest_vectors(
+        #[inline(always)]
+        || forward_body(step, ins, out, scratch),
+    )
 }
 
 /// Steps with fewer outputs than this run their loops inline: the
@@ -1339,7 +1328,10 @@ fn backward(
     if dst.len().max(g.len()) < WIDE_MIN {
         return backward_body(step, input, g, ins, out, dst, scratch);
     }
-    widest_vectors!(backward_body(step, input, g, ins, out, dst, scratch))
+    on_widest_vectors(
+        #[inline(always)]
+        || backward_body(step, input, g, ins, out, dst, scratch),
+    )
 }
 
 /// The loops of [`backward`].
