@@ -20,12 +20,7 @@ use crate::random::sampling::sample;
 /// assert!(random::bernoulli(random::key(0), 1.5, &[2]).is_err());
 /// ```
 pub fn bernoulli(key: Key, p: f32, shape: &[usize]) -> Result<ArrayD<bool>, RandomError> {
-    if !(0.0..=1.0).contains(&p) {
-        return Err(RandomError::Probability {
-            function: "bernoulli",
-            p,
-        });
-    }
+    check_probability(p)?;
     sample(
         "bernoulli",
         &key,
@@ -39,6 +34,18 @@ pub fn bernoulli(key: Key, p: f32, shape: &[usize]) -> Result<ArrayD<bool>, Rand
     )
 }
 
+/// `p` as a probability of [`bernoulli`]: in `[0, 1]`, not NaN.
+fn check_probability(p: f32) -> Result<(), RandomError> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(RandomError::Probability {
+            function: "bernoulli",
+            p,
+        })
+    }
+}
+
 /// [`bernoulli`] as `1.0` / `0.0` in one pass (no boolean array to convert):
 /// the keep mask of `Dropout`, drawn again on every call of a compiled
 /// step.
@@ -47,12 +54,7 @@ pub(crate) fn bernoulli_mask(
     p: f32,
     shape: &[usize],
 ) -> Result<ArrayD<f32>, RandomError> {
-    if !(0.0..=1.0).contains(&p) {
-        return Err(RandomError::Probability {
-            function: "bernoulli",
-            p,
-        });
-    }
+    check_probability(p)?;
     sample(
         "bernoulli",
         key,
