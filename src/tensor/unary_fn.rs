@@ -318,7 +318,11 @@ pub(crate) fn apply_into(func: UnaryFn, x: &[f32], out: &mut [f32]) {
 /// `g[i] = func.vjp(g[i], x[i], o[i], fused)`: the backward rule over
 /// slices of one length, in place.
 pub(crate) fn vjp_in_place(func: UnaryFn, g: &mut [f32], x: &[f32], o: &[f32], fused: bool) {
-    each_variant!(func, |f| vjp_each(g, x, o, |g, x, o| f.vjp(g, x, o, fused)))
+    each_variant!(func, |f| {
+        for ((g, &x), &o) in g.iter_mut().zip(x).zip(o) {
+            *g = f.vjp(*g, x, o, fused);
+        }
+    })
 }
 
 /// `d[i] = func.vjp(g[i], x[i], o[i], fused)` over slices of one length.
@@ -328,14 +332,6 @@ pub(crate) fn vjp_into(func: UnaryFn, d: &mut [f32], g: &[f32], x: &[f32], o: &[
             *d = f.vjp(g, x, o, fused);
         }
     })
-}
-
-/// `g[i] = rule(g[i], x[i], o[i])`.
-#[inline(always)]
-fn vjp_each(g: &mut [f32], x: &[f32], o: &[f32], rule: impl Fn(f32, f32, f32) -> f32) {
-    for ((g, &x), &o) in g.iter_mut().zip(x).zip(o) {
-        *g = rule(*g, x, o);
-    }
 }
 
 /// `out[i] = f(x[i])`.
