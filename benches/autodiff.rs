@@ -11,7 +11,8 @@
 //! steps the way the JAX script does (median and best of ~10 ms batches)
 //! instead of running criterion. `AUTODIFF_LIMIT=max` (or a number) sets
 //! the exact-product limit first (`set_exact_matmul_limit`; 0: every
-//! product through the `gemm` crate).
+//! product through the `gemm` crate). `FLAXEN_BENCH_KEEP_FREED_MEMORY=1`
+//! calls `memory::keep_freed_memory` first.
 
 use criterion::{black_box, criterion_group, Criterion};
 
@@ -173,6 +174,11 @@ fn batch_report() {
 criterion_group!(benches, train_steps, gemm_vs_matrixmultiply);
 
 fn main() {
+    // `FLAXEN_BENCH_KEEP_FREED_MEMORY=1`: `memory::keep_freed_memory` first
+    // (glibc keeping freed pages; process-wide, so a run of its own).
+    if std::env::var_os("FLAXEN_BENCH_KEEP_FREED_MEMORY").is_some() {
+        flaxen::memory::keep_freed_memory();
+    }
     if let Ok(limit) = std::env::var("AUTODIFF_LIMIT") {
         let limit = match limit.as_str() {
             "max" => usize::MAX,
