@@ -530,6 +530,42 @@ fn scalar_output<const T: usize>(
     tot
 }
 
+/// [`scalar_output`] when the multiple of `T` is one chunk and there is no
+/// chain: its `T` partial sums reduced, then the tail's (each term in its
+/// own partial sum, from `+0`) reduced and added.
+#[inline(always)]
+fn one_chunk_output<const T: usize>(term: impl Fn(usize) -> (f32, f32), k: usize) -> f32 {
+    let reduce = |l: [f32; T]| match T {
+        1 => l[0],
+        2 => l[0] + l[1 % T],
+        _ => (l[0] + l[1 % T]) + (l[2 % T] + l[3 % T]),
+    };
+    let kmain = k / T * T;
+    let mut lanes = [0.0f32; T];
+    let mut p = 0;
+    while p < kmain {
+        for (q, lane) in lanes.iter_mut().enumerate() {
+            let (x, y) = term(p + q);
+            *lane = x.mul_add(y, *lane);
+        }
+        p += T;
+    }
+    if kmain == k {
+        return reduce(lanes);
+    }
+    let mut tail = [0.0f32; T];
+    for (q, lane) in tail.iter_mut().enumerate().take(k - kmain) {
+        let (x, y) = term(kmain + q);
+        *lane = x.mul_add(y, 0.0);
+    }
+    let tail = reduce(tail);
+    if kmain == 0 {
+        tail
+    } else {
+        tail + reduce(lanes)
+    }
+}
+
 /// [`planned_scalar`]'s loops for `tile_k == T`.
 #[inline(always)]
 fn scalar_tiles<const T: usize>(
@@ -542,6 +578,19 @@ fn scalar_tiles<const T: usize>(
     out: &mut [f32],
 ) {
     let chain = |j: usize| plan.chain.then(|| chain_start(j, plan.signed_from));
+    if let (false, [(0, j1, kc)]) = (plan.chain, &plan.tiles[..]) {
+        if *j1 == n && *kc >= k / T * T {
+            // One chunk and the tail, no chain (most small products): the
+            // same sums without the chunk loop's bookkeeping per output.
+            for i in 0..m {
+                for j in 0..n {
+                    let term = |p: usize| (x[i * sa.0 + p * sa.1], y[p * sb.0 + j * sb.1]);
+                    out[i * n + j] = one_chunk_output::<T>(term, k);
+                }
+            }
+            return;
+        }
+    }
     if sa.1 == 1 && sb.0 == 1 {
         // Rows of A and columns of B contiguous: each output a dot of two
         // slices (bounds checked once per output).

@@ -242,7 +242,8 @@ fn take(
 /// pairwise (`l + vf/2`, ...), then the rows left over are added in order.
 /// Outer loops run in order around this.
 fn nest_sum(acc: f32, block: &[f32], extents: &[usize], checked: &[bool]) -> f32 {
-    let loops: Vec<(usize, bool)> = extents
+    // Inline (no allocation): compiled steps sum their losses here.
+    let loops: smallvec::SmallVec<[(usize, bool); 8]> = extents
         .iter()
         .zip(checked)
         .filter(|(&e, _)| e != 1)
@@ -255,24 +256,30 @@ fn nest_sum(acc: f32, block: &[f32], extents: &[usize], checked: &[bool]) -> f32
     if vf == 0 {
         return fold(acc, block);
     }
+    // The lane count a constant: the lanes stay in registers.
+    let rows = match vf {
+        2 => vector_rows::<2>,
+        4 => vector_rows::<4>,
+        _ => vector_rows::<8>,
+    };
     block
         .chunks_exact(b * c)
-        .fold(acc, |acc, rows| vector_rows(acc, rows, b, c, vf))
+        .fold(acc, |acc, block| rows(acc, block, b, c))
 }
 
-/// `acc` plus `b` rows of `c` elements, the rows split among `vf` lanes.
-fn vector_rows(acc: f32, rows: &[f32], b: usize, c: usize, vf: usize) -> f32 {
-    let main = b - b % vf;
-    let mut lanes = [-0.0f32; 8];
+/// `acc` plus `b` rows of `c` elements, the rows split among `VF` lanes.
+fn vector_rows<const VF: usize>(acc: f32, rows: &[f32], b: usize, c: usize) -> f32 {
+    let main = b - b % VF;
+    let mut lanes = [-0.0f32; VF];
     lanes[0] = acc;
-    for group in rows[..main * c].chunks_exact(vf * c) {
+    for group in rows[..main * c].chunks_exact(VF * c) {
         for j in 0..c {
-            for (l, lane) in lanes[..vf].iter_mut().enumerate() {
+            for (l, lane) in lanes.iter_mut().enumerate() {
                 *lane += group[l * c + j];
             }
         }
     }
-    let mut width = vf;
+    let mut width = VF;
     while width > 1 {
         width /= 2;
         for l in 0..width {

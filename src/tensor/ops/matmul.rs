@@ -454,11 +454,17 @@ impl DotRoute {
             DotRoute::Small(plain, from) => {
                 small_matmul_strided(x, sa, y, sb, m, k, n, out, (*plain, *from))
             }
-            DotRoute::Scalar(plan) if sa.1 == 1 && sb.1 == 1 && sb.0 != 1 => {
+            DotRoute::Scalar(plan) if sa.1 == 1 && sb.1 == 1 && sb.0 != 1 && k >= 16 => {
                 // B's columns gathered, so that every output is a dot of
-                // two contiguous slices.
+                // two contiguous slices (for a few terms, reading B through
+                // its strides costs less than gathering it).
                 packed.clear();
-                packed.extend((0..n).flat_map(|j| (0..k).map(move |p| y[p * sb.0 + j])));
+                packed.resize(n * k, 0.0);
+                for (j, col) in packed.chunks_exact_mut(k).enumerate() {
+                    for (p, v) in col.iter_mut().enumerate() {
+                        *v = y[p * sb.0 + j];
+                    }
+                }
                 ynn_dot::planned_scalar(x, sa, packed, (1, k), (m, k, n), plan, out)
             }
             DotRoute::Scalar(plan) => ynn_dot::planned_scalar(x, sa, y, sb, (m, k, n), plan, out),
