@@ -5,6 +5,7 @@
 mod activation;
 mod attention;
 mod autodiff;
+mod batch_norm_jit;
 mod control_flow;
 mod conv;
 mod conv_transpose;

@@ -266,6 +266,9 @@ impl Module for BatchNorm {
             }
             return self.call_batched(s, name, &x, feature, &reduction, ra_mean, ra_var);
         }
+        if let Some(y) = super::batch_norm_jit::compiled_forward(self, s, &x, &ra_mean, &ra_var)? {
+            return Ok(y);
+        }
         let mask = mask_tensor(s, self.mask.as_ref(), &x)?;
         let (mean, var) = if self.use_running_average {
             (ra_mean.value(), ra_var.value())

@@ -58,3 +58,49 @@ pub fn as_jitted<T>(f: impl FnOnce() -> T) -> T {
 pub(crate) fn in_compiled_region() -> bool {
     DEPTH.with(|d| d.get() > 0)
 }
+
+thread_local! {
+    /// Inside a jitted module's forward program (`nn::Jit` tracing,
+    /// replaying or running its body without a differentiation around
+    /// it): `Some(tape)` while it is traced on that tape, `Some(None)`
+    /// while it runs untraced.
+    static FORWARD_JIT: Cell<Option<Option<u64>>> = const { Cell::new(None) };
+}
+
+/// While alive, this thread runs a jitted module's forward program (see
+/// [`forward_jit_tape`]); restores the enclosing state when dropped.
+pub(crate) struct ForwardJit(Option<Option<u64>>);
+
+impl ForwardJit {
+    /// Enters a forward program, untraced.
+    pub(crate) fn enter() -> ForwardJit {
+        ForwardJit(FORWARD_JIT.with(|f| f.replace(Some(None))))
+    }
+
+    /// Notes that the forward program being entered is traced on the tape
+    /// `tape` (no-op outside a forward program).
+    pub(crate) fn traced_on(tape: u64) -> ForwardJit {
+        ForwardJit(FORWARD_JIT.with(|f| {
+            let before = f.get();
+            if before.is_some() {
+                f.set(Some(Some(tape)));
+            }
+            before
+        }))
+    }
+}
+
+impl Drop for ForwardJit {
+    fn drop(&mut self) {
+        FORWARD_JIT.with(|f| f.set(self.0));
+    }
+}
+
+/// Inside a jitted module's forward program, the id of the tape it is
+/// traced on (`Some(None)`: not traced); `None` elsewhere, including
+/// under a differentiation. Operations that XLA fuses differently from
+/// eager JAX (BatchNorm) use their compiled numbers only here, and only
+/// on tensors untraced or traced on that tape.
+pub(crate) fn forward_jit_tape() -> Option<Option<u64>> {
+    FORWARD_JIT.with(|f| f.get())
+}

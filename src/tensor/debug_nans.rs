@@ -117,6 +117,7 @@ fn op_name(kind: &OpKind, at: &Location) -> String {
         OpKind::StopGradient => "stop_gradient".into(),
         OpKind::MaxLastStopped => "max".into(),
         OpKind::LabelLogits(_) => "take_along_axis".into(),
+        OpKind::BatchNorm(_) => "batch_norm".into(),
         OpKind::Other => format!("the operation at {}:{}", at.file(), at.line()),
     }
 }

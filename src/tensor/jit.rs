@@ -515,7 +515,10 @@ impl Plan {
             }
             let backward_less = matches!(
                 node.kind,
-                OpKind::SumAxes { .. } | OpKind::Maximum | OpKind::Reshape(_)
+                OpKind::SumAxes { .. }
+                    | OpKind::Maximum
+                    | OpKind::Reshape(_)
+                    | OpKind::BatchNorm(_)
             );
             if backward_less && !forward_only {
                 return Err(unsupported(format!(
@@ -550,6 +553,7 @@ impl Plan {
                     out
                 }
                 OpKind::Neg | OpKind::Unary(..) => in_shapes[0].clone(),
+                OpKind::BatchNorm(bn) => bn.shape(&in_shapes[0]),
                 OpKind::Add
                 | OpKind::Sub
                 | OpKind::Mul
@@ -1221,6 +1225,7 @@ fn forward_body(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Sc
             reduce::reduce_sum(a, &step.in_shapes[0], axes, mean, out)
         }
         OpKind::Maximum => zip_into(step, a, b, out, nan_max),
+        OpKind::BatchNorm(bn) => bn.forward(&step.in_shapes[0], [a, b, c], out),
         OpKind::MaxLastStopped => cross_entropy::max_rows_finite(a, last(step), out),
         OpKind::LabelLogits(_) => {
             let labels = b.iter().map(|&l| l as usize);
@@ -1447,7 +1452,10 @@ fn backward_body(
             let labels = b.iter().map(|&l| l as usize);
             cross_entropy::label_logits_backward(g, last(step), labels, dst)
         }
-        OpKind::SumAxes { .. } | OpKind::Maximum | OpKind::Reshape(_) => {
+        OpKind::SumAxes { .. }
+        | OpKind::Maximum
+        | OpKind::Reshape(_)
+        | OpKind::BatchNorm(_) => {
             unreachable!("planned forward only")
         }
         OpKind::Other => unreachable!("planned steps are replayable"),

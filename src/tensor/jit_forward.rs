@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use ndarray::{ArcArray, IxDyn};
 
+use super::compiled::ForwardJit;
 use super::error::TensorError;
 use super::grad::{detach, trace_on};
 use super::jit::Plan;
@@ -64,6 +65,7 @@ pub(crate) fn trace_forward<T>(
     f: impl FnOnce(&[Tensor]) -> crate::Result<(T, Vec<Tensor>)>,
 ) -> crate::Result<Traced<T>> {
     let tape = Tape::new();
+    let _traced = ForwardJit::traced_on(tape.id);
     let entries = args
         .iter()
         .enumerate()

@@ -85,6 +85,11 @@ pub(crate) enum OpKind {
     /// second input, as `f32`. `Some(j)`: they are integer array `j` of a
     /// compiled step's inputs, read again on every call.
     LabelLogits(Option<usize>),
+    /// A step of BatchNorm's forward pass as XLA compiles it inside a
+    /// jitted module (`nn::Jit`, see [`crate::xla::batch_norm`]). Recorded
+    /// only on the tape of a forward program, never differentiated;
+    /// replayed forward only.
+    BatchNorm(crate::xla::batch_norm::Step),
 }
 
 /// A shape of at most [`Dims::MAX`] axes, stored inline so that

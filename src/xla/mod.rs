@@ -10,6 +10,8 @@
 //!   matrix-vector and vector-vector emitters.
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
 //!   down columns (windows of rows, YNNPACK tiles).
+//! - [`batch_norm`]: BatchNorm's forward pass as XLA fuses it in a jitted
+//!   module (sums of squares contracted, constants folded).
 //! - [`libm_f32`]: glibc's `sinf`/`cosf`/`logf` (XLA:CPU calls glibc for
 //!   sine and cosine; TensorFlow's Box–Muller for `logf` and `sincosf`),
 //!   ported to plain `f64` arithmetic; public as `random::tf::libm_f32`.
@@ -17,6 +19,7 @@
 //! Every function here works on slices of `f32` and knows nothing of
 //! tensors or keys.
 
+pub(crate) mod batch_norm;
 pub(crate) mod dot;
 pub(crate) mod dot_blocked;
 pub(crate) mod gemv;

@@ -294,7 +294,7 @@ fn vector_rows<const VF: usize>(acc: f32, rows: &[f32], b: usize, c: usize) -> f
 /// vectorized), as read from XLA's optimized IR for `b` and `c` of 2 to 32.
 /// A loop whose body has more than 8 elements is not vectorized, nor one
 /// of fewer than 16 iterations that the lanes do not divide.
-fn vector_factor(b: usize, c: usize) -> usize {
+pub(crate) fn vector_factor(b: usize, c: usize) -> usize {
     #[rustfmt::skip]
     const TABLE: [[u8; 31]; 7] = [
         // b = 2, 3, ..., 32

@@ -23,7 +23,7 @@ use crate::core::scope::{Scope, State};
 use crate::error::Result;
 use crate::random::Key;
 use crate::tensor::batched::current_layout;
-use crate::tensor::compiled::CompiledRegion;
+use crate::tensor::compiled::{CompiledRegion, ForwardJit};
 use crate::tensor::custom::recorded;
 use crate::tensor::debug_nans;
 use crate::tensor::jit_forward::{trace_forward, ForwardProgram, Unplanned};
@@ -145,6 +145,8 @@ impl<'s> Scope<'s> {
             || current_layout().is_some()
             || args.iter().any(recorded)
             || state.variables.iter().any(|(_, t)| !t.arrays().is_empty());
+        // Not inlined: the body is XLA's compiled program, whatever runs it.
+        let _forward = (!inline).then(ForwardJit::enter);
         let statics = (!inline).then(|| statics(&input)).flatten();
         let Some(statics) = statics else {
             return run(state, input);

@@ -1,5 +1,6 @@
 //! The differentiable operations, as methods of [`Tensor`](super::Tensor).
 
+pub(crate) mod batch_norm;
 pub(crate) mod binary;
 
 pub(crate) use binary::is_trailing;

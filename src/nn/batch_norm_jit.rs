@@ -1,0 +1,75 @@
+//! `BatchNorm`'s forward pass inside a jitted module (`nn::Jit`), with the
+//! numbers XLA gives it there ([`crate::xla::batch_norm`]) rather than
+//! eager JAX's.
+
+use crate::core::{Result, Scope, Variable};
+use crate::tensor::compiled_batch_norm;
+use crate::tensor::Tensor;
+use crate::xla::batch_norm::{contracted_columns, Step};
+
+use super::normalization::BatchNorm;
+
+/// `bn(x)` with jitted Flax's numbers, or `None` when they do not apply:
+/// outside a jitted module's forward program, while initializing, under a
+/// differentiation, with a mask, an axis name, `use_fast_variance` off,
+/// a feature axis other than the last, a 1-D input or an empty one (those
+/// keep eager JAX's numbers).
+pub(super) fn compiled_forward(
+    bn: &BatchNorm,
+    s: &Scope<'_>,
+    x: &Tensor,
+    ra_mean: &Variable<'_, '_>,
+    ra_var: &Variable<'_, '_>,
+) -> Result<Option<Tensor>> {
+    let shape = x.shape();
+    let plain = bn.mask.is_none()
+        && bn.axis_name.is_none()
+        && bn.use_fast_variance
+        && !s.is_initializing()
+        && shape.len() >= 2
+        && (bn.axis == -1 || bn.axis == shape.len() as isize - 1)
+        && shape.iter().product::<usize>() > 0;
+    if !plain {
+        return Ok(None);
+    }
+    let features = shape[shape.len() - 1];
+    let scale = bn
+        .use_scale
+        .then(|| s.param("scale", &bn.scale_init, &[features]))
+        .transpose()?;
+    let bias = bn
+        .use_bias
+        .then(|| s.param("bias", &bn.bias_init, &[features]))
+        .transpose()?;
+    let (mean0, var0) = (ra_mean.value(), ra_var.value());
+    let mut all = vec![x, &mean0, &var0];
+    all.extend(scale.iter().chain(&bias));
+    if !compiled_batch_norm(&all) {
+        return Ok(None);
+    }
+    let step = Tensor::batch_norm_step;
+    let (centered, var) = if bn.use_running_average {
+        (x.sub(&mean0)?, var0)
+    } else {
+        let rows = shape[..shape.len() - 1].iter().product::<usize>();
+        // XLA divides by the count as a product by its f32 reciprocal.
+        let c = 1.0 / rows as f32;
+        let (m, om) = (bn.momentum as f32, (1.0 - bn.momentum) as f32);
+        let s1 = step(Step::Sums, &[x]);
+        let s2 = step(Step::Squares, &[x]);
+        let var = step(Step::Var { c }, &[&s1, &s2]);
+        // `(1 - m) * mean` with the mean's `c` folded into the constant.
+        ra_mean.set(step(Step::MeanUpdate { m, c2: om * c }, &[&s1, &mean0]))?;
+        ra_var.set(step(Step::VarUpdate { m, om }, &[&var, &var0]))?;
+        let contracted = contracted_columns(features, bn.use_scale, bn.use_bias);
+        (step(Step::Center { c, contracted }, &[x, &s1]), var)
+    };
+    let mut k = var.add(&Tensor::scalar(bn.epsilon))?.rsqrt();
+    if let Some(scale) = &scale {
+        k = k.mul(scale)?;
+    }
+    Ok(Some(match &bias {
+        Some(bias) => step(Step::Affine, &[&centered, &k, bias]),
+        None => centered.mul(&k)?,
+    }))
+}
