@@ -22,7 +22,8 @@ pub(super) fn compiled_forward(
     ra_var: &Variable<'_, '_>,
 ) -> Result<Option<Tensor>> {
     let shape = x.shape();
-    let plain = bn.mask.is_none()
+    let plain = crate::tensor::compiled::forward_jit_tape().is_some()
+        && bn.mask.is_none()
         && bn.axis_name.is_none()
         && bn.use_fast_variance
         && !s.is_initializing()
@@ -33,6 +34,21 @@ pub(super) fn compiled_forward(
         return Ok(None);
     }
     let features = shape[shape.len() - 1];
+    let (mean0, var0) = (ra_mean.value(), ra_var.value());
+    // Peeked without taking the names, so that the eager path can still
+    // create or fetch them when the compiled steps do not apply.
+    let peek = |on: bool, name: &str| on.then(|| s.get_variable("params", name));
+    let (peek_scale, peek_bias) = (peek(bn.use_scale, "scale"), peek(bn.use_bias, "bias"));
+    let mut all = vec![x, &mean0, &var0];
+    for p in [&peek_scale, &peek_bias].into_iter().flatten() {
+        match p {
+            Some(t) => all.push(t),
+            None => return Ok(None),
+        }
+    }
+    if !compiled_batch_norm(&all) {
+        return Ok(None);
+    }
     let scale = bn
         .use_scale
         .then(|| s.param("scale", &bn.scale_init, &[features]))
@@ -41,12 +57,6 @@ pub(super) fn compiled_forward(
         .use_bias
         .then(|| s.param("bias", &bn.bias_init, &[features]))
         .transpose()?;
-    let (mean0, var0) = (ra_mean.value(), ra_var.value());
-    let mut all = vec![x, &mean0, &var0];
-    all.extend(scale.iter().chain(&bias));
-    if !compiled_batch_norm(&all) {
-        return Ok(None);
-    }
     let step = Tensor::batch_norm_step;
     let (centered, var) = if bn.use_running_average {
         (x.sub(&mean0)?, var0)
