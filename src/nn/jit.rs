@@ -27,7 +27,9 @@ use crate::tensor::Tensors;
 /// draws its masks) are drawn again from each call's keys, and writable
 /// collections (`BatchNorm`'s `batch_stats` in training) are results of
 /// the replay. The numbers are those of running the module as a compiled
-/// region ([`as_jitted`](crate::tensor::as_jitted)), replayed or not. A
+/// region ([`as_jitted`](crate::tensor::as_jitted)), replayed or not, and
+/// a [`BatchNorm`](super::BatchNorm)'s forward pass is the one XLA fuses
+/// (see `crate::xla::batch_norm`), as in Flax's `nn.jit`. A
 /// module the replay cannot repeat (an operation it does not know, a
 /// branch on a value) runs on every call instead, with the same numbers.
 /// At `init`, under `grad` (its input or variables traced) and under

@@ -144,7 +144,9 @@ pub(super) fn canonical_axis(s: &Scope<'_>, axis: isize, ndim: usize, what: &str
 /// averages kept in the `batch_stats` collection (`use_running_average`).
 /// In training, `apply` must be given `batch_stats` as mutable to update
 /// them; during `init` the statistics are created but not updated, as in
-/// Flax.
+/// Flax. Inside a [`Jit`](super::Jit) (not under `grad`) its forward pass
+/// has the numbers XLA gives it in a jitted Flax module (statistics and
+/// normalization fused, multiply-adds contracted), elsewhere eager JAX's.
 #[derive(Clone, Debug)]
 pub struct BatchNorm {
     /// Use the running averages instead of the batch statistics.

@@ -18,9 +18,10 @@ keys, the body op by op as eager JAX runs it).
 XLA rewrites BatchNorm's statistics and normalization when it fuses them
 (sums times 1/n folded into the momentum, multiply-adds contracted), so
 with `bn` the compiled numbers differ from the eager ones in the last bit;
-the script records whether they agree (`jitted_equals_eager`) and flaxen's
-test compares against the jitted numbers where they do, against the
-eager ones where they do not.
+the script records whether they agree (`jitted_equals_eager`). flaxen's
+test compares its outputs and statistics with the jitted numbers (a
+`Jit`'s BatchNorm emulates XLA's fusion); nn_jit_bn_ulps.py tabulates
+both runs' distance to them, and flaxen's.
 
 Gradients are of `sum(y * w)` (w fixed) with respect to the parameters
 for the first call, by eager `jax.grad` (the jitted module inside it is
