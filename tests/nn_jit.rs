@@ -134,8 +134,10 @@ fn tree_json(tree: &Tree) -> Value {
 fn numbers<M: Module<Input = Tensor, Output = Tensor>>(module: &M, c: &Value) -> Value {
     let x = tensor(&c["x"], &shape(&c["x_shape"]));
     let v = module.init(init_rngs(), x.clone()).unwrap();
-    let variables: serde_json::Map<String, Value> =
-        v.iter().map(|(c, t)| (c.to_string(), tree_json(t))).collect();
+    let variables: serde_json::Map<String, Value> = v
+        .iter()
+        .map(|(c, t)| (c.to_string(), tree_json(t)))
+        .collect();
     let params = v.params();
     let mut stats = v.collection("batch_stats").cloned();
     let mut calls = Vec::new();
@@ -195,7 +197,11 @@ fn check_case<M: Module<Input = Tensor, Output = Tensor>>(module: &M, name: &str
     let got = numbers(module, &c);
     let want = &c["jitted"]["variables"];
     for (collection, tree) in got["variables"].as_object().unwrap() {
-        check_json_tree(tree, &want[collection], &format!("{name} init {collection}"));
+        check_json_tree(
+            tree,
+            &want[collection],
+            &format!("{name} init {collection}"),
+        );
     }
     for t in 0..4 {
         let (got, want) = (&got["calls"][t], &c[r.calls]["calls"][t]);

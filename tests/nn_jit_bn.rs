@@ -87,7 +87,7 @@ fn batch_norm_in_a_jit_matches_jitted_flax() {
                 stats = upd.collection("batch_stats").unwrap().clone();
                 for (path, leaf) in stats.paths() {
                     let want = u32s(&call["batch_stats"][&path]["bits"]);
-                    if let Some(d) = differing(&bits(&leaf), &want) {
+                    if let Some(d) = differing(&bits(leaf), &want) {
                         failures.push(format!("{name} call {t} {path}: {d}"));
                     }
                 }

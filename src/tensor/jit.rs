@@ -1452,10 +1452,7 @@ fn backward_body(
             let labels = b.iter().map(|&l| l as usize);
             cross_entropy::label_logits_backward(g, last(step), labels, dst)
         }
-        OpKind::SumAxes { .. }
-        | OpKind::Maximum
-        | OpKind::Reshape(_)
-        | OpKind::BatchNorm(_) => {
+        OpKind::SumAxes { .. } | OpKind::Maximum | OpKind::Reshape(_) | OpKind::BatchNorm(_) => {
             unreachable!("planned forward only")
         }
         OpKind::Other => unreachable!("planned steps are replayable"),

@@ -75,6 +75,15 @@ impl Step {
 
     /// `out` from the inputs, `first` being the first input's shape.
     pub(crate) fn forward(self, first: &[usize], ins: [&[f32]; 3], out: &mut [f32]) {
+        with_fma(
+            #[inline(always)]
+            || self.forward_body(first, ins, out),
+        )
+    }
+
+    /// The loops of [`Step::forward`].
+    #[inline(always)]
+    fn forward_body(self, first: &[usize], ins: [&[f32]; 3], out: &mut [f32]) {
         let [a, b, k] = ins;
         match self {
             Step::Sums => column_sums(a, first, out),
@@ -117,6 +126,33 @@ impl Step {
             }
         }
     }
+}
+
+/// Runs `f` compiled with AVX2 and FMA when the CPU has them, so that
+/// `mul_add` is one instruction rather than a call to `fmaf` (the same
+/// correctly rounded result either way). `f` must be an
+/// `#[inline(always)]` closure, so that its body is compiled inside.
+#[inline(always)]
+fn with_fma<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        /// `f`, compiled for AVX2 and FMA.
+        ///
+        /// # Safety
+        ///
+        /// The CPU must support AVX2 and FMA.
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn fma<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: both features were detected just above; they are the
+            // only requirement of `fma`, whose body is safe code.
+            return unsafe { fma(f) };
+        }
+    }
+    f()
 }
 
 /// `max(s2 c - (s1 c)², 0)`, the first product contracted into the
@@ -180,6 +216,15 @@ pub(crate) fn column_sums(x: &[f32], shape: &[usize], out: &mut [f32]) {
     if x.len() >= YNN_MIN {
         return super::reduce::sum_columns_into(x, out);
     }
+    if loops(dims) <= 1 && x.len() <= super::reduce::TREE_WINDOW * c {
+        // At most 32 rows, each column left to right from +0: row by row
+        // is the same order.
+        out.fill(0.0);
+        for row in x.chunks_exact(c) {
+            out.iter_mut().zip(row).for_each(|(o, &v)| *o += v);
+        }
+        return;
+    }
     let mut lane = Vec::with_capacity(x.len() / c.max(1));
     for (j, o) in out.iter_mut().enumerate() {
         lane.clear();
@@ -216,26 +261,31 @@ pub(crate) fn sum_squares(x: &[f32], shape: &[usize], out: &mut [f32]) {
         let squares: Vec<f32> = x.iter().map(|&v| v * v).collect();
         return column_sums(&squares, shape, out);
     }
+    if loops(dims) <= 1 {
+        // At most 32 rows, unrolled: `fma(x0, x0, x1²)`, then
+        // `fma(xi, xi, acc)`; row by row is the same order.
+        let mut rows = x.chunks_exact(c);
+        match (rows.next(), rows.next()) {
+            (Some(r0), Some(r1)) => {
+                for ((o, &x0), &x1) in out.iter_mut().zip(r0).zip(r1) {
+                    *o = x0.mul_add(x0, x1 * x1);
+                }
+            }
+            (Some(r0), None) => out.iter_mut().zip(r0).for_each(|(o, &x0)| *o = x0 * x0),
+            _ => out.fill(0.0),
+        }
+        for row in rows {
+            out.iter_mut()
+                .zip(row)
+                .for_each(|(o, &v)| *o = v.mul_add(v, *o));
+        }
+        return;
+    }
     let mut lane = Vec::with_capacity(x.len() / c.max(1));
     for (j, o) in out.iter_mut().enumerate() {
         lane.clear();
         lane.extend(x[j..].iter().step_by(c).copied());
-        *o = if loops(dims) <= 1 {
-            unrolled_squares(&lane)
-        } else {
-            nest_squares(&lane, dims)
-        };
-    }
-}
-
-/// The squares of one column of at most 32 rows, fully unrolled.
-fn unrolled_squares(v: &[f32]) -> f32 {
-    match v {
-        [] => 0.0,
-        [x] => x * x,
-        [x0, x1, rest @ ..] => rest
-            .iter()
-            .fold(x0.mul_add(*x0, x1 * x1), |acc, &x| x.mul_add(x, acc)),
+        *o = nest_squares(&lane, dims);
     }
 }
 
@@ -293,7 +343,9 @@ mod tests {
         for &x in &v[2..] {
             want = x.mul_add(x, want);
         }
-        assert_eq!(unrolled_squares(&v).to_bits(), want.to_bits());
+        let mut got = [0.0f32];
+        sum_squares(&v, &[6, 1], &mut got);
+        assert_eq!(got[0].to_bits(), want.to_bits());
     }
 
     #[test]
