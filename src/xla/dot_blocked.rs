@@ -387,14 +387,64 @@ pub(crate) fn planned_matmul(
     // scatters, 20x slower).
     let args = (x, sa, y, sb, mkn, plan);
     match shape(plan) {
-        (1, 1) => run::<1, 4, 1>(args, out, packed),
-        (1, 2) => run::<1, 4, 2>(args, out, packed),
-        (1, _) => run::<1, 4, 4>(args, out, packed),
-        (2, 1) => run::<2, 4, 1>(args, out, packed),
-        (2, _) => run::<2, 4, 2>(args, out, packed),
-        _ => run::<4, 4, 1>(args, out, packed),
+        (1, 1) => run::<1, 4, 1>(args, out, packed, rows::<1, 4, 1>),
+        (1, 2) => run::<1, 4, 2>(args, out, packed, rows::<1, 4, 2>),
+        #[cfg(target_arch = "x86_64")]
+        (1, _) if super::dot_avx512::available() => {
+            run::<1, { super::dot_avx512::MR }, 4>(args, out, packed, rows_t1_avx512)
+        }
+        (1, _) => run::<1, 4, 4>(args, out, packed, rows::<1, 4, 4>),
+        (2, 1) => run::<2, 4, 1>(args, out, packed, rows::<2, 4, 1>),
+        (2, _) => run::<2, 4, 2>(args, out, packed, rows::<2, 4, 2>),
+        _ => run::<4, 4, 1>(args, out, packed, rows::<4, 4, 1>),
     }
 }
+
+/// Rows of a product for a plan with one partial sum per output, by
+/// [`super::dot_avx512::rows_t1`] (blocks of its `MR` rows, panels of 64
+/// columns).
+#[cfg(target_arch = "x86_64")]
+fn rows_t1_avx512(
+    apack: &[f32],
+    packed: &[f32],
+    kn: (usize, usize),
+    plan: &DotPlan,
+    rows: usize,
+    o: &mut [f32],
+) {
+    if super::dot_avx512::available() {
+        // SAFETY: the CPU supports AVX-512F and FMA, checked just above;
+        // that is the only requirement of `rows_t1`, whose body is safe
+        // code but for its bounds-checked loads and stores.
+        unsafe { super::dot_avx512::rows_t1(apack, packed, kn, plan, rows, o) };
+    } else {
+        self::rows::<1, { super::dot_avx512::MR }, 4>(apack, packed, kn, plan, rows, o);
+    }
+}
+
+/// [`planned_matmul`] by the generic kernels only (the reference the
+/// AVX-512 kernel is tested against).
+#[cfg(test)]
+pub(crate) fn generic_for_tests(
+    x: &[f32],
+    sa: (usize, usize),
+    y: &[f32],
+    sb: (usize, usize),
+    mkn: (usize, usize, usize),
+    plan: &DotPlan,
+    out: &mut [f32],
+) {
+    let (args, packed) = ((x, sa, y, sb, mkn, plan), &mut Vec::new());
+    match shape(plan) {
+        (1, 1) => run::<1, 4, 1>(args, out, packed, rows::<1, 4, 1>),
+        (1, 2) => run::<1, 4, 2>(args, out, packed, rows::<1, 4, 2>),
+        (1, _) => run::<1, 4, 4>(args, out, packed, rows::<1, 4, 4>),
+        _ => unreachable!("tile_k 1 plans only"),
+    }
+}
+
+/// How [`run`] computes a range of rows from the packed operands.
+type RowsFn = fn(&[f32], &[f32], (usize, usize), &DotPlan, usize, &mut [f32]);
 
 /// The operands of a product: `a` in `x` with strides `sa`, `b` in `y`
 /// with strides `sb`, `(m, k, n)` and the plan.
@@ -412,6 +462,7 @@ fn run<const T: usize, const MR: usize, const NV: usize>(
     (x, sa, y, sb, (m, k, n), plan): Operands<'_>,
     out: &mut [f32],
     packed: &mut Vec<f32>,
+    rows_fn: RowsFn,
 ) {
     debug_assert!(out.len() == m * n);
     let nr = NV * L;
@@ -431,7 +482,7 @@ fn run<const T: usize, const MR: usize, const NV: usize>(
             pack_panel(y, sb, k, (c0, w), nr, dst);
         }
         pack_a::<MR>(x, sa, k, (0, m), apack);
-        rows::<T, MR, NV>(apack, bpack, (k, n), plan, m, out);
+        rows_fn(apack, bpack, (k, n), plan, m, out);
         return;
     }
     use rayon::prelude::*;
@@ -451,6 +502,6 @@ fn run<const T: usize, const MR: usize, const NV: usize>(
         .for_each(|(t, (o, a))| {
             let rows = o.len() / n;
             pack_a::<MR>(x, sa, k, (t * per, rows), a);
-            self::rows::<T, MR, NV>(a, bpack, (k, n), plan, rows, o)
+            rows_fn(a, bpack, (k, n), plan, rows, o)
         });
 }

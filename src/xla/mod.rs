@@ -6,7 +6,8 @@
 //!   `erf_inv`, `exp`, ... with its FMA contractions and flushed denormals.
 //! - [`dot`]: the summation order of 2-D products that XLA hands to
 //!   YNNPACK (kernel choice, packing, `k` chunks), run by the
-//!   register-blocked kernels of [`dot_blocked`]; [`gemv`]: XLA's own
+//!   register-blocked kernels of [`dot_blocked`] (`dot_avx512` for
+//!   one partial sum per output on AVX-512); [`gemv`]: XLA's own
 //!   matrix-vector and vector-vector emitters.
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
 //!   down columns (windows of rows, YNNPACK tiles).
@@ -21,6 +22,8 @@
 
 pub(crate) mod batch_norm;
 pub(crate) mod dot;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod dot_avx512;
 pub(crate) mod dot_blocked;
 pub(crate) mod gemv;
 pub mod libm_f32;

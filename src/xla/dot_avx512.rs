@@ -1,0 +1,236 @@
+//! The blocked kernel of [`super::dot_blocked`] for plans with one partial
+//! sum per output (`tile_k = 1`) and 64-column panels, written with AVX-512
+//! intrinsics: six rows of A at a time (24 accumulator registers; the
+//! auto-vectorized kernel spills beyond four), each output's chain of FMAs
+//! in the plan's order, so the same bits as the generic kernel.
+
+use std::arch::x86_64::{
+    __m512, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mul_ps, _mm512_set1_ps,
+    _mm512_setzero_ps, _mm512_storeu_ps,
+};
+
+use super::dot::{chain_start, DotPlan};
+
+/// Rows of A per block.
+pub(crate) const MR: usize = 6;
+/// Columns per panel (four vectors of 16 lanes).
+pub(crate) const NR: usize = 64;
+
+/// Whether this CPU runs [`rows_t1`].
+pub(crate) fn available() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
+}
+
+/// Loads 16 lanes from `s[i..i + 16]`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn load(s: &[f32], i: usize) -> __m512 {
+    let v = &s[i..i + 16];
+    // SAFETY: `v` is 16 initialized f32s (the slice above is bounds
+    // checked); `_mm512_loadu_ps` reads exactly those 64 bytes, unaligned
+    // reads allowed.
+    unsafe { _mm512_loadu_ps(v.as_ptr()) }
+}
+
+/// Stores 16 lanes into `s[i..i + 16]`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn store(s: &mut [f32], i: usize, x: __m512) {
+    let v = &mut s[i..i + 16];
+    // SAFETY: `v` is 16 f32s we may write (bounds checked above);
+    // `_mm512_storeu_ps` writes exactly those 64 bytes, unaligned allowed.
+    unsafe { _mm512_storeu_ps(v.as_mut_ptr(), x) }
+}
+
+/// The lanes of `x`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn lanes(x: __m512) -> [f32; 16] {
+    let mut out = [0.0f32; 16];
+    store(&mut out, 0, x);
+    out
+}
+
+/// One chunk of `len` terms for one block: `a` the block's packed rows
+/// (`[len][MR]`), `b` the panel's rows (`[len][NR]`). `chain`: the first
+/// term is a plain product added to these starts (XLA's own emitter).
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn chunk(a: &[f32], b: &[f32], len: usize, chain: Option<&[__m512; 4]>) -> [[__m512; 4]; MR] {
+    let (a, b) = (&a[..len * MR], &b[..len * NR]);
+    let mut acc = [[_mm512_setzero_ps(); 4]; MR];
+    let mut t0 = 0;
+    if let (Some(starts), true) = (chain, len > 0) {
+        let bv = [load(b, 0), load(b, 16), load(b, 32), load(b, 48)];
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(a[r]);
+            for v in 0..4 {
+                acc[v] = _mm512_add_ps(_mm512_mul_ps(av, bv[v]), starts[v]);
+            }
+        }
+        t0 = 1;
+    }
+    for t in t0..len {
+        let bv = [
+            load(b, t * NR),
+            load(b, t * NR + 16),
+            load(b, t * NR + 32),
+            load(b, t * NR + 48),
+        ];
+        let at: &[f32; MR] = a[t * MR..t * MR + MR].try_into().expect("MR values");
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(at[r]);
+            for v in 0..4 {
+                acc[v] = _mm512_fmadd_ps(av, bv[v], acc[v]);
+            }
+        }
+    }
+    acc
+}
+
+/// The `rows` rows of the product in `o` (row-major, `n` wide), from A's
+/// packed blocks of [`MR`] rows (`apack`) and B's packed panels of [`NR`]
+/// columns (`packed`), for a plan with `tile_k == 1`: what
+/// `dot_blocked::rows_body::<1, MR, 4>` computes, in the same order.
+///
+/// # Safety
+///
+/// The CPU must support AVX-512F and FMA ([`available`]).
+#[target_feature(enable = "avx512f,fma")]
+pub(crate) unsafe fn rows_t1(
+    apack: &[f32],
+    packed: &[f32],
+    (k, n): (usize, usize),
+    plan: &DotPlan,
+    rows: usize,
+    o: &mut [f32],
+) {
+    debug_assert_eq!(plan.tile_k, 1);
+    let chain = plan.chain.then_some(plan.signed_from);
+    let panels = plan.tiles.iter().flat_map(|&(j0, j1, kc)| {
+        (j0..j1)
+            .step_by(NR)
+            .map(move |c0| (c0, NR.min(j1 - c0), kc))
+    });
+    for (panel, (c0, w, kc)) in packed.chunks_exact(k * NR).zip(panels) {
+        let starts = chain.map(|from| {
+            let mut s = [[0.0f32; 16]; 4];
+            for (v, sv) in s.iter_mut().enumerate() {
+                for (l, x) in sv.iter_mut().enumerate() {
+                    *x = chain_start(c0 + v * 16 + l, from);
+                }
+            }
+            s.map(|sv| load(&sv, 0))
+        });
+        for (blk, a) in apack.chunks_exact(k * MR).enumerate() {
+            let r0 = blk * MR;
+            let br = MR.min(rows - r0);
+            let mut first = true;
+            let mut s = 0;
+            while s < k {
+                let e = (s + kc).min(k);
+                let call_chain = starts.as_ref().filter(|_| first);
+                let acc = chunk(&a[s * MR..], &panel[s * NR..], e - s, call_chain);
+                for (r, accr) in acc.iter().enumerate().take(br) {
+                    let row = (r0 + r) * n + c0;
+                    if w == NR {
+                        for (v, &x) in accr.iter().enumerate() {
+                            let i = row + v * 16;
+                            let x = if first {
+                                x
+                            } else {
+                                _mm512_add_ps(load(o, i), x)
+                            };
+                            store(o, i, x);
+                        }
+                    } else {
+                        let vals = [
+                            lanes(accr[0]),
+                            lanes(accr[1]),
+                            lanes(accr[2]),
+                            lanes(accr[3]),
+                        ];
+                        for (j, oj) in o[row..row + w].iter_mut().enumerate() {
+                            let x = vals[j / 16][j % 16];
+                            *oj = if first { x } else { x + *oj };
+                        }
+                    }
+                }
+                first = false;
+                s = e;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xla::dot_blocked::planned_matmul;
+
+    #[test]
+    fn same_bits_as_the_generic_kernel() {
+        if !available() {
+            return;
+        }
+        // Values whose sums round differently in other orders, signed
+        // zeros and a NaN included.
+        let mut seed = 11u64;
+        let mut value = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            match seed >> 59 {
+                0 => -0.0,
+                1 => 0.0,
+                2 if seed.is_multiple_of(7) => f32::NAN,
+                _ => ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 3.0,
+            }
+        };
+        // Partial panels and blocks, several chunks, chains with and
+        // without signed columns, several column tiles.
+        for (m, k, n) in [(13, 37, 130), (6, 5, 64), (25, 300, 200), (1, 2, 65)] {
+            let x: Vec<f32> = (0..m * k).map(|_| value()).collect();
+            let y: Vec<f32> = (0..k * n).map(|_| value()).collect();
+            let plans = [
+                DotPlan {
+                    tile_k: 1,
+                    tiles: vec![(0, n, k)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+                DotPlan {
+                    tile_k: 1,
+                    tiles: vec![(0, n / 2, 16), (n / 2, n, 7)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+                DotPlan::chain(k, n),
+                DotPlan::chain(k, n).signed_from(n / 3),
+            ];
+            for plan in &plans {
+                let mut fast = vec![0.0; m * n];
+                planned_matmul(
+                    &x,
+                    (k, 1),
+                    &y,
+                    (n, 1),
+                    (m, k, n),
+                    plan,
+                    &mut fast,
+                    &mut Vec::new(),
+                );
+                let mut generic = vec![0.0; m * n];
+                crate::xla::dot_blocked::generic_for_tests(
+                    &x,
+                    (k, 1),
+                    &y,
+                    (n, 1),
+                    (m, k, n),
+                    plan,
+                    &mut generic,
+                );
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&fast), bits(&generic), "{m}x{k}x{n} {plan:?}");
+            }
+        }
+    }
+}
