@@ -1,7 +1,7 @@
 //! `Dropout` (`flax.linen.Dropout`).
 
 use crate::core::{Result, Scope};
-use crate::random::{self, Key};
+use crate::random::Key;
 use crate::tensor::Tensor;
 
 use super::module::{config_error, Module};
@@ -133,9 +133,7 @@ impl Module for Dropout {
         }
         // Drawn through `Tensor::sampled`, so that a compiled step with keys
         // draws the mask again on every call.
-        let mask = Tensor::sampled(&rng, move |key: &Key| {
-            Ok(random::bernoulli_mask(key, keep_prob, &mask_shape)?)
-        })?;
+        let mask = Tensor::sampled_keep_mask(&rng, keep_prob, &mask_shape)?;
         // Flax writes `x / keep_prob`. Run eagerly, XLA sees a constant
         // divisor and multiplies by its f32 reciprocal instead; under
         // `jax.grad`, the divisor reaches the kernel as an argument and the

@@ -27,7 +27,9 @@ pub(crate) mod sampling;
 mod threefry;
 mod uint_bits;
 
-pub(crate) use distributions::{argmax_of_scores, bernoulli_mask, flushed};
+pub(crate) use distributions::{
+    argmax_of_scores, bernoulli_bytes_into_all, bernoulli_mask, flushed, ByteMask,
+};
 pub use distributions::{
     bernoulli, bernoulli_as, bits, bits_as, bits_dtype, categorical, choice, exponential,
     exponential_as, exponential_dtype, gumbel, gumbel_as, gumbel_dtype, normal, normal_as,

@@ -47,6 +47,76 @@ where
     Ok(ArrayD::from_shape_vec(IxDyn(shape), out).expect("element count matches the shape"))
 }
 
+/// [`sample`] into `out`, a buffer of `shape`'s element count that the
+/// caller reuses from call to call (a compiled step's dropout masks): the
+/// same elements, without allocating the array.
+pub(crate) fn sample_into<T, F>(
+    function: &'static str,
+    key: &Key,
+    shape: &[usize],
+    out: &mut [T],
+    transform: F,
+) -> Result<(), RandomError>
+where
+    T: Copy + Default + Send,
+    F: Fn(&[u32], &mut [T]) + Sync,
+{
+    let n = super::error::element_count_of(function, shape, 1)?;
+    assert_eq!(n, out.len(), "the buffer holds the shape's elements");
+    if region_for(shape).is_some() {
+        // A shard of the draw: the region's path, copied.
+        let drawn = sample(function, key, shape, transform)?;
+        out.copy_from_slice(drawn.as_slice().expect("row-major"));
+        return Ok(());
+    }
+    fill_blocks(key, out, &transform);
+    Ok(())
+}
+
+/// [`sample_into`] for several arrays, `(key, shape, out)` each, with
+/// `transform(i, words, out)` writing array `i`'s outputs: one parallel
+/// job for them all, so that the thread pool is woken and waited for once
+/// rather than once per array (a compiled step's dropout masks).
+pub(crate) fn sample_all_into<T, F>(
+    function: &'static str,
+    arrays: &mut [(&Key, &[usize], &mut [T])],
+    transform: F,
+) -> Result<(), RandomError>
+where
+    T: Copy + Default + Send,
+    F: Fn(usize, &[u32], &mut [T]) + Sync,
+{
+    let mut total = 0usize;
+    for (_, shape, out) in arrays.iter() {
+        let n = super::error::element_count_of(function, shape, 1)?;
+        assert_eq!(n, out.len(), "the buffer holds the shape's elements");
+        total = total.saturating_add(n);
+    }
+    // The region is this thread's: look it up before going parallel.
+    let whole = arrays
+        .iter()
+        .all(|(_, shape, _)| region_for(shape).is_none());
+    if arrays.len() < 2 || total < PARALLEL_MIN || !whole {
+        for (i, (key, shape, out)) in arrays.iter_mut().enumerate() {
+            sample_into(function, key, shape, out, |w: &[u32], o: &mut [T]| {
+                transform(i, w, o)
+            })?;
+        }
+        return Ok(());
+    }
+    arrays
+        .par_iter_mut()
+        .enumerate()
+        .for_each(|(i, (key, _, out))| {
+            let transform = {
+                #[inline(always)]
+                |w: &[u32], o: &mut [T]| transform(i, w, o)
+            };
+            fill_blocks(key, out, &transform)
+        });
+    Ok(())
+}
+
 /// Draws the stream's 32-bit words themselves (`bits`), hashed straight
 /// into the array.
 pub(crate) fn sample_words(
@@ -321,15 +391,17 @@ where
     T: Send,
     F: Fn(&mut [S], usize, &mut [T]) + Sync,
 {
-    let run = |scratch: &mut Vec<S>, (b, chunk): (usize, &mut [T])| {
+    // The scratch lives on the stack (at most 16 KiB): a draw allocates
+    // nothing but its output, and a redraw into a reused buffer nothing.
+    let run = |scratch: &mut [S; BLOCK], (b, chunk): (usize, &mut [T])| {
         block(&mut scratch[..chunk.len()], b, chunk)
     };
     if out.len() >= PARALLEL_MIN {
         out.par_chunks_mut(BLOCK)
             .enumerate()
-            .for_each_init(|| vec![zero; BLOCK], run);
+            .for_each_init(|| [zero; BLOCK], run);
     } else {
-        let mut scratch = vec![zero; BLOCK.min(out.len())];
+        let mut scratch = [zero; BLOCK];
         out.chunks_mut(BLOCK)
             .enumerate()
             .for_each(|b| run(&mut scratch, b));

@@ -32,7 +32,7 @@ use super::ops::binary::{
 use super::ops::cross_entropy;
 use super::ops::matmul::{exact_matmul_limit, matmul_slices_into, DotRoute};
 use super::ops::{reduce, rows};
-use super::sampled::{draw_again, Sampler};
+use super::sampled::{draw_again, draw_bytes_again, Sampler};
 use super::shape::broadcast_shapes_for;
 use super::tape::{OpKind, Tape};
 use super::tree::Tree;
@@ -347,6 +347,10 @@ struct Step {
     pre_relu: bool,
     /// A step folded into the select that reads it: not computed.
     folded: bool,
+    /// For a keep-mask draw: the byte buffer it is drawn into (its float
+    /// array is not written); for a select: the byte buffer holding its
+    /// mask (see [`byte_masks`]).
+    bytes: Option<usize>,
 }
 
 /// The shapes (`m, k, n`) and strides of a product's forward (`a @ b`)
@@ -418,6 +422,8 @@ pub(crate) struct Plan {
     out_grads: Vec<ArcArray<f32, IxDyn>>,
     tmp: Vec<f32>,
     scratch: Scratch,
+    /// The keep masks drawn as bytes, one `0` / `1` per element.
+    masks: Vec<Vec<u8>>,
     /// [`exact_matmul_limit`] when the routes were decided.
     limit: usize,
     /// The random draws repeated on every call, and how many key
@@ -668,18 +674,22 @@ impl Plan {
                 scale: None,
                 pre_relu: false,
                 folded: false,
+                bytes: None,
             });
         }
         drop(nodes);
+        let mut masks = Vec::new();
         if !forward_only {
             fold_scalings(&mut steps, &consts, leaves);
+            masks = byte_masks(&mut steps, &samplers, leaves);
         }
         let size = |s: &[usize]| s.iter().product::<usize>();
+        // Masks drawn as bytes have no float array.
         let values = shapes
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                if i < leaves {
+                if i < leaves || is_byte_draw(&steps[i - leaves]) {
                     Vec::new()
                 } else {
                     vec![0.0; size(s)]
@@ -722,6 +732,7 @@ impl Plan {
             out_grads,
             tmp: Vec::new(),
             scratch: Scratch::default(),
+            masks,
             limit: exact_matmul_limit(),
             samplers,
             keys,
@@ -812,6 +823,7 @@ impl Plan {
             out_grads,
             tmp,
             scratch,
+            masks,
             limit,
             samplers,
             keys: _,
@@ -836,7 +848,7 @@ impl Plan {
                 }
             }
         }
-        forward_pass(steps, samplers, consts, &leaf, values, keys, scratch)?;
+        forward_pass(steps, samplers, consts, &leaf, values, masks, keys, scratch)?;
         // Backward, in the eager order. Parameter gradients go straight into
         // the output buffers (copied first only if the caller still holds
         // the previous results).
@@ -863,6 +875,7 @@ impl Plan {
                 }
             };
             let ins = [input(0), input(1), input(2)];
+            let bytes = step.bytes.map(|b| &masks[b][..]);
             for (k, src) in step.inputs.iter().enumerate() {
                 // Constants, inputs and masks get no gradient.
                 let Src::Node(target) = *src else {
@@ -881,10 +894,10 @@ impl Plan {
                 };
                 if has_grad[target] {
                     tmp.resize(acc.len(), 0.0);
-                    backward(step, k, &g, ins, &values[id], tmp, scratch);
+                    backward(step, k, &g, ins, bytes, &values[id], tmp, scratch);
                     acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
                 } else {
-                    backward(step, k, &g, ins, &values[id], acc, scratch);
+                    backward(step, k, &g, ins, bytes, &values[id], acc, scratch);
                     has_grad[target] = true;
                 }
             }
@@ -949,6 +962,7 @@ impl Plan {
             &self.consts,
             &leaf,
             &mut self.values,
+            &mut self.masks,
             keys,
             &mut self.scratch,
         )
@@ -964,22 +978,37 @@ impl Plan {
 /// One call's forward pass, shared by training steps and compiled modules:
 /// draws this call's random numbers from `keys`, then computes every step
 /// (but those folded into a select) into `values`, whose first
-/// `leaf.len()` entries stand for the leaves, whose values are `leaf`.
+/// `leaf.len()` entries stand for the leaves, whose values are `leaf`
+/// (keep masks drawn as bytes go to `masks`).
+#[allow(clippy::too_many_arguments)]
 fn forward_pass(
     steps: &[Step],
     samplers: &[Sampler],
     consts: &[Vec<f32>],
     leaf: &[&[f32]],
     values: &mut [Vec<f32>],
+    masks: &mut [Vec<u8>],
     keys: &[Key],
     scratch: &mut Scratch,
 ) -> crate::Result<()> {
     let leaves = leaf.len();
     for (s, step) in steps.iter().enumerate() {
-        if let OpKind::Sampled(i) = step.kind {
+        if let (OpKind::Sampled(i), None) = (step.kind, step.bytes) {
             values[leaves + s] = draw_again(&samplers[i], keys)?;
         }
     }
+    // The byte masks together, in the order of their buffers.
+    if !masks.is_empty() {
+        let drawn = steps
+            .iter()
+            .filter(|s| is_byte_draw(s))
+            .map(|s| match s.kind {
+                OpKind::Sampled(i) => &samplers[i],
+                _ => unreachable!("a draw"),
+            });
+        draw_bytes_again(drawn, keys, masks)?;
+    }
+    let masks: &[Vec<u8>] = masks;
     for (s, step) in steps.iter().enumerate() {
         if step.folded {
             continue;
@@ -993,7 +1022,14 @@ fn forward_pass(
                 Some(Src::Const(c)) => &consts[*c],
             }
         };
-        forward(step, [input(0), input(1), input(2)], &mut rest[0], scratch);
+        let bytes = step.bytes.map(|b| &masks[b][..]);
+        forward(
+            step,
+            [input(0), input(1), input(2)],
+            bytes,
+            &mut rest[0],
+            scratch,
+        );
     }
     Ok(())
 }
@@ -1123,6 +1159,48 @@ fn foldable(
     (!steps[t - leaves + 1..s].iter().any(reads_x)).then_some((t, x))
 }
 
+/// Marks the keep-mask draws (see [`Sampler::keep`]) that only selects
+/// read, as their masks (a dropout's), to be drawn as bytes, and those
+/// selects to read them so: the float mask, four bytes per element, is
+/// then neither written by the draw nor read back forward and backward.
+/// Returns the byte buffers, reused by every call.
+fn byte_masks(steps: &mut [Step], samplers: &[Sampler], leaves: usize) -> Vec<Vec<u8>> {
+    let nodes = leaves + steps.len();
+    // Per node: whether a step reads it other than as a select's mask (the
+    // result, the last node, is read by the caller).
+    let mut other_use = vec![false; nodes];
+    other_use[nodes - 1] = true;
+    for step in steps.iter() {
+        for (k, src) in step.inputs.iter().enumerate() {
+            if let Src::Node(i) = *src {
+                other_use[i] |= step.kind != OpKind::Select || k != 0;
+            }
+        }
+    }
+    let mut masks = Vec::new();
+    let mut buffer = vec![None; nodes];
+    for (s, step) in steps.iter_mut().enumerate() {
+        if let OpKind::Sampled(i) = step.kind {
+            if samplers[i].keep.is_some() && !other_use[leaves + s] {
+                buffer[leaves + s] = Some(masks.len());
+                step.bytes = Some(masks.len());
+                masks.push(vec![0u8; step.shape.iter().product()]);
+            }
+        }
+    }
+    for step in steps.iter_mut().filter(|s| s.kind == OpKind::Select) {
+        if let Some(&Src::Node(m)) = step.inputs.first() {
+            step.bytes = buffer[m];
+        }
+    }
+    masks
+}
+
+/// Whether a step is a keep mask drawn as bytes.
+fn is_byte_draw(step: &Step) -> bool {
+    matches!(step.kind, OpKind::Sampled(_)) && step.bytes.is_some()
+}
+
 /// Whether a gradient can reach a parameter through `src`.
 fn is_differentiable(src: &Src, differentiable: &[bool]) -> bool {
     matches!(src, Src::Node(i) if differentiable[*i])
@@ -1177,13 +1255,20 @@ fn on_widest_vectors<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// The forward computation of one step into `out`, on the widest vectors.
-fn forward(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch) {
+/// `bytes`: a select's mask drawn as bytes (its input 0 is then empty).
+fn forward(
+    step: &Step,
+    ins: [&[f32]; 3],
+    bytes: Option<&[u8]>,
+    out: &mut [f32],
+    scratch: &mut Scratch,
+) {
     if out.len() < WIDE_MIN {
-        return forward_body(step, ins, out, scratch);
+        return forward_body(step, ins, bytes, out, scratch);
     }
     on_widest_vectors(
         #[inline(always)]
-        || forward_body(step, ins, out, scratch),
+        || forward_body(step, ins, bytes, out, scratch),
     )
 }
 
@@ -1194,7 +1279,13 @@ const WIDE_MIN: usize = 256;
 
 /// The loops of [`forward`].
 #[inline(always)]
-fn forward_body(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Scratch) {
+fn forward_body(
+    step: &Step,
+    ins: [&[f32]; 3],
+    bytes: Option<&[u8]>,
+    out: &mut [f32],
+    scratch: &mut Scratch,
+) {
     let [a, b, c] = ins;
     match step.kind {
         OpKind::Neg => out.iter_mut().zip(a).for_each(|(o, &x)| *o = -x),
@@ -1231,34 +1322,101 @@ fn forward_body(step: &Step, ins: [&[f32]; 3], out: &mut [f32], scratch: &mut Sc
             let labels = b.iter().map(|&l| l as usize);
             cross_entropy::label_logits_rows(a, last(step), labels, out)
         }
-        OpKind::Select if c.len() == 1 => {
-            let f = c[0];
-            // One loop per folded combination (each vectorizes).
-            match (step.pre_relu, step.scale) {
-                (false, None) => select_into(out, a, b, f, |t| t),
-                (false, Some(Scaling::Mul(r))) => select_into(out, a, b, f, |t| MUL(t, r)),
-                (false, Some(Scaling::Div(d))) => select_into(out, a, b, f, |t| DIV(t, d)),
-                (true, None) => select_into(out, a, b, f, relu),
-                (true, Some(Scaling::Mul(r))) => select_into(out, a, b, f, |t| MUL(relu(t), r)),
-                (true, Some(Scaling::Div(d))) => select_into(out, a, b, f, |t| DIV(relu(t), d)),
-            }
-        }
-        OpKind::Select => {
-            for (((o, &m), &t), &f) in out.iter_mut().zip(a).zip(b).zip(c) {
-                let t = if step.pre_relu { relu(t) } else { t };
-                let t = step.scale.map_or(t, |r| r.apply(t));
-                *o = if picks(m) { t } else { f };
-            }
-        }
+        OpKind::Select => match bytes {
+            Some(mask) => select_forward(step, out, mask, b, c),
+            None => select_forward(step, out, a, b, c),
+        },
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }
 
-/// `out = picks(mask) ? branch(t) : f` elementwise.
+/// A select's mask: floats (picked where not zero, see [`picks`]) or the
+/// bytes of a keep mask (picked where `1`).
+trait Mask: Copy {
+    /// Whether the select picks its first branch here.
+    fn on(self) -> bool;
+}
+
+impl Mask for f32 {
+    #[inline(always)]
+    fn on(self) -> bool {
+        picks(self)
+    }
+}
+
+impl Mask for u8 {
+    #[inline(always)]
+    fn on(self) -> bool {
+        self != 0
+    }
+}
+
+/// A select's forward: `mask ? branch(t) : f` with the folded relu and
+/// scaling in `branch` and `f` a scalar or an array.
 #[inline(always)]
-fn select_into(out: &mut [f32], mask: &[f32], t: &[f32], f: f32, branch: impl Fn(f32) -> f32) {
+fn select_forward<M: Mask>(step: &Step, out: &mut [f32], mask: &[M], b: &[f32], c: &[f32]) {
+    if let [f] = *c {
+        // One loop per folded combination (each vectorizes).
+        match (step.pre_relu, step.scale) {
+            (false, None) => select_into(out, mask, b, f, |t| t),
+            (false, Some(Scaling::Mul(r))) => select_into(out, mask, b, f, |t| MUL(t, r)),
+            (false, Some(Scaling::Div(d))) => select_into(out, mask, b, f, |t| DIV(t, d)),
+            (true, None) => select_into(out, mask, b, f, relu),
+            (true, Some(Scaling::Mul(r))) => select_into(out, mask, b, f, |t| MUL(relu(t), r)),
+            (true, Some(Scaling::Div(d))) => select_into(out, mask, b, f, |t| DIV(relu(t), d)),
+        }
+    } else {
+        for (((o, &m), &t), &f) in out.iter_mut().zip(mask).zip(b).zip(c) {
+            let t = if step.pre_relu { relu(t) } else { t };
+            let t = step.scale.map_or(t, |r| r.apply(t));
+            *o = if m.on() { t } else { f };
+        }
+    }
+}
+
+/// `out = mask ? branch(t) : f` elementwise.
+#[inline(always)]
+fn select_into<M: Mask>(
+    out: &mut [f32],
+    mask: &[M],
+    t: &[f32],
+    f: f32,
+    branch: impl Fn(f32) -> f32,
+) {
     for ((o, &m), &t) in out.iter_mut().zip(mask).zip(t) {
-        *o = if picks(m) { branch(t) } else { f };
+        *o = if m.on() { branch(t) } else { f };
+    }
+}
+
+/// The cotangent of a select's branch `input` (1 or 2) from the select's
+/// `g`: each branch gets it where it was picked, +0 elsewhere. A folded
+/// scaling's cotangent follows: the select's, times the scaling's factor
+/// (as its own rule: `g * y` or `g * (1 / y)`). A folded relu's after
+/// that: `relu`'s rule at the branch's input `x`.
+#[inline(always)]
+fn select_backward<M: Mask>(
+    step: &Step,
+    input: usize,
+    g: &[f32],
+    mask: &[M],
+    x: &[f32],
+    dst: &mut [f32],
+) {
+    if input == 1 && (step.scale.is_some() || step.pre_relu) {
+        let pick = |g: f32, m: M| if m.on() { g } else { 0.0 };
+        let relu_rule = |g: f32, x: f32| UnaryFn::Relu.vjp(g, x, 0.0, false);
+        let it = dst.iter_mut().zip(g).zip(mask).zip(x);
+        match (step.pre_relu, step.scale.map(Scaling::factor)) {
+            (false, Some(r)) => it.for_each(|(((d, &g), &m), _)| *d = pick(g, m) * r),
+            (true, Some(r)) => it.for_each(|(((d, &g), &m), &x)| *d = relu_rule(pick(g, m) * r, x)),
+            (true, None) => it.for_each(|(((d, &g), &m), &x)| *d = relu_rule(pick(g, m), x)),
+            (false, None) => unreachable!("matched above"),
+        }
+    } else {
+        let keep = input == 1;
+        for ((d, &g), &m) in dst.iter_mut().zip(g).zip(mask) {
+            *d = if m.on() == keep { g } else { 0.0 };
+        }
     }
 }
 
@@ -1326,16 +1484,17 @@ fn backward(
     input: usize,
     g: &[f32],
     ins: [&[f32]; 3],
+    bytes: Option<&[u8]>,
     out: &[f32],
     dst: &mut [f32],
     scratch: &mut Scratch,
 ) {
     if dst.len().max(g.len()) < WIDE_MIN {
-        return backward_body(step, input, g, ins, out, dst, scratch);
+        return backward_body(step, input, g, ins, bytes, out, dst, scratch);
     }
     on_widest_vectors(
         #[inline(always)]
-        || backward_body(step, input, g, ins, out, dst, scratch),
+        || backward_body(step, input, g, ins, bytes, out, dst, scratch),
     )
 }
 
@@ -1347,6 +1506,7 @@ fn backward_body(
     input: usize,
     g: &[f32],
     ins: [&[f32]; 3],
+    bytes: Option<&[u8]>,
     out: &[f32],
     dst: &mut [f32],
     scratch: &mut Scratch,
@@ -1421,29 +1581,10 @@ fn backward_body(
         OpKind::MeanAll => {
             dst.fill(g[0] * (1.0 / a.len() as f32));
         }
-        // Each branch gets the cotangent where it was picked, +0 elsewhere.
-        // A folded scaling's cotangent follows: the select's, times the
-        // scaling's factor (as its own rule: `g * y` or `g * (1 / y)`).
-        // A folded relu's after that: `relu`'s rule at the branch's input.
-        OpKind::Select if input == 1 && (step.scale.is_some() || step.pre_relu) => {
-            let pick = |g: f32, m: f32| if picks(m) { g } else { 0.0 };
-            let relu_rule = |g: f32, x: f32| UnaryFn::Relu.vjp(g, x, 0.0, false);
-            let it = dst.iter_mut().zip(g).zip(a).zip(b);
-            match (step.pre_relu, step.scale.map(Scaling::factor)) {
-                (false, Some(r)) => it.for_each(|(((d, &g), &m), _)| *d = pick(g, m) * r),
-                (true, Some(r)) => {
-                    it.for_each(|(((d, &g), &m), &x)| *d = relu_rule(pick(g, m) * r, x))
-                }
-                (true, None) => it.for_each(|(((d, &g), &m), &x)| *d = relu_rule(pick(g, m), x)),
-                (false, None) => unreachable!("matched above"),
-            }
-        }
-        OpKind::Select => {
-            let keep = input == 1;
-            for ((d, &g), &m) in dst.iter_mut().zip(g).zip(a) {
-                *d = if picks(m) == keep { g } else { 0.0 };
-            }
-        }
+        OpKind::Select => match bytes {
+            Some(mask) => select_backward(step, input, g, mask, b, dst),
+            None => select_backward(step, input, g, a, b, dst),
+        },
         OpKind::Sampled(_) => unreachable!("a draw has no inputs"),
         OpKind::Squeeze(_) => dst.copy_from_slice(g),
         OpKind::MaxLastStopped | OpKind::StopGradient => unreachable!("not differentiable"),
@@ -1458,6 +1599,9 @@ fn backward_body(
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }
+
+#[cfg(test)]
+mod mask_tests;
 
 #[cfg(test)]
 mod fold_tests {

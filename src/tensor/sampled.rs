@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ndarray::ArrayD;
+use smallvec::SmallVec;
 
 use super::tape::{Node, OpKind, Tape, Tracer};
 use super::Tensor;
@@ -36,6 +37,10 @@ pub(crate) struct Sampler {
     pub(crate) data: Vec<u32>,
     pub(crate) draw: Draw,
     pub(crate) shape: Vec<usize>,
+    /// `Some(p)` when `draw` is `bernoulli_mask(key, p, shape)` (a
+    /// dropout's keep mask), which a replay may draw as bytes instead
+    /// ([`draw_bytes_again`]).
+    pub(crate) keep: Option<f32>,
 }
 
 /// What the trace of a compiled step with keys has seen.
@@ -158,6 +163,28 @@ impl Tensor {
         key: &Key,
         draw: impl Fn(&Key) -> crate::Result<ArrayD<f32>> + Send + Sync + 'static,
     ) -> crate::Result<Tensor> {
+        Tensor::sampled_as(key, draw, None)
+    }
+
+    /// `bernoulli(key, keep, shape)` as `1.0` / `0.0` through
+    /// [`Tensor::sampled`], marked as such so that a compiled step may
+    /// draw it again as bytes (`Dropout`'s keep mask).
+    pub(crate) fn sampled_keep_mask(
+        key: &Key,
+        keep: f32,
+        shape: &[usize],
+    ) -> crate::Result<Tensor> {
+        let shape = shape.to_vec();
+        let draw = move |key: &Key| Ok(crate::random::bernoulli_mask(key, keep, &shape)?);
+        Tensor::sampled_as(key, draw, Some(keep))
+    }
+
+    /// [`Tensor::sampled`], with the sampler's [`Sampler::keep`].
+    fn sampled_as(
+        key: &Key,
+        draw: impl Fn(&Key) -> crate::Result<ArrayD<f32>> + Send + Sync + 'static,
+        keep: Option<f32>,
+    ) -> crate::Result<Tensor> {
         let value = draw(key)?;
         let recorded = TRACE.with(|t| {
             let mut t = t.borrow_mut();
@@ -183,6 +210,7 @@ impl Tensor {
                 data,
                 draw: Arc::new(draw),
                 shape: value.shape().to_vec(),
+                keep,
             });
             let node = trace.tape.push(Node::leaf(OpKind::Sampled(index)));
             Some(Tracer {
@@ -204,13 +232,7 @@ impl Tensor {
 /// A sampler's values for the step's key arguments `keys`, in row-major
 /// order.
 pub(crate) fn draw_again(sampler: &Sampler, keys: &[Key]) -> crate::Result<Vec<f32>> {
-    let key = sampler
-        .data
-        .iter()
-        .fold(keys[sampler.key].clone(), |k, &d| {
-            crate::random::fold_in(k, d)
-        });
-    let values = (sampler.draw)(&key)?;
+    let values = (sampler.draw)(&key_of(sampler, keys))?;
     debug_assert_eq!(values.shape(), &sampler.shape[..]);
     // Logical (row-major) order, whatever the memory order.
     Ok(if values.is_standard_layout() {
@@ -218,4 +240,35 @@ pub(crate) fn draw_again(sampler: &Sampler, keys: &[Key]) -> crate::Result<Vec<f
     } else {
         values.iter().copied().collect()
     })
+}
+
+/// Keep-mask samplers' values ([`Sampler::keep`]) for the step's key
+/// arguments `keys` as bytes (`1` where the float mask has `1.0`), each
+/// into its buffer of `masks` (reused from call to call), all in one
+/// parallel job.
+pub(crate) fn draw_bytes_again<'a>(
+    samplers: impl Iterator<Item = &'a Sampler>,
+    keys: &[Key],
+    masks: &mut [Vec<u8>],
+) -> crate::Result<()> {
+    let drawn: SmallVec<[(Key, f32, &[usize]); 4]> = samplers
+        .map(|s| (key_of(s, keys), s.keep.expect("a keep mask"), &s.shape[..]))
+        .collect();
+    let ps: SmallVec<[f32; 4]> = drawn.iter().map(|d| d.1).collect();
+    let mut jobs: SmallVec<[crate::random::ByteMask<'_>; 4]> = drawn
+        .iter()
+        .zip(masks.iter_mut())
+        .map(|((key, _, shape), out)| (key, *shape, &mut out[..]))
+        .collect();
+    Ok(crate::random::bernoulli_bytes_into_all(&mut jobs, &ps)?)
+}
+
+/// The key a sampler draws from, derived from the step's key arguments.
+fn key_of(sampler: &Sampler, keys: &[Key]) -> Key {
+    sampler
+        .data
+        .iter()
+        .fold(keys[sampler.key].clone(), |k, &d| {
+            crate::random::fold_in(k, d)
+        })
 }

@@ -5,7 +5,7 @@ use ndarray::{ArrayD, Zip};
 use super::uniform::{check_range, unit_float};
 use crate::random::error::RandomError;
 use crate::random::key::{split_n, Key};
-use crate::random::sampling::sample;
+use crate::random::sampling::{sample, sample_all_into};
 
 /// Booleans that are `true` with probability `p`
 /// (`jax.random.bernoulli(key, p, shape)`, i.e. `uniform(key, shape) < p`).
@@ -68,6 +68,33 @@ pub(crate) fn bernoulli_mask(
     )
 }
 
+/// One mask of [`bernoulli_bytes_into_all`]: its key, shape and buffer.
+pub(crate) type ByteMask<'a> = (&'a Key, &'a [usize], &'a mut [u8]);
+
+/// [`bernoulli`] of each `shape` with probability `ps[i]` as one byte per
+/// element (`1` for `true`) into each `out`, buffers the caller reuses:
+/// the keep masks of `Dropout` as a compiled step draws them again on
+/// every call (a quarter of the float mask's bytes to write and read
+/// back), in one parallel job (one wake-up of the thread pool for all).
+pub(crate) fn bernoulli_bytes_into_all(
+    masks: &mut [ByteMask<'_>],
+    ps: &[f32],
+) -> Result<(), RandomError> {
+    assert_eq!(masks.len(), ps.len(), "one probability per mask");
+    ps.iter().try_for_each(|&p| check_probability(p))?;
+    sample_all_into(
+        "bernoulli",
+        masks,
+        #[inline(always)]
+        |i, words, out| {
+            let p = ps[i];
+            for (o, &w) in out.iter_mut().zip(words) {
+                *o = u8::from(unit_float(w) < p);
+            }
+        },
+    )
+}
+
 /// Integers uniformly in `[minval, maxval)`
 /// (`jax.random.randint(key, shape, minval, maxval)` with `dtype=int32`).
 ///
@@ -112,7 +139,7 @@ pub(crate) fn rename(e: RandomError, function: &'static str) -> RandomError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::random::key;
+    use crate::random::{key, ThreefryMode};
 
     #[test]
     fn the_mask_is_bernoulli_as_floats() {
@@ -127,5 +154,59 @@ mod tests {
             assert_eq!(mask, bools.mapv(|b| if b { 1.0 } else { 0.0 }));
         }
         assert!(bernoulli_mask(&key(0), f32::NAN, &[2]).is_err());
+    }
+
+    /// The byte mask, drawn into a reused buffer, holds `bernoulli`'s
+    /// booleans, on both sides of the parallel threshold and in both
+    /// threefry modes.
+    #[test]
+    fn the_byte_mask_is_bernoulli_as_bytes() {
+        let mut buf = Vec::new();
+        for (seed, p, shape) in [
+            (0, 0.9, vec![128, 512]),
+            (1, 0.9, vec![128, 512]),
+            (3, 0.5, vec![7, 3]),
+            (5, 0.0, vec![4]),
+            (6, 1.0, vec![3, 2049]),
+        ] {
+            for mode in [ThreefryMode::Partitionable, ThreefryMode::NonPartitionable] {
+                let k = key(seed).with_mode(mode);
+                buf.resize(shape.iter().product(), 7);
+                bernoulli_bytes_into_all(&mut [(&k, &shape[..], &mut buf[..])], &[p]).unwrap();
+                let bools = bernoulli(k, p, &shape).unwrap();
+                let expected: Vec<u8> = bools.iter().map(|&b| u8::from(b)).collect();
+                assert_eq!(buf, expected, "{seed} {p} {shape:?} {mode:?}");
+            }
+        }
+        let bad = bernoulli_bytes_into_all(&mut [(&key(0), &[2][..], &mut [0; 2][..])], &[1.5]);
+        assert!(bad.is_err());
+    }
+
+    /// Masks drawn together hold each one's `bernoulli` booleans: large
+    /// ones (one parallel job), small ones (one by one), mixed.
+    #[test]
+    fn masks_drawn_together_are_each_bernoulli() {
+        for shapes in [
+            vec![vec![128, 512], vec![128, 512]],
+            vec![vec![7, 3], vec![4], vec![2, 5]],
+            vec![vec![3, 2049], vec![40000], vec![1]],
+        ] {
+            let keys: Vec<Key> = (0..shapes.len() as u32).map(|i| key(10 + i)).collect();
+            let ps: Vec<f32> = (0..shapes.len()).map(|i| 0.9 - 0.3 * i as f32).collect();
+            let mut bufs: Vec<Vec<u8>> =
+                shapes.iter().map(|s| vec![9; s.iter().product()]).collect();
+            let mut masks: Vec<(&Key, &[usize], &mut [u8])> = keys
+                .iter()
+                .zip(&shapes)
+                .zip(bufs.iter_mut())
+                .map(|((k, s), b)| (k, &s[..], &mut b[..]))
+                .collect();
+            bernoulli_bytes_into_all(&mut masks, &ps).unwrap();
+            for (((k, s), b), &p) in keys.iter().zip(&shapes).zip(&bufs).zip(&ps) {
+                let bools = bernoulli(k.clone(), p, s).unwrap();
+                let expected: Vec<u8> = bools.iter().map(|&b| u8::from(b)).collect();
+                assert_eq!(b, &expected, "{s:?} {p}");
+            }
+        }
     }
 }

@@ -19,8 +19,8 @@ mod uniform;
 
 pub(crate) use categorical::{argmax_of_scores, flushed};
 pub use categorical::{categorical, exponential, gumbel};
-pub(crate) use discrete::bernoulli_mask;
 pub use discrete::{bernoulli, randint};
+pub(crate) use discrete::{bernoulli_bytes_into_all, bernoulli_mask, ByteMask};
 pub use dynamic::{
     bits_dtype, exponential_dtype, gumbel_dtype, normal_dtype, truncated_normal_dtype,
     uniform_dtype, uniform_range_dtype, FloatArray, UIntArray,
