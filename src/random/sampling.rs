@@ -7,6 +7,7 @@
 
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
+use smallvec::SmallVec;
 
 use super::dtype::UInt;
 use super::error::{checked_alloc, RandomError};
@@ -74,9 +75,12 @@ where
 }
 
 /// [`sample_into`] for several arrays, `(key, shape, out)` each, with
-/// `transform(i, words, out)` writing array `i`'s outputs: one parallel
-/// job for them all, so that the thread pool is woken and waited for once
-/// rather than once per array (a compiled step's dropout masks).
+/// `transform(i, words, out)` writing array `i`'s outputs (a compiled
+/// step's dropout masks): their elements are shared out at once over the
+/// calling thread and the pool, rather than in one job of the pool per
+/// array that the caller sleeps through. Measured on two 128x512 masks:
+/// 28 µs best against 34 µs for one pool job for both and 42 µs for two
+/// `bernoulli` calls.
 pub(crate) fn sample_all_into<T, F>(
     function: &'static str,
     arrays: &mut [(&Key, &[usize], &mut [T])],
@@ -104,18 +108,64 @@ where
         }
         return Ok(());
     }
-    arrays
-        .par_iter_mut()
-        .enumerate()
-        .for_each(|(i, (key, _, out))| {
-            let transform = {
-                #[inline(always)]
-                |w: &[u32], o: &mut [T]| transform(i, w, o)
-            };
-            fill_blocks(key, out, &transform)
-        });
+    // One share of the elements per thread of the pool, in whole blocks:
+    // the calling thread draws the first while the pool draws the others,
+    // so it is never idle waiting for the pool nor woken by it when its
+    // own share ends last.
+    let threads = rayon::current_num_threads().max(1);
+    let per_share = total.div_ceil(threads).next_multiple_of(BLOCK);
+    let mut shares: SmallVec<[Share<'_, T>; 4]> = SmallVec::new();
+    let mut room = 0;
+    for (i, (key, _, out)) in arrays.iter_mut().enumerate() {
+        let n = out.len() as u64;
+        let mut rest: &mut [T] = out;
+        let mut start = 0u64;
+        while !rest.is_empty() {
+            if room == 0 {
+                shares.push(SmallVec::new());
+                room = per_share;
+            }
+            let len = room.min(rest.len());
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            room -= len;
+            shares
+                .last_mut()
+                .expect("pushed")
+                .push((i, key, n, start, piece));
+            start += len as u64;
+            rest = tail;
+        }
+    }
+    let transform = &transform;
+    let draw = move |share: Share<'_, T>| {
+        for (i, key, n, start, piece) in share {
+            let mut words = [0u32; BLOCK];
+            for (c, chunk) in piece.chunks_mut(BLOCK).enumerate() {
+                let words = &mut words[..chunk.len()];
+                key.fill_bits(n, start + (c * BLOCK) as u64, words);
+                simd(
+                    #[inline(always)]
+                    || transform(i, words, chunk),
+                );
+            }
+        }
+    };
+    rayon::in_place_scope(|scope| {
+        let mut shares = shares.into_iter();
+        let mine = shares.next();
+        for share in shares {
+            scope.spawn(move |_| draw(share));
+        }
+        if let Some(share) = mine {
+            draw(share);
+        }
+    });
     Ok(())
 }
+
+/// A thread's part of [`sample_all_into`]'s arrays: pieces `(array, key,
+/// the array's element count, the piece's first element, the piece)`.
+type Share<'a, T> = SmallVec<[(usize, &'a Key, u64, u64, &'a mut [T]); 2]>;
 
 /// Draws the stream's 32-bit words themselves (`bits`), hashed straight
 /// into the array.

@@ -75,7 +75,7 @@ pub(crate) type ByteMask<'a> = (&'a Key, &'a [usize], &'a mut [u8]);
 /// element (`1` for `true`) into each `out`, buffers the caller reuses:
 /// the keep masks of `Dropout` as a compiled step draws them again on
 /// every call (a quarter of the float mask's bytes to write and read
-/// back), in one parallel job (one wake-up of the thread pool for all).
+/// back), shared out together over the calling thread and the pool.
 pub(crate) fn bernoulli_bytes_into_all(
     masks: &mut [ByteMask<'_>],
     ps: &[f32],
@@ -182,27 +182,35 @@ mod tests {
         assert!(bad.is_err());
     }
 
-    /// Masks drawn together hold each one's `bernoulli` booleans: large
-    /// ones (one parallel job), small ones (one by one), mixed.
+    /// Masks drawn together hold each one's `bernoulli` booleans, in both
+    /// threefry modes: large ones (shared out over threads, a share
+    /// spanning masks), small ones (one by one), mixed.
     #[test]
     fn masks_drawn_together_are_each_bernoulli() {
-        for shapes in [
+        let modes = [ThreefryMode::Partitionable, ThreefryMode::NonPartitionable];
+        let cases = [
             vec![vec![128, 512], vec![128, 512]],
             vec![vec![7, 3], vec![4], vec![2, 5]],
             vec![vec![3, 2049], vec![40000], vec![1]],
-        ] {
-            let keys: Vec<Key> = (0..shapes.len() as u32).map(|i| key(10 + i)).collect();
+        ];
+        for (mode, shapes) in modes
+            .iter()
+            .flat_map(|m| cases.iter().map(move |c| (*m, c)))
+        {
+            let keys: Vec<Key> = (0..shapes.len() as u32)
+                .map(|i| key(10 + i).with_mode(mode))
+                .collect();
             let ps: Vec<f32> = (0..shapes.len()).map(|i| 0.9 - 0.3 * i as f32).collect();
             let mut bufs: Vec<Vec<u8>> =
                 shapes.iter().map(|s| vec![9; s.iter().product()]).collect();
             let mut masks: Vec<(&Key, &[usize], &mut [u8])> = keys
                 .iter()
-                .zip(&shapes)
+                .zip(shapes)
                 .zip(bufs.iter_mut())
                 .map(|((k, s), b)| (k, &s[..], &mut b[..]))
                 .collect();
             bernoulli_bytes_into_all(&mut masks, &ps).unwrap();
-            for (((k, s), b), &p) in keys.iter().zip(&shapes).zip(&bufs).zip(&ps) {
+            for (((k, s), b), &p) in keys.iter().zip(shapes).zip(&bufs).zip(&ps) {
                 let bools = bernoulli(k.clone(), p, s).unwrap();
                 let expected: Vec<u8> = bools.iter().map(|&b| u8::from(b)).collect();
                 assert_eq!(b, &expected, "{s:?} {p}");
