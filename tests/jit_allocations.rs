@@ -31,6 +31,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
+/// Held by each test while it counts: the counter is global, and the
+/// tests run on parallel threads.
+static COUNTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn filled(shape: &[usize], seed: u32) -> Tensor {
     let n: usize = shape.iter().product();
     let v = (0..n)
@@ -78,6 +82,7 @@ fn allocations_per_call(sizes: &[usize]) -> usize {
 
 #[test]
 fn compiled_replay_allocates_only_its_results() {
+    let _alone = COUNTING.lock().unwrap_or_else(|e| e.into_inner());
     let shallow = allocations_per_call(&[2, 3, 2]);
     let deep = allocations_per_call(&[2, 3, 3, 3, 3, 3, 2]);
     // Small products summed per output and larger ones through the blocked
@@ -138,6 +143,7 @@ fn dropout_allocations_per_call(layers: usize) -> usize {
 
 #[test]
 fn compiled_dropout_draws_its_masks_without_allocating() {
+    let _alone = COUNTING.lock().unwrap_or_else(|e| e.into_inner());
     let shallow = dropout_allocations_per_call(1);
     let deep = dropout_allocations_per_call(3);
     assert_eq!(shallow, deep, "allocations grow with the number of masks");

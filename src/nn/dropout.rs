@@ -131,8 +131,9 @@ impl Module for Dropout {
         for &d in &self.broadcast_dims {
             mask_shape[d] = 1;
         }
-        // Drawn through `Tensor::sampled`, so that a compiled step with keys
-        // draws the mask again on every call.
+        // Drawn as `Tensor::sampled` draws, so that a compiled step with
+        // keys draws the mask again on every call (as bytes, being marked
+        // a keep mask).
         let mask = Tensor::sampled_keep_mask(&rng, keep_prob, &mask_shape)?;
         // Flax writes `x / keep_prob`. Run eagerly, XLA sees a constant
         // divisor and multiplies by its f32 reciprocal instead; under
