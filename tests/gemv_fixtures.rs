@@ -8,6 +8,9 @@ use flaxen::random;
 use flaxen::tensor::{grad, Tensor, Tree};
 use serde_json::Value;
 
+mod common;
+use common::{json_u32s as u32s, tensor_bits as bits};
+
 fn fixture() -> Value {
     let path = format!("{}/tests/fixtures/gemv.json", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -24,18 +27,6 @@ fn inputs(shape: &[usize], seed: u64) -> Tensor {
         })
         .collect();
     Tensor::from_vec(v, shape).unwrap()
-}
-
-fn u32s(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b.as_u64().unwrap() as u32)
-        .collect()
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec().iter().map(|v| v.to_bits()).collect()
 }
 
 fn n(v: &Value) -> usize {

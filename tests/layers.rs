@@ -11,33 +11,12 @@ use flaxen::tensor::{grad, Tensor, Tree};
 use ndarray::ArrayD;
 use serde_json::Value;
 
+mod common;
+use common::{json_shape as shape, json_tensor as tensor, json_u32s as u32s, tensor_bits as bits};
+
 fn fixture() -> Value {
     let path = format!("{}/tests/fixtures/layers.json", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn u32s(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b.as_u64().unwrap() as u32)
-        .collect()
-}
-
-fn shape(v: &Value) -> Vec<usize> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect()
-}
-
-fn tensor(bits: &Value, shp: &[usize]) -> Tensor {
-    Tensor::from_vec(u32s(bits).into_iter().map(f32::from_bits).collect(), shp).unwrap()
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec().iter().map(|v| v.to_bits()).collect()
 }
 
 /// The largest distance in units in the last place.

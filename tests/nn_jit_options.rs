@@ -13,15 +13,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{load_fixture, tensor_bits as bits};
-
-fn u32s(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b.as_u64().unwrap() as u32)
-        .collect()
-}
+use common::{json_u32s as u32s, load_fixture, tensor_bits as bits};
 
 /// Flax's setup-style `AE`: `enc`, `drop`, `dec`.
 #[derive(Clone, Debug)]

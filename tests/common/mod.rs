@@ -4,6 +4,30 @@
 
 use serde::de::DeserializeOwned;
 
+/// The numbers of a fixture's JSON array as `u32`s (f32 bit patterns).
+pub fn json_u32s(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// A fixture's JSON shape.
+pub fn json_shape(v: &serde_json::Value) -> Vec<usize> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .collect()
+}
+
+/// A tensor of `shape` from a fixture's JSON array of f32 bit patterns.
+pub fn json_tensor(bits: &serde_json::Value, shape: &[usize]) -> flaxen::tensor::Tensor {
+    let values = json_u32s(bits).into_iter().map(f32::from_bits).collect();
+    flaxen::tensor::Tensor::from_vec(values, shape).unwrap()
+}
+
 /// Reads `tests/fixtures/<name>` (written by tools/oracle/).
 pub fn load_fixture<T: DeserializeOwned>(name: &str) -> T {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
