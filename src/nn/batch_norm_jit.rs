@@ -3,15 +3,16 @@
 //! eager JAX's.
 
 use crate::core::{Result, Scope, Variable};
-use crate::tensor::compiled_batch_norm;
 use crate::tensor::Tensor;
+use crate::tensor::{batch_norm_under_grad, compiled_batch_norm};
 use crate::xla::batch_norm::{contracted_columns, Step};
 
 use super::normalization::BatchNorm;
 
 /// `bn(x)` with jitted Flax's numbers, or `None` when they do not apply:
-/// outside a jitted module's forward program, while initializing, under a
-/// differentiation, with a mask, an axis name, `use_fast_variance` off,
+/// outside a jitted module's body, while initializing, in evaluation under
+/// a differentiation (training there records the jitted backward rule,
+/// see [`Tensor::batch_norm_train`]), with a mask, an axis name, `use_fast_variance` off,
 /// a feature axis other than the last, a 1-D input or an empty one (those
 /// keep eager JAX's numbers).
 pub(super) fn compiled_forward(
@@ -22,7 +23,10 @@ pub(super) fn compiled_forward(
     ra_var: &Variable<'_, '_>,
 ) -> Result<Option<Tensor>> {
     let shape = x.shape();
-    let plain = crate::tensor::compiled::forward_jit_tape().is_some()
+    let forward = crate::tensor::compiled::forward_jit_tape().is_some();
+    // Under `grad` only training has its compiled backward rule.
+    let grad = !forward && crate::tensor::compiled::grad_jit() && !bn.use_running_average;
+    let plain = (forward || grad)
         && bn.mask.is_none()
         && bn.axis_name.is_none()
         && bn.use_fast_variance
@@ -46,7 +50,15 @@ pub(super) fn compiled_forward(
             None => return Ok(None),
         }
     }
-    if !compiled_batch_norm(&all) {
+    let allowed = if grad {
+        // `x`, then the peeked scale and bias.
+        let mut ops = vec![x];
+        ops.extend(all[3..].iter().copied());
+        batch_norm_under_grad(&ops, &[&mean0, &var0])
+    } else {
+        compiled_batch_norm(&all)
+    };
+    if !allowed {
         return Ok(None);
     }
     let scale = bn
@@ -57,6 +69,19 @@ pub(super) fn compiled_forward(
         .use_bias
         .then(|| s.param("bias", &bn.bias_init, &[features]))
         .transpose()?;
+    if grad {
+        let [y, mean, var] = Tensor::batch_norm_train(
+            x,
+            scale.as_ref(),
+            bias.as_ref(),
+            [&mean0, &var0],
+            bn.momentum,
+            bn.epsilon,
+        );
+        ra_mean.set(mean)?;
+        ra_var.set(var)?;
+        return Ok(Some(y));
+    }
     let step = Tensor::batch_norm_step;
     let (centered, var) = if bn.use_running_average {
         (x.sub(&mean0)?, var0)

@@ -104,3 +104,35 @@ impl Drop for ForwardJit {
 pub(crate) fn forward_jit_tape() -> Option<Option<u64>> {
     FORWARD_JIT.with(|f| f.get())
 }
+
+thread_local! {
+    /// How many jitted modules' bodies this thread runs inline under a
+    /// reverse-mode differentiation (`nn::Jit` under `grad`).
+    static GRAD_JIT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// While alive, this thread runs a jitted module's body inline under a
+/// differentiation: JAX differentiates the jitted function as a whole,
+/// and XLA compiles its forward and backward programs (see [`grad_jit`]).
+pub(crate) struct GradJit(());
+
+impl GradJit {
+    /// Enters a jitted body run under a differentiation.
+    pub(crate) fn enter() -> GradJit {
+        GRAD_JIT.with(|d| d.set(d.get() + 1));
+        GradJit(())
+    }
+}
+
+impl Drop for GradJit {
+    fn drop(&mut self) {
+        GRAD_JIT.with(|d| d.set(d.get() - 1));
+    }
+}
+
+/// Whether a jitted module's body runs inline under a differentiation on
+/// this thread: operations whose compiled backward programs differ from
+/// eager JAX's (BatchNorm in training) record those programs' rules.
+pub(crate) fn grad_jit() -> bool {
+    GRAD_JIT.with(|d| d.get() > 0)
+}

@@ -133,7 +133,7 @@ impl Step {
 /// correctly rounded result either way). `f` must be an
 /// `#[inline(always)]` closure, so that its body is compiled inside.
 #[inline(always)]
-fn with_fma<R>(f: impl FnOnce() -> R) -> R {
+pub(super) fn with_fma<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
         /// `f`, compiled for AVX2 and FMA.
@@ -160,13 +160,22 @@ fn with_fma<R>(f: impl FnOnce() -> R) -> R {
 /// and the algebraic simplifier reassociates `(s1 c)²` to `(s1 s1)(c c)`.
 /// A NaN stays (LLVM's `maximum`), and `-0` becomes `+0`.
 fn variance(s1: f32, s2: f32, c: f32, unit: bool) -> f32 {
+    clip(unclipped_variance(s1, s2, c, unit))
+}
+
+/// `s2 c - (s1 c)²` before [`variance`] clips it at 0.
+pub(super) fn unclipped_variance(s1: f32, s2: f32, c: f32, unit: bool) -> f32 {
     let m2 = if unit {
         (s1 * s1) * (c * c)
     } else {
         let mean = s1 * c;
         mean * mean
     };
-    let d = s2.mul_add(c, -m2);
+    s2.mul_add(c, -m2)
+}
+
+/// `max(d, 0)` as LLVM's `maximum`: a NaN stays, `-0` becomes `+0`.
+pub(super) fn clip(d: f32) -> f32 {
     if d.is_nan() || d > 0.0 {
         d
     } else {
@@ -194,11 +203,11 @@ pub(crate) fn contracted_columns(features: usize, use_scale: bool, use_bias: boo
 }
 
 /// From this many elements XLA:CPU hands a reduction to YNNPACK.
-const YNN_MIN: usize = 4096;
+pub(super) const YNN_MIN: usize = 4096;
 
 /// The reduced axes of `shape` (all but the last) and the number of
 /// features.
-fn split(shape: &[usize]) -> (&[usize], usize) {
+pub(super) fn split(shape: &[usize]) -> (&[usize], usize) {
     match shape.split_last() {
         Some((&c, dims)) => (dims, c),
         None => (&[], 1),
@@ -238,7 +247,7 @@ pub(crate) fn column_sums(x: &[f32], shape: &[usize], out: &mut [f32]) {
 }
 
 /// The number of loops over `dims` (axes of length 1 have none).
-fn loops(dims: &[usize]) -> usize {
+pub(super) fn loops(dims: &[usize]) -> usize {
     dims.iter().filter(|&&d| d != 1).count()
 }
 

@@ -12,7 +12,8 @@
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
 //!   down columns (windows of rows, YNNPACK tiles).
 //! - [`batch_norm`]: BatchNorm's forward pass as XLA fuses it in a jitted
-//!   module (sums of squares contracted, constants folded).
+//!   module (sums of squares contracted, constants folded);
+//!   [`batch_norm_grad`]: its backward program under `jax.grad`.
 //! - [`libm_f32`]: glibc's `sinf`/`cosf`/`logf` (XLA:CPU calls glibc for
 //!   sine and cosine; TensorFlow's Box–Muller for `logf` and `sincosf`),
 //!   ported to plain `f64` arithmetic; public as `random::tf::libm_f32`.
@@ -21,6 +22,7 @@
 //! tensors or keys.
 
 pub(crate) mod batch_norm;
+pub(crate) mod batch_norm_grad;
 pub(crate) mod dot;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod dot_avx512;

@@ -23,7 +23,7 @@ use crate::core::scope::{Scope, State};
 use crate::error::Result;
 use crate::random::Key;
 use crate::tensor::batched::current_layout;
-use crate::tensor::compiled::{CompiledRegion, ForwardJit};
+use crate::tensor::compiled::{CompiledRegion, ForwardJit, GradJit};
 use crate::tensor::custom::recorded;
 use crate::tensor::debug_nans;
 use crate::tensor::jit_forward::{trace_forward, ForwardProgram, Unplanned};
@@ -147,6 +147,13 @@ impl<'s> Scope<'s> {
             || state.variables.iter().any(|(_, t)| !t.arrays().is_empty());
         // Not inlined: the body is XLA's compiled program, whatever runs it.
         let _forward = (!inline).then(ForwardJit::enter);
+        // Inline because it is differentiated: JAX splits the jitted body
+        // into compiled forward and backward programs.
+        let under_grad = !state.initializing
+            && !debug_nans()
+            && current_layout().is_none()
+            && args.iter().any(recorded);
+        let _grad = under_grad.then(GradJit::enter);
         let statics = (!inline).then(|| statics(&input)).flatten();
         let Some(statics) = statics else {
             return run(state, input);
