@@ -241,12 +241,12 @@ fn net_with_batch_norm_matches_flax() {
     // XLA rewrites BatchNorm's statistics and normalization when it fuses
     // the jitted body (sums times 1/n folded into the momentum,
     // multiply-adds contracted); a `Jit`'s forward pass does as XLA does
-    // (tests/nn_jit_bn.rs checks more shapes). Under `grad` the module runs
-    // inline with eager numbers, and its gradients match neither run in
-    // the last bits (XLA fuses the backward pass too).
+    // (tests/nn_jit_bn.rs checks more shapes). Under `grad` the module
+    // runs inline, its BatchNorm as one operation with the forward numbers
+    // and the backward program XLA compiles (tests/nn_jit_bn_grad.rs).
     let r = Reference {
         calls: "jitted",
-        grads: None,
+        grads: Some("jitted"),
     };
     let net = Net::new(true);
     check_case(&net, "net_bn", r);
