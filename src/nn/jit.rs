@@ -33,7 +33,9 @@ use crate::tensor::Tensors;
 /// module the replay cannot repeat (an operation it does not know, a
 /// branch on a value) runs on every call instead, with the same numbers.
 /// At `init`, under `grad` (its input or variables traced) and under
-/// `debug_nans` the module runs inline.
+/// `debug_nans` the module runs inline; under `grad`, a `BatchNorm` in
+/// training is differentiated as XLA compiles the jitted module's backward
+/// pass (see `crate::xla::batch_norm_grad`).
 ///
 /// Static arguments and methods read as in Flax's
 /// `nn.jit(Block, static_argnums=(2,), methods=["encode"])`:
