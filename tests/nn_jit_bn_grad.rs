@@ -65,7 +65,7 @@ fn differing(got: &[u32], want: &[u32]) -> Option<String> {
 /// The jitted module of fixture case `c`.
 fn module(c: &Value) -> Jit<BatchNorm> {
     let mut bn = BatchNorm::new()
-        .use_running_average(false)
+        .use_running_average(!c["train"].as_bool().unwrap())
         .momentum(c["momentum"].as_f64().unwrap());
     bn.use_scale = c["use_scale"].as_bool().unwrap();
     bn.use_bias = c["use_bias"].as_bool().unwrap();

@@ -10,9 +10,9 @@ use crate::xla::batch_norm::{contracted_columns, Step};
 use super::normalization::BatchNorm;
 
 /// `bn(x)` with jitted Flax's numbers, or `None` when they do not apply:
-/// outside a jitted module's body, while initializing, in evaluation under
-/// a differentiation (training there records the jitted backward rule,
-/// see [`Tensor::batch_norm_train`]), with a mask, an axis name, `use_fast_variance` off,
+/// outside a jitted module's body (under a differentiation, recorded with
+/// the jitted backward rule, see [`Tensor::batch_norm_grad`]), while
+/// initializing, with a mask, an axis name, `use_fast_variance` off,
 /// a feature axis other than the last, a 1-D input or an empty one (those
 /// keep eager JAX's numbers).
 pub(super) fn compiled_forward(
@@ -24,8 +24,7 @@ pub(super) fn compiled_forward(
 ) -> Result<Option<Tensor>> {
     let shape = x.shape();
     let forward = crate::tensor::compiled::forward_jit_tape().is_some();
-    // Under `grad` only training has its compiled backward rule.
-    let grad = !forward && crate::tensor::compiled::grad_jit() && !bn.use_running_average;
+    let grad = !forward && crate::tensor::compiled::grad_jit();
     let plain = (forward || grad)
         && bn.mask.is_none()
         && bn.axis_name.is_none()
@@ -70,16 +69,19 @@ pub(super) fn compiled_forward(
         .then(|| s.param("bias", &bn.bias_init, &[features]))
         .transpose()?;
     if grad {
-        let [y, mean, var] = Tensor::batch_norm_train(
+        let (y, stats) = Tensor::batch_norm_grad(
             x,
             scale.as_ref(),
             bias.as_ref(),
             [&mean0, &var0],
             bn.momentum,
             bn.epsilon,
+            !bn.use_running_average,
         );
-        ra_mean.set(mean)?;
-        ra_var.set(var)?;
+        if let Some([mean, var]) = stats {
+            ra_mean.set(mean)?;
+            ra_var.set(var)?;
+        }
         return Ok(Some(y));
     }
     let step = Tensor::batch_norm_step;

@@ -16,6 +16,11 @@
 //!   (`clip'` the derivative of the clip at 0: 1 above, ½ at 0, 0 below)
 //!   the input's cotangent is one fusion,
 //!   `fma(m c, 2x, fma(g, k, c · fma(-m, 2c · s1, -Σ g k)))`.
+//!
+//! In evaluation (the running averages for `mean` and `var`) the forward
+//! program is again the jitted forward pass, `fma(x - mean, k, bias)`,
+//! and the backward one sums the cotangents of `scale` and `bias` as in
+//! training; the input's is the rounded product `g k`.
 
 use super::batch_norm::{
     clip, column_sums, contracted_columns, loops, split, unclipped_variance, with_fma, Step,
@@ -39,40 +44,65 @@ pub(crate) struct Residuals {
     rs: Vec<f32>,
     k: Vec<f32>,
     scale: Option<Vec<f32>>,
+    /// Normalized by the running averages (evaluation), not the batch's.
+    eval: bool,
 }
 
-/// The forward pass of a BatchNorm in training over `x` (`shape`, features
-/// last, at least one row) with jitted Flax's numbers, and its residuals.
+/// The forward pass of a BatchNorm over `x` (`shape`, features last, at
+/// least one row) with jitted Flax's numbers, and its residuals: in
+/// training without `running` (the batch's statistics), in evaluation
+/// with the running mean and variance.
 pub(crate) fn forward(
     x: Vec<f32>,
     shape: &[usize],
     scale: Option<Vec<f32>>,
     bias: Option<&[f32]>,
     eps: f32,
+    running: Option<[&[f32]; 2]>,
 ) -> (Vec<f32>, Residuals) {
     let (dims, features) = split(shape);
     let rows: usize = dims.iter().product();
     let c = 1.0 / rows as f32;
     let mut s1 = vec![0.0; features];
-    let mut s2 = vec![0.0; features];
-    Step::Sums.forward(shape, [&x, &[], &[]], &mut s1);
-    Step::Squares.forward(shape, [&x, &[], &[]], &mut s2);
-    let unit = features == 1;
-    let unclipped: Vec<f32> = s1
-        .iter()
-        .zip(&s2)
-        .map(|(&a, &b)| unclipped_variance(a, b, c, unit))
-        .collect();
-    let var: Vec<f32> = unclipped.iter().map(|&d| clip(d)).collect();
+    let (unclipped, var) = match running {
+        Some([_, var]) => (var.to_vec(), var.to_vec()),
+        None => {
+            let mut s2 = vec![0.0; features];
+            Step::Sums.forward(shape, [&x, &[], &[]], &mut s1);
+            Step::Squares.forward(shape, [&x, &[], &[]], &mut s2);
+            let unit = features == 1;
+            let unclipped: Vec<f32> = s1
+                .iter()
+                .zip(&s2)
+                .map(|(&a, &b)| unclipped_variance(a, b, c, unit))
+                .collect();
+            let var = unclipped.iter().map(|&d| clip(d)).collect();
+            (unclipped, var)
+        }
+    };
     let ve: Vec<f32> = var.iter().map(|&v| v + eps).collect();
     let rs: Vec<f32> = ve.iter().map(|&v| super::math::rsqrt(v)).collect();
     let k: Vec<f32> = match &scale {
         Some(scale) => rs.iter().zip(scale).map(|(&r, &s)| r * s).collect(),
         None => rs.clone(),
     };
-    let contracted = contracted_columns(features, scale.is_some(), bias.is_some());
     let mut centered = vec![0.0; x.len()];
-    Step::Center { c, contracted }.forward(shape, [&x, &s1, &[]], &mut centered);
+    match running {
+        Some([mean, _]) => {
+            for (row, x) in centered
+                .chunks_exact_mut(features)
+                .zip(x.chunks_exact(features))
+            {
+                row.iter_mut()
+                    .zip(x.iter().zip(mean))
+                    .for_each(|(o, (&x, &m))| *o = x - m);
+            }
+        }
+        None => {
+            let contracted = contracted_columns(features, scale.is_some(), bias.is_some());
+            Step::Center { c, contracted }.forward(shape, [&x, &s1, &[]], &mut centered);
+        }
+    }
     let mut y = vec![0.0; x.len()];
     match bias {
         Some(bias) => Step::Affine.forward(shape, [&centered, &k, bias], &mut y),
@@ -99,6 +129,7 @@ pub(crate) fn forward(
         rs,
         k,
         scale,
+        eval: running.is_some(),
     };
     (y, residuals)
 }
@@ -131,6 +162,13 @@ fn backward_body(r: &Residuals, g: &[f32]) -> Cotangents {
     let sxg = chain_products(&r.centered, g, shape);
     let sgk = nest_products(g, &r.k, shape);
     let scale: Vec<f32> = r.rs.iter().zip(&sxg).map(|(&a, &b)| a * b).collect();
+    if r.eval {
+        let x = g
+            .chunks_exact(features)
+            .flat_map(|row| row.iter().zip(&r.k).map(|(&g, &k)| g * k))
+            .collect();
+        return Cotangents { x, scale, bias };
+    }
     // Per feature: `m c` and `c · fma(-m, 2c · s1, -Σ g k)`.
     let mut mc = vec![0.0; features];
     let mut shift = vec![0.0; features];

@@ -5,7 +5,8 @@ program, each compiled by XLA, whose numbers are not eager JAX's.
 
 Each case differentiates `sum(y * w)` with `y` the output of
 `nn.jit(nn.BatchNorm)(use_running_average=False)` applied to `x` (batch
-statistics mutable), with respect to the parameters and to `x`, and keeps
+statistics mutable; in training, and in evaluation with the running
+averages), with respect to the parameters and to `x`, and keeps
 `y`, the loss and the updated `batch_stats` (auxiliary outputs of the
 forward program). The shapes cover the orders in which XLA:CPU sums the
 statistics and the backward program's reductions: one reduced axis of at
@@ -41,7 +42,7 @@ OUT = os.path.join(
     os.path.dirname(__file__), "..", "..", "tests", "fixtures", "nn_jit_bn_grad.json"
 )
 
-# (name, shape, momentum, use_scale, use_bias)
+# (name, shape, momentum, use_scale, use_bias[, train])
 CASES = [
     ("rows_6", (6, 8), 0.9, True, True),
     ("rows_13", (13, 5), 0.9, True, True),
@@ -64,14 +65,21 @@ CASES = [
     ("no_bias_features_250", (7, 250), 0.9, True, False),
     ("no_scale_no_bias", (11, 6), 0.9, False, False),
     ("nhwc_no_scale_no_bias", (2, 4, 4, 8), 0.9, False, False),
+    ("eval_rows_6", (6, 8), 0.9, True, True, False),
+    ("eval_rows_45", (45, 7), 0.9, True, True, False),
+    ("eval_nhwc_vectorized", (2, 4, 4, 8), 0.9, True, True, False),
+    ("eval_ynn_64x64", (64, 64), 0.9, True, True, False),
+    ("eval_features_200", (5, 200), 0.9, True, True, False),
+    ("eval_no_bias", (9, 5), 0.9, True, False, False),
+    ("eval_no_scale_no_bias", (11, 6), 0.9, False, False, False),
 ]
 
 
-def run_case(name, shape, momentum, use_scale, use_bias, seed):
+def run_case(name, shape, momentum, use_scale, use_bias, train=True, seed=0):
     rs = np.random.RandomState(seed)
     features = shape[-1]
     module = nn.jit(nn.BatchNorm)(
-        use_running_average=False,
+        use_running_average=not train,
         momentum=momentum,
         use_scale=use_scale,
         use_bias=use_bias,
@@ -103,6 +111,7 @@ def run_case(name, shape, momentum, use_scale, use_bias, seed):
         "name": name,
         "shape": list(shape),
         "momentum": momentum,
+        "train": train,
         "use_scale": use_scale,
         "use_bias": use_bias,
         "variables": {

@@ -1,6 +1,6 @@
 //! The steps of BatchNorm's forward pass as a jitted module compiles them
 //! ([`crate::xla::batch_norm`]), as tensor operations a forward program
-//! records and replays; and BatchNorm in training as one operation whose
+//! records and replays; and BatchNorm as one operation whose
 //! backward rule is the jitted module's under `grad`
 //! ([`crate::xla::batch_norm_grad`]).
 
@@ -54,7 +54,7 @@ impl Tensor {
     }
 }
 
-/// Whether `tensors` may go through [`Tensor::batch_norm_train`]: inside a
+/// Whether `tensors` may go through [`Tensor::batch_norm_grad`]: inside a
 /// jitted module's body that runs inline under a reverse-mode
 /// differentiation (`nn::Jit` under `grad`), with every traced tensor on
 /// one open tape that records no tangent rules, and the running averages
@@ -76,38 +76,41 @@ pub(crate) fn batch_norm_under_grad(tensors: &[&Tensor], stats: &[&Tensor]) -> b
 }
 
 impl Tensor {
-    /// A BatchNorm in training over `x` (features last, at least one row)
-    /// as a jitted module computes it under `jax.grad`: the output with
-    /// the jitted forward pass's numbers, recorded as one operation of
-    /// `x`, `scale` and `bias` whose backward rule is XLA's backward
-    /// program ([`crate::xla::batch_norm_grad`]); and, untraced, the
-    /// updated running mean and variance. Call it only
-    /// where [`batch_norm_under_grad`] holds.
+    /// A BatchNorm over `x` (features last, at least one row) as a jitted
+    /// module computes it under `jax.grad`: the output with the jitted
+    /// forward pass's numbers, recorded as one operation of `x`, `scale`
+    /// and `bias` whose backward rule is XLA's backward program
+    /// ([`crate::xla::batch_norm_grad`]); and, untraced, in training, the
+    /// updated running mean and variance (in evaluation, `train` false,
+    /// the running averages normalize and stay). Call it only where
+    /// [`batch_norm_under_grad`] holds.
     #[track_caller]
-    pub(crate) fn batch_norm_train(
+    pub(crate) fn batch_norm_grad(
         x: &Tensor,
         scale: Option<&Tensor>,
         bias: Option<&Tensor>,
         running: [&Tensor; 2],
         momentum: f64,
         eps: f32,
-    ) -> [Tensor; 3] {
+        train: bool,
+    ) -> (Tensor, Option<[Tensor; 2]>) {
         let flat = |t: &Tensor| t.data.iter().copied().collect::<Vec<f32>>();
         let shape = x.shape().to_vec();
         let bias_values = bias.map(flat);
+        let [mean0, var0] = running.map(flat);
         let (y, residuals) = grad::forward(
             flat(x),
             &shape,
             scale.map(flat),
             bias_values.as_deref(),
             eps,
+            (!train).then_some([&mean0[..], &var0[..]]),
         );
         let rows = (x.data.len() / residuals.s1.len().max(1)) as f32;
         let c = 1.0 / rows;
         let features = [residuals.s1.len()];
         let mut mean = vec![0.0; features[0]];
         let mut var = vec![0.0; features[0]];
-        let [mean0, var0] = running.map(flat);
         // `(1 - m) * mean` with the mean's `c` folded into the constant.
         let (m, om) = (momentum as f32, (1.0 - momentum) as f32);
         let c2 = om * c;
@@ -141,6 +144,6 @@ impl Tensor {
             }
             grads
         });
-        [y, stat(mean), stat(var)]
+        (y, train.then(|| [stat(mean), stat(var)]))
     }
 }
