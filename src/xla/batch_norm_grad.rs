@@ -215,6 +215,7 @@ fn rounded_first(len: usize, dims: &[usize]) -> bool {
 
 /// `Σ a b` per feature, each product contracted into a chain from `+0`
 /// down the rows (rounded first where [`rounded_first`]).
+#[inline(always)]
 fn chain_products(a: &[f32], b: &[f32], shape: &[usize]) -> Vec<f32> {
     let (dims, features) = split(shape);
     let mut out = vec![0.0; features];
@@ -243,6 +244,7 @@ fn chain_products(a: &[f32], b: &[f32], shape: &[usize]) -> Vec<f32> {
 /// the forward pass's sum of squares over several (its second innermost
 /// loop vectorized when [`vector_factor`] allows); rounded first where
 /// [`rounded_first`].
+#[inline(always)]
 fn nest_products(g: &[f32], k: &[f32], shape: &[usize]) -> Vec<f32> {
     let (dims, features) = split(shape);
     if g.len() == features {
@@ -263,24 +265,31 @@ fn nest_products(g: &[f32], k: &[f32], shape: &[usize]) -> Vec<f32> {
         [.., b, c] if loops(dims) >= 2 => vector_factor(b, c),
         _ => 0,
     };
+    if vf == 0 {
+        // Each column from +0 down the rows: row by row is the same order.
+        let mut out = vec![0.0; features];
+        for row in g.chunks_exact(features) {
+            for ((o, &g), &k) in out.iter_mut().zip(row).zip(k) {
+                *o = g.mul_add(k, *o);
+            }
+        }
+        return out;
+    }
+    let [.., b, c] = nest[..] else {
+        unreachable!("two loops at least")
+    };
     let mut lane = Vec::with_capacity(g.len() / features.max(1));
     (0..features)
         .map(|j| {
             lane.clear();
             lane.extend(g[j..].iter().step_by(features).copied());
-            if vf == 0 {
-                fold(0.0, &lane, k[j])
-            } else {
-                let [.., b, c] = nest[..] else {
-                    unreachable!("two loops at least")
-                };
-                vectorized(&lane, k[j], b, c, vf)
-            }
+            vectorized(&lane, k[j], b, c, vf)
         })
         .collect()
 }
 
 /// `acc` plus `v_i k`, left to right, each contracted.
+#[inline(always)]
 fn fold(acc: f32, v: &[f32], k: f32) -> f32 {
     v.iter().fold(acc, |a, &x| x.mul_add(k, a))
 }
@@ -288,6 +297,7 @@ fn fold(acc: f32, v: &[f32], k: f32) -> f32 {
 /// The loop nest's order over blocks of `b · c` rows: lane `l` takes rows
 /// `l, l + vf, ...` of each block's `b` (lane 0 starting from the running
 /// sum), the lanes are added pairwise, then the rows left.
+#[inline(always)]
 fn vectorized(v: &[f32], k: f32, b: usize, c: usize, vf: usize) -> f32 {
     v.chunks_exact(b * c).fold(0.0, |acc, rows| {
         let main = b - b % vf;
