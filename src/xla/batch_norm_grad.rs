@@ -1,7 +1,11 @@
 //! A jitted BatchNorm in training under `jax.grad`: JAX splits the jitted
 //! body into a forward program, which computes what the jitted forward
-//! pass computes ([`super::batch_norm`], the same bits) and returns
-//! residuals, and a backward program, which XLA:CPU compiles as follows
+//! pass computes ([`super::batch_norm`]) and returns residuals, and a
+//! backward program. In the forward program `k` is a residual computed
+//! before the normalization loop, which LLVM then unrolls as it does
+//! without a scale (the output's `x - mean` contracted only from 240
+//! features, 288 without bias); the residual `x - mean` is the rounded
+//! one. XLA:CPU compiles the backward program as follows
 //! (measured against jaxlib 0.10.2 with numpy models of both programs,
 //! `tools/oracle/generate_nn_jit_bn.py`'s gradient cases). For `x` of
 //! shape `[..., C]` (`R` rows), `c = 1/R`, `v = var + eps`,
@@ -33,7 +37,8 @@ pub(crate) struct Residuals {
     /// The input's row-major shape (features last).
     pub(crate) shape: Vec<usize>,
     x: Vec<f32>,
-    /// `x - mean`, as the forward pass computed it.
+    /// `x - mean`, `s1 * c` rounded (not contracted, whatever the
+    /// output's).
     centered: Vec<f32>,
     /// Per feature: the sum of `x`, the variance before and after the clip,
     /// `rsqrt(var + eps)` and `k`.
@@ -86,7 +91,10 @@ pub(crate) fn forward(
         Some(scale) => rs.iter().zip(scale).map(|(&r, &s)| r * s).collect(),
         None => rs.clone(),
     };
+    // `x - mean` as the backward program reads it: `s1 * c` rounded.
     let mut centered = vec![0.0; x.len()];
+    // The output's `x - mean`, where it differs (contracted).
+    let mut contracted_centered = None;
     match running {
         Some([mean, _]) => {
             for (row, x) in centered
@@ -99,18 +107,27 @@ pub(crate) fn forward(
             }
         }
         None => {
-            let contracted = contracted_columns(features, scale.is_some(), bias.is_some());
-            Step::Center { c, contracted }.forward(shape, [&x, &s1, &[]], &mut centered);
+            let center = |contracted: usize, out: &mut [f32]| {
+                Step::Center { c, contracted }.forward(shape, [&x, &s1, &[]], out)
+            };
+            center(0, &mut centered);
+            // `k` is a residual, computed before the normalization loop,
+            // which reads it as one operand: LLVM unrolls that loop as
+            // the jitted forward pass's without a scale.
+            let contracted = contracted_columns(features, false, bias.is_some());
+            if contracted > 0 {
+                let mut d = vec![0.0; x.len()];
+                center(contracted, &mut d);
+                contracted_centered = Some(d);
+            }
         }
     }
+    let d = contracted_centered.as_deref().unwrap_or(&centered);
     let mut y = vec![0.0; x.len()];
     match bias {
-        Some(bias) => Step::Affine.forward(shape, [&centered, &k, bias], &mut y),
+        Some(bias) => Step::Affine.forward(shape, [d, &k, bias], &mut y),
         None => {
-            for (row, d) in y
-                .chunks_exact_mut(features)
-                .zip(centered.chunks_exact(features))
-            {
+            for (row, d) in y.chunks_exact_mut(features).zip(d.chunks_exact(features)) {
                 row.iter_mut()
                     .zip(d)
                     .zip(&k)

@@ -12,7 +12,9 @@ forward program). The shapes cover the orders in which XLA:CPU sums the
 statistics and the backward program's reductions: one reduced axis of at
 most 32 rows, more than 32 (products rounded first), several axes (a loop
 nest, vectorized or not), from 4,096 elements (YNNPACK), many features
-(the contracted `x - mean`), a single row, a single feature, `use_scale` /
+(the output's `x - mean` contracted from 240 features, 288 without bias,
+where the forward program reads `k` as one operand; on either side of
+those limits), a single row, a single feature, `use_scale` /
 `use_bias` off.
 
 Pinned: jax==0.10.2, jaxlib==0.10.2, flax==0.12.8 (CPU). The numbers of
@@ -63,6 +65,12 @@ CASES = [
     ("no_scale", (9, 5), 0.9, False, True),
     ("no_bias", (9, 5), 0.5, True, False),
     ("no_bias_features_250", (7, 250), 0.9, True, False),
+    ("features_239", (5, 239), 0.9, True, True),
+    ("features_240", (5, 240), 0.9, True, True),
+    ("no_scale_features_240", (5, 240), 0.9, False, True),
+    ("no_bias_features_287", (5, 287), 0.9, True, False),
+    ("no_bias_features_288", (5, 288), 0.9, True, False),
+    ("no_scale_no_bias_features_300_ynn", (20, 300), 0.9, False, False),
     ("no_scale_no_bias", (11, 6), 0.9, False, False),
     ("nhwc_no_scale_no_bias", (2, 4, 4, 8), 0.9, False, False),
     ("eval_rows_6", (6, 8), 0.9, True, True, False),
