@@ -13,27 +13,10 @@ use serde_json::Value;
 
 mod common;
 
-use common::{load_fixture, tensor_bits as bits};
-
-fn u32s(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b.as_u64().unwrap() as u32)
-        .collect()
-}
-
-fn shape(v: &Value) -> Vec<usize> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect()
-}
-
-fn tensor(bits: &Value, shp: &[usize]) -> Tensor {
-    Tensor::from_vec(u32s(bits).into_iter().map(f32::from_bits).collect(), shp).unwrap()
-}
+use common::{
+    json_shape as shape, json_tensor as tensor, json_u32s as u32s, load_fixture,
+    tensor_bits as bits,
+};
 
 /// A `{path: {shape, bits}}` collection as a tree.
 fn tree(want: &Value) -> Tree {
