@@ -207,27 +207,20 @@ mod tests {
                 DotPlan::chain(k, n).signed_from(n / 3),
             ];
             for plan in &plans {
+                let args = (&x[..], (k, 1), &y[..], (n, 1), (m, k, n), plan);
                 let mut fast = vec![0.0; m * n];
                 planned_matmul(
-                    &x,
-                    (k, 1),
-                    &y,
-                    (n, 1),
-                    (m, k, n),
+                    args.0,
+                    args.1,
+                    args.2,
+                    args.3,
+                    args.4,
                     plan,
                     &mut fast,
                     &mut Vec::new(),
                 );
                 let mut generic = vec![0.0; m * n];
-                crate::xla::dot_blocked::generic_for_tests(
-                    &x,
-                    (k, 1),
-                    &y,
-                    (n, 1),
-                    (m, k, n),
-                    plan,
-                    &mut generic,
-                );
+                crate::xla::dot_blocked::generic_for_tests(args, &mut generic);
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&fast), bits(&generic), "{m}x{k}x{n} {plan:?}");
             }

@@ -382,17 +382,25 @@ pub(crate) fn planned_matmul(
     out: &mut [f32],
     packed: &mut Vec<f32>,
 ) {
+    #[cfg(target_arch = "x86_64")]
+    let wide = super::dot_avx512::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    let wide = false;
+    dispatch((x, sa, y, sb, mkn, plan), out, packed, wide);
+}
+
+/// [`planned_matmul`] with the kernel shape of `plan`; `wide`: plans with
+/// one partial sum per output run on [`super::dot_avx512`] (its caller
+/// checked that the CPU runs it).
+fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bool) {
     // Rows per block (`MR`) and vectors per panel (`NV`). Four rows: with
     // eight, LLVM vectorized narrow panels across the rows (gathers and
     // scatters, 20x slower).
-    let args = (x, sa, y, sb, mkn, plan);
-    match shape(plan) {
+    match shape(args.5) {
         (1, 1) => run::<1, 4, 1>(args, out, packed, rows::<1, 4, 1>),
         (1, 2) => run::<1, 4, 2>(args, out, packed, rows::<1, 4, 2>),
         #[cfg(target_arch = "x86_64")]
-        (1, _) if super::dot_avx512::available() => {
-            run::<1, { super::dot_avx512::MR }, 4>(args, out, packed, rows_t1_avx512)
-        }
+        (1, _) if wide => run::<1, { super::dot_avx512::MR }, 4>(args, out, packed, rows_t1_avx512),
         (1, _) => run::<1, 4, 4>(args, out, packed, rows::<1, 4, 4>),
         (2, 1) => run::<2, 4, 1>(args, out, packed, rows::<2, 4, 1>),
         (2, _) => run::<2, 4, 2>(args, out, packed, rows::<2, 4, 2>),
@@ -425,22 +433,8 @@ fn rows_t1_avx512(
 /// [`planned_matmul`] by the generic kernels only (the reference the
 /// AVX-512 kernel is tested against).
 #[cfg(test)]
-pub(crate) fn generic_for_tests(
-    x: &[f32],
-    sa: (usize, usize),
-    y: &[f32],
-    sb: (usize, usize),
-    mkn: (usize, usize, usize),
-    plan: &DotPlan,
-    out: &mut [f32],
-) {
-    let (args, packed) = ((x, sa, y, sb, mkn, plan), &mut Vec::new());
-    match shape(plan) {
-        (1, 1) => run::<1, 4, 1>(args, out, packed, rows::<1, 4, 1>),
-        (1, 2) => run::<1, 4, 2>(args, out, packed, rows::<1, 4, 2>),
-        (1, _) => run::<1, 4, 4>(args, out, packed, rows::<1, 4, 4>),
-        _ => unreachable!("tile_k 1 plans only"),
-    }
+pub(crate) fn generic_for_tests(args: Operands<'_>, out: &mut [f32]) {
+    dispatch(args, out, &mut Vec::new(), false)
 }
 
 /// How [`run`] computes a range of rows from the packed operands.
@@ -448,7 +442,7 @@ type RowsFn = fn(&[f32], &[f32], (usize, usize), &DotPlan, usize, &mut [f32]);
 
 /// The operands of a product: `a` in `x` with strides `sa`, `b` in `y`
 /// with strides `sb`, `(m, k, n)` and the plan.
-type Operands<'a> = (
+pub(crate) type Operands<'a> = (
     &'a [f32],
     (usize, usize),
     &'a [f32],
