@@ -309,29 +309,7 @@ fn nest_squares(v: &[f32], dims: &[usize]) -> f32 {
     if vf == 0 {
         return fold_squares(0.0, v);
     }
-    v.chunks_exact(b * c).fold(0.0, |acc, rows| {
-        // Lane `l` takes rows `l, l + vf, ...`, lane 0 starting from the
-        // running sum; the lanes are added pairwise, then the rows left.
-        let main = b - b % vf;
-        let mut lanes = [-0.0f32; 8];
-        lanes[0] = acc;
-        for group in rows[..main * c].chunks_exact(vf * c) {
-            for j in 0..c {
-                for (l, lane) in lanes[..vf].iter_mut().enumerate() {
-                    let x = group[l * c + j];
-                    *lane = x.mul_add(x, *lane);
-                }
-            }
-        }
-        let mut width = vf;
-        while width > 1 {
-            width /= 2;
-            for l in 0..width {
-                lanes[l] += lanes[l + width];
-            }
-        }
-        fold_squares(lanes[0], &rows[main * c..])
-    })
+    super::reduce::vector_nest(0.0, v, (b, c, vf), |lane, x| x.mul_add(x, lane))
 }
 
 /// `acc` plus the squares of `v`, left to right, each contracted.

@@ -305,35 +305,9 @@ fn nest_products(g: &[f32], k: &[f32], shape: &[usize]) -> Vec<f32> {
         .collect()
 }
 
-/// `acc` plus `v_i k`, left to right, each contracted.
-#[inline(always)]
-fn fold(acc: f32, v: &[f32], k: f32) -> f32 {
-    v.iter().fold(acc, |a, &x| x.mul_add(k, a))
-}
-
-/// The loop nest's order over blocks of `b · c` rows: lane `l` takes rows
-/// `l, l + vf, ...` of each block's `b` (lane 0 starting from the running
-/// sum), the lanes are added pairwise, then the rows left.
+/// The loop nest's order over blocks of `b · c` rows of `v`, each element
+/// times `k` contracted into its lane (see [`super::reduce::vector_nest`]).
 #[inline(always)]
 fn vectorized(v: &[f32], k: f32, b: usize, c: usize, vf: usize) -> f32 {
-    v.chunks_exact(b * c).fold(0.0, |acc, rows| {
-        let main = b - b % vf;
-        let mut lanes = [-0.0f32; 8];
-        lanes[0] = acc;
-        for group in rows[..main * c].chunks_exact(vf * c) {
-            for j in 0..c {
-                for (l, lane) in lanes[..vf].iter_mut().enumerate() {
-                    *lane = group[l * c + j].mul_add(k, *lane);
-                }
-            }
-        }
-        let mut width = vf;
-        while width > 1 {
-            width /= 2;
-            for l in 0..width {
-                lanes[l] += lanes[l + width];
-            }
-        }
-        fold(lanes[0], &rows[main * c..], k)
-    })
+    super::reduce::vector_nest(0.0, v, (b, c, vf), |lane, x| x.mul_add(k, lane))
 }

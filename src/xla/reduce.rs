@@ -256,26 +256,47 @@ fn nest_sum(acc: f32, block: &[f32], extents: &[usize], checked: &[bool]) -> f32
     if vf == 0 {
         return fold(acc, block);
     }
-    // The lane count a constant: the lanes stay in registers.
-    let rows = match vf {
-        2 => vector_rows::<2>,
-        4 => vector_rows::<4>,
-        _ => vector_rows::<8>,
-    };
-    block
-        .chunks_exact(b * c)
-        .fold(acc, |acc, block| rows(acc, block, b, c))
+    vector_nest(acc, block, (b, c, vf), |lane, x| lane + x)
 }
 
-/// `acc` plus `b` rows of `c` elements, the rows split among `VF` lanes.
-fn vector_rows<const VF: usize>(acc: f32, rows: &[f32], b: usize, c: usize) -> f32 {
+/// `acc` plus `v`'s blocks of `b` rows of `c` elements, each block by the
+/// loop over its rows as LLVM vectorizes it with `vf` (2, 4 or 8) lanes:
+/// lane `l` takes rows `l, l + vf, ...` element by element (lane 0 starting
+/// from the running sum), the lanes are added pairwise, then the rows left
+/// over in order. `add(lane, x)` adds an element: a sum's `lane + x`, or a
+/// fused body's contracted product (BatchNorm's sums of squares).
+#[inline(always)]
+pub(crate) fn vector_nest(
+    acc: f32,
+    v: &[f32],
+    (b, c, vf): (usize, usize, usize),
+    add: impl Fn(f32, f32) -> f32 + Copy,
+) -> f32 {
+    // The lane count a constant: the lanes stay in registers.
+    let blocks = v.chunks_exact(b * c);
+    match vf {
+        2 => blocks.fold(acc, |acc, rows| vector_rows::<2>(acc, rows, (b, c), add)),
+        4 => blocks.fold(acc, |acc, rows| vector_rows::<4>(acc, rows, (b, c), add)),
+        _ => blocks.fold(acc, |acc, rows| vector_rows::<8>(acc, rows, (b, c), add)),
+    }
+}
+
+/// `acc` plus `b` rows of `c` elements, the rows split among `VF` lanes
+/// (see [`vector_nest`]).
+#[inline(always)]
+fn vector_rows<const VF: usize>(
+    acc: f32,
+    rows: &[f32],
+    (b, c): (usize, usize),
+    add: impl Fn(f32, f32) -> f32,
+) -> f32 {
     let main = b - b % VF;
     let mut lanes = [-0.0f32; VF];
     lanes[0] = acc;
     for group in rows[..main * c].chunks_exact(VF * c) {
         for j in 0..c {
             for (l, lane) in lanes.iter_mut().enumerate() {
-                *lane += group[l * c + j];
+                *lane = add(*lane, group[l * c + j]);
             }
         }
     }
@@ -286,7 +307,7 @@ fn vector_rows<const VF: usize>(acc: f32, rows: &[f32], b: usize, c: usize) -> f
             lanes[l] += lanes[l + width];
         }
     }
-    fold(lanes[0], &rows[main * c..])
+    rows[main * c..].iter().fold(lanes[0], |a, &x| add(a, x))
 }
 
 /// The lanes with which LLVM (jaxlib 0.10.2, AVX2 cost model) vectorizes a
