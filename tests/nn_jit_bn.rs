@@ -7,39 +7,14 @@
 
 use flaxen::core::Variables;
 use flaxen::nn::{BatchNorm, Jit, Module};
-use flaxen::tensor::Tree;
 use serde_json::Value;
 
 mod common;
 
 use common::{
-    json_shape as shape, json_tensor as tensor, json_u32s as u32s, load_fixture,
-    tensor_bits as bits,
+    differing_bits as differing, json_shape as shape, json_tensor as tensor, json_tree as tree,
+    json_u32s as u32s, load_fixture, tensor_bits as bits,
 };
-
-/// A `{path: {shape, bits}}` collection as a tree.
-fn tree(want: &Value) -> Tree {
-    want.as_object()
-        .unwrap()
-        .iter()
-        .fold(Tree::new(), |t, (k, v)| {
-            t.with(k.as_str(), tensor(&v["bits"], &shape(&v["shape"])))
-        })
-}
-
-/// How many elements of `got` differ from `want`, and the first.
-fn differing(got: &[u32], want: &[u32]) -> Option<String> {
-    let bad: Vec<usize> = (0..want.len()).filter(|&i| got[i] != want[i]).collect();
-    bad.first().map(|&i| {
-        format!(
-            "{} of {} differ, first at {i}: {} vs {}",
-            bad.len(),
-            want.len(),
-            f32::from_bits(got[i]),
-            f32::from_bits(want[i])
-        )
-    })
-}
 
 #[test]
 fn batch_norm_in_a_jit_matches_jitted_flax() {

@@ -14,36 +14,9 @@ use serde_json::Value;
 mod common;
 
 use common::{
-    json_shape as shape, json_tensor as tensor, json_u32s as u32s, load_fixture,
-    tensor_bits as bits,
+    differing_bits as differing, json_shape as shape, json_tensor as tensor, json_tree as tree,
+    json_u32s as u32s, load_fixture, tensor_bits as bits,
 };
-
-/// A `{path: {shape, bits}}` collection as a tree.
-fn tree(want: &Value) -> Tree {
-    want.as_object()
-        .unwrap()
-        .iter()
-        .fold(Tree::new(), |t, (k, v)| {
-            t.with(k.as_str(), tensor(&v["bits"], &shape(&v["shape"])))
-        })
-}
-
-/// How many elements of `got` differ from `want`, and the first.
-fn differing(got: &[u32], want: &[u32]) -> Option<String> {
-    if got.len() != want.len() {
-        return Some(format!("{} elements, want {}", got.len(), want.len()));
-    }
-    let bad: Vec<usize> = (0..want.len()).filter(|&i| got[i] != want[i]).collect();
-    bad.first().map(|&i| {
-        format!(
-            "{} of {} differ, first at {i}: {} vs {}",
-            bad.len(),
-            want.len(),
-            f32::from_bits(got[i]),
-            f32::from_bits(want[i])
-        )
-    })
-}
 
 /// The jitted module of fixture case `c`.
 fn module(c: &Value) -> Jit<BatchNorm> {

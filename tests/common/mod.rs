@@ -28,6 +28,37 @@ pub fn json_tensor(bits: &serde_json::Value, shape: &[usize]) -> flaxen::tensor:
     flaxen::tensor::Tensor::from_vec(values, shape).unwrap()
 }
 
+/// A fixture's `{path: {shape, bits}}` collection as a tree.
+pub fn json_tree(want: &serde_json::Value) -> flaxen::tensor::Tree {
+    want.as_object()
+        .unwrap()
+        .iter()
+        .fold(flaxen::tensor::Tree::new(), |t, (k, v)| {
+            t.with(
+                k.as_str(),
+                json_tensor(&v["bits"], &json_shape(&v["shape"])),
+            )
+        })
+}
+
+/// How many of `got`'s bit patterns differ from `want`'s, and the first
+/// (`None`: all equal).
+pub fn differing_bits(got: &[u32], want: &[u32]) -> Option<String> {
+    if got.len() != want.len() {
+        return Some(format!("{} elements, want {}", got.len(), want.len()));
+    }
+    let bad: Vec<usize> = (0..want.len()).filter(|&i| got[i] != want[i]).collect();
+    bad.first().map(|&i| {
+        format!(
+            "{} of {} differ, first at {i}: {} vs {}",
+            bad.len(),
+            want.len(),
+            f32::from_bits(got[i]),
+            f32::from_bits(want[i])
+        )
+    })
+}
+
 /// Reads `tests/fixtures/<name>` (written by tools/oracle/).
 pub fn load_fixture<T: DeserializeOwned>(name: &str) -> T {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
