@@ -10,6 +10,7 @@ use std::arch::x86_64::{
 };
 
 use super::dot::{chain_start, DotPlan};
+use super::dot_blocked::panels;
 
 /// Rows of A per block.
 pub(crate) const MR: usize = 6;
@@ -107,11 +108,7 @@ pub(crate) unsafe fn rows_t1(
 ) {
     debug_assert_eq!(plan.tile_k, 1);
     let chain = plan.chain.then_some(plan.signed_from);
-    let panels = plan.tiles.iter().flat_map(|&(j0, j1, kc)| {
-        (j0..j1)
-            .step_by(NR)
-            .map(move |c0| (c0, NR.min(j1 - c0), kc))
-    });
+    let panels = panels(plan, NR);
     for (panel, (c0, w, kc)) in packed.chunks_exact(k * NR).zip(panels) {
         let starts = chain.map(|from| {
             let mut s = [[0.0f32; 16]; 4];

@@ -33,7 +33,10 @@ const PARALLEL_THRESHOLD: usize = 2 * 1024 * 1024;
 /// The column panels of `plan` for panels `nr` wide: `(c0, w, kc)`, the
 /// first column, the width (at most `nr`; a panel never straddles two of
 /// the plan's column tiles, whose chunks may differ) and the chunk length.
-fn panels(plan: &DotPlan, nr: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+pub(crate) fn panels(
+    plan: &DotPlan,
+    nr: usize,
+) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
     plan.tiles.iter().flat_map(move |&(j0, j1, kc)| {
         (j0..j1)
             .step_by(nr)
