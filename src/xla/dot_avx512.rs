@@ -71,14 +71,12 @@ fn chunk(a: &[f32], b: &[f32], len: usize, chain: Option<&[__m512; 4]>) -> [[__m
         }
         t0 = 1;
     }
-    for t in t0..len {
-        let bv = [
-            load(b, t * NR),
-            load(b, t * NR + 16),
-            load(b, t * NR + 32),
-            load(b, t * NR + 48),
-        ];
-        let at: &[f32; MR] = a[t * MR..t * MR + MR].try_into().expect("MR values");
+    // Fixed-size rows: no bounds check per term.
+    let terms = b.chunks_exact(NR).zip(a.chunks_exact(MR)).skip(t0);
+    for (bt, at) in terms {
+        let bt: &[f32; NR] = bt.try_into().expect("NR values");
+        let at: &[f32; MR] = at.try_into().expect("MR values");
+        let bv = [load(bt, 0), load(bt, 16), load(bt, 32), load(bt, 48)];
         for (r, acc) in acc.iter_mut().enumerate() {
             let av = _mm512_set1_ps(at[r]);
             for v in 0..4 {
