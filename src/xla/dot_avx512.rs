@@ -158,6 +158,151 @@ pub(crate) unsafe fn rows_t1(
     }
 }
 
+/// One chunk of `len` terms for one block with `T` partial sums per
+/// output (`tile_k`), panels of `NV` vectors: term `t` goes to partial sum
+/// `t % T` (for the tail, `len < T`, term `t` to partial sum `t`), reduced
+/// as YNNPACK reduces them. What `dot_blocked::kernel_call::<T, MR, NV>`
+/// computes, in registers.
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn chunk_tk<const T: usize, const NV: usize>(
+    a: &[f32],
+    b: &[f32],
+    len: usize,
+    chain: Option<&[__m512; NV]>,
+) -> [[__m512; NV]; MR] {
+    let nr = NV * 16;
+    let (mut a, mut b, mut len) = (&a[..len * MR], &b[..len * nr], len);
+    let mut acc = [[[_mm512_setzero_ps(); NV]; MR]; T];
+    if let (Some(starts), true) = (chain, len > 0) {
+        // A chain (`T == 1`): the first term a plain product added to the
+        // column's start.
+        let at: &[f32; MR] = a[..MR].try_into().expect("MR values");
+        for (r, accr) in acc[0].iter_mut().enumerate() {
+            let av = _mm512_set1_ps(at[r]);
+            for (v, x) in accr.iter_mut().enumerate() {
+                *x = _mm512_add_ps(_mm512_mul_ps(av, load(b, v * 16)), starts[v]);
+            }
+        }
+        (a, b, len) = (&a[MR..], &b[nr..], len - 1);
+    }
+    let full = len / T * T;
+    let groups = b[..full * nr]
+        .chunks_exact(T * nr)
+        .zip(a[..full * MR].chunks_exact(T * MR));
+    for (bg, ag) in groups {
+        for (q, (bt, at)) in bg.chunks_exact(nr).zip(ag.chunks_exact(MR)).enumerate() {
+            terms(&mut acc[q], bt, at);
+        }
+    }
+    let tail = b[full * nr..]
+        .chunks_exact(nr)
+        .zip(a[full * MR..].chunks_exact(MR));
+    for (q, (bt, at)) in tail.enumerate() {
+        terms(&mut acc[q], bt, at);
+    }
+    let mut out = acc[0];
+    for (r, row) in out.iter_mut().enumerate() {
+        for (v, x) in row.iter_mut().enumerate() {
+            *x = match T {
+                1 => acc[0][r][v],
+                2 => _mm512_add_ps(acc[0][r][v], acc[1 % T][r][v]),
+                _ => _mm512_add_ps(
+                    _mm512_add_ps(acc[0][r][v], acc[1 % T][r][v]),
+                    _mm512_add_ps(acc[2 % T][r][v], acc[3 % T][r][v]),
+                ),
+            };
+        }
+    }
+    out
+}
+
+/// One term for a block: `acc[r][v] += a[r] * b[v]` (fused), for the
+/// term's `NV` vectors of B (`bt`) and `MR` values of A (`at`).
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn terms<const NV: usize>(acc: &mut [[__m512; NV]; MR], bt: &[f32], at: &[f32]) {
+    let at: &[f32; MR] = at.try_into().expect("MR values");
+    let mut bv = [_mm512_setzero_ps(); NV];
+    for (x, c) in bv.iter_mut().zip(bt.chunks_exact(16)) {
+        *x = load(c, 0);
+    }
+    for (r, accr) in acc.iter_mut().enumerate() {
+        let av = _mm512_set1_ps(at[r]);
+        for (x, &bx) in accr.iter_mut().zip(&bv) {
+            *x = _mm512_fmadd_ps(av, bx, *x);
+        }
+    }
+}
+
+/// The `rows` rows of the product in `o` (row-major, `n` wide), from A's
+/// packed blocks of [`MR`] rows and B's packed panels of `NV` vectors, for
+/// a plan with `tile_k == T` (a chain has `T == 1`): what
+/// `dot_blocked::rows_body::<T, MR, NV>` computes, in the same order.
+///
+/// # Safety
+///
+/// The CPU must support AVX-512F and FMA ([`available`]).
+#[target_feature(enable = "avx512f,fma")]
+pub(crate) unsafe fn rows_tk<const T: usize, const NV: usize>(
+    apack: &[f32],
+    packed: &[f32],
+    (k, n): (usize, usize),
+    plan: &DotPlan,
+    rows: usize,
+    o: &mut [f32],
+) {
+    debug_assert!(plan.tile_k == T && (T == 1 || !plan.chain));
+    let nr = NV * 16;
+    let kmain = k / T * T;
+    let chain = plan.chain.then_some(plan.signed_from);
+    for (panel, (c0, w, kc)) in packed.chunks_exact(k * nr).zip(panels(plan, nr)) {
+        let starts: Option<[__m512; NV]> = chain.map(|from| {
+            std::array::from_fn(|v| {
+                let lanes: [f32; 16] = std::array::from_fn(|l| chain_start(c0 + v * 16 + l, from));
+                load(&lanes, 0)
+            })
+        });
+        for (blk, a) in apack.chunks_exact(k * MR).enumerate() {
+            let r0 = blk * MR;
+            let br = MR.min(rows - r0);
+            let mut first = true;
+            let mut s = 0;
+            while s < k {
+                // Chunks of the multiple of `T`, then the tail's own call.
+                let e = if s < kmain { (s + kc).min(kmain) } else { k };
+                let call_chain = starts.as_ref().filter(|_| first);
+                let acc = chunk_tk::<T, NV>(&a[s * MR..], &panel[s * nr..], e - s, call_chain);
+                for (r, accr) in acc.iter().enumerate().take(br) {
+                    let row = (r0 + r) * n + c0;
+                    if w == nr {
+                        for (v, &x) in accr.iter().enumerate() {
+                            let i = row + v * 16;
+                            let x = if first {
+                                x
+                            } else {
+                                _mm512_add_ps(load(o, i), x)
+                            };
+                            store(o, i, x);
+                        }
+                    } else {
+                        let mut vals = [[0.0f32; 16]; NV];
+                        for (vv, &x) in vals.iter_mut().zip(accr) {
+                            *vv = lanes(x);
+                        }
+                        for (j, oj) in o[row..row + w].iter_mut().enumerate() {
+                            let x = vals[j / 16][j % 16];
+                            *oj = if first { x } else { x + *oj };
+                        }
+                    }
+                }
+                first = false;
+                s = e;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,8 +326,19 @@ mod tests {
             }
         };
         // Partial panels and blocks, several chunks, chains with and
-        // without signed columns, several column tiles.
-        for (m, k, n) in [(13, 37, 130), (6, 5, 64), (25, 300, 200), (1, 2, 65)] {
+        // without signed columns, several column tiles; two and four
+        // partial sums per output, with tails (`k mod tile_k`) and with
+        // `k` shorter than `tile_k`; narrow products (one or two vectors).
+        let shapes = [
+            (13, 37, 130),
+            (6, 5, 64),
+            (25, 300, 200),
+            (1, 2, 65),
+            (20, 3, 16),
+            (31, 66, 40),
+            (7, 130, 10),
+        ];
+        for (m, k, n) in shapes {
             let x: Vec<f32> = (0..m * k).map(|_| value()).collect();
             let y: Vec<f32> = (0..k * n).map(|_| value()).collect();
             let plans = [
@@ -200,6 +356,30 @@ mod tests {
                 },
                 DotPlan::chain(k, n),
                 DotPlan::chain(k, n).signed_from(n / 3),
+                DotPlan {
+                    tile_k: 2,
+                    tiles: vec![(0, n, k / 2 * 2)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+                DotPlan {
+                    tile_k: 2,
+                    tiles: vec![(0, n / 2, 6), (n / 2, n, 2)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+                DotPlan {
+                    tile_k: 4,
+                    tiles: vec![(0, n, (k / 4 * 4).max(4))],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+                DotPlan {
+                    tile_k: 4,
+                    tiles: vec![(0, n / 3, 8), (n / 3, n, 4)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
             ];
             for plan in &plans {
                 let args = (&x[..], (k, 1), &y[..], (n, 1), (m, k, n), plan);

@@ -421,13 +421,30 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
     // eight, LLVM vectorized narrow panels across the rows (gathers and
     // scatters, 20x slower).
     match shape(args.5) {
+        #[cfg(target_arch = "x86_64")]
+        (1, 1) if wide => {
+            run::<1, { super::dot_avx512::MR }, 1>(args, out, packed, rows_tk_avx512::<1, 1>)
+        }
+        #[cfg(target_arch = "x86_64")]
+        (1, 2) if wide => {
+            run::<1, { super::dot_avx512::MR }, 2>(args, out, packed, rows_tk_avx512::<1, 2>)
+        }
         (1, 1) => run::<1, 4, 1>(args, out, packed, rows::<1, 4, 1>),
         (1, 2) => run::<1, 4, 2>(args, out, packed, rows::<1, 4, 2>),
         #[cfg(target_arch = "x86_64")]
         (1, _) if wide => run::<1, { super::dot_avx512::MR }, 4>(args, out, packed, rows_t1_avx512),
         (1, _) => run::<1, 4, 4>(args, out, packed, rows::<1, 4, 4>),
+        #[cfg(target_arch = "x86_64")]
+        (2, nv) if wide => match nv {
+            1 => run::<2, { super::dot_avx512::MR }, 1>(args, out, packed, rows_tk_avx512::<2, 1>),
+            _ => run::<2, { super::dot_avx512::MR }, 2>(args, out, packed, rows_tk_avx512::<2, 2>),
+        },
         (2, 1) => run::<2, 4, 1>(args, out, packed, rows::<2, 4, 1>),
         (2, _) => run::<2, 4, 2>(args, out, packed, rows::<2, 4, 2>),
+        #[cfg(target_arch = "x86_64")]
+        _ if wide => {
+            run::<4, { super::dot_avx512::MR }, 1>(args, out, packed, rows_tk_avx512::<4, 1>)
+        }
         _ => run::<4, 4, 1>(args, out, packed, rows::<4, 4, 1>),
     }
 }
@@ -451,6 +468,29 @@ fn rows_t1_avx512(
         unsafe { super::dot_avx512::rows_t1(apack, packed, kn, plan, rows, o) };
     } else {
         self::rows::<1, { super::dot_avx512::MR }, 4>(apack, packed, kn, plan, rows, o);
+    }
+}
+
+/// Rows of a product for a plan with `T` partial sums per output and
+/// panels of one or two vectors,
+/// by [`super::dot_avx512::rows_tk`] (blocks of its `MR` rows, panels of
+/// `NV` vectors).
+#[cfg(target_arch = "x86_64")]
+fn rows_tk_avx512<const T: usize, const NV: usize>(
+    apack: &[f32],
+    packed: &[f32],
+    kn: (usize, usize),
+    plan: &DotPlan,
+    rows: usize,
+    o: &mut [f32],
+) {
+    if super::dot_avx512::available() {
+        // SAFETY: the CPU supports AVX-512F and FMA, checked just above;
+        // that is the only requirement of `rows_tk`, whose body is safe
+        // code but for its bounds-checked loads and stores.
+        unsafe { super::dot_avx512::rows_tk::<T, NV>(apack, packed, kn, plan, rows, o) };
+    } else {
+        self::rows::<T, { super::dot_avx512::MR }, NV>(apack, packed, kn, plan, rows, o);
     }
 }
 
