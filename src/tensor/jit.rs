@@ -35,10 +35,12 @@ use super::ops::{reduce, rows};
 use super::sampled::{draw_again, draw_bytes_again, Sampler};
 use super::shape::broadcast_shapes_for;
 use super::tape::{OpKind, Tape};
-use super::tree::Tree;
+use super::tree::{Structure, Tree};
 use super::unary_fn::{self, UnaryFn};
 use super::Tensor;
 use crate::random::Key;
+use crate::xla::dot::SCALAR_LIMIT;
+use crate::xla::dot_tiny::{gathered_product, TinySum};
 
 /// `jax.jit(jax.value_and_grad(f))`: a training step that traces `f` on
 /// its first call and replays the recorded operations afterwards.
@@ -337,8 +339,11 @@ struct Step {
     in_shapes: SmallVec<[Vec<usize>; 2]>,
     shape: Vec<usize>,
     /// For a product: how its forward and its two cotangents are summed,
-    /// decided when planned (see [`DotRoute`]).
+    /// decided when planned (see [`DotRoute`]), and for the small ones
+    /// how each output is summed from gathered operands (see
+    /// [`tiny_sum`]).
     routes: Option<[DotRoute; 3]>,
+    sums: [Option<TinySum>; 3],
     /// For a select: its picked branch is input 1 scaled so (a dropout's
     /// scaling folded in, see [`fold_scalings`]).
     scale: Option<Scaling>,
@@ -403,6 +408,10 @@ pub(crate) struct Plan {
     template: Tree,
     input_template: Tree,
     shapes: Vec<Vec<usize>>,
+    /// The structures of the parameters and inputs last accepted: trees
+    /// sharing them (as a training loop's do, call after call) need no
+    /// comparison of keys.
+    accepted: Option<(Structure, Structure)>,
     /// Parameter leaves are nodes `0..params`, input leaves
     /// `params..leaves`.
     params: usize,
@@ -414,7 +423,10 @@ pub(crate) struct Plan {
     /// leaves).
     values: Vec<Vec<f32>>,
     grads: Vec<Vec<f32>>,
-    has_grad: Vec<bool>,
+    /// The backward pass, in the eager order (see [`backward_edges`]), and
+    /// the parameters no gradient reaches (zeros).
+    edges: Vec<Edge>,
+    untouched: Vec<usize>,
     /// Row-major copies of parameters that are not row-major.
     leaf_copies: Vec<Vec<f32>>,
     /// Output buffers handed out as tensors, reused when no longer shared.
@@ -430,9 +442,6 @@ pub(crate) struct Plan {
     /// arguments the step takes.
     samplers: Vec<Sampler>,
     keys: usize,
-    /// Per node: whether a gradient can reach a parameter through it (the
-    /// replay computes no other gradients).
-    differentiable: Vec<bool>,
     /// Per array of the inputs: whether it is an integer argument read on
     /// every call (else its traced values are baked in, and only calls
     /// passing the same values replay).
@@ -665,12 +674,20 @@ impl Plan {
                 dot_shapes(in_shapes[0][0], in_shapes[0][1], shape[1])
                     .map(|(sa, sb, mkn)| DotRoute::new(sa, sb, mkn, (1, 1)))
             });
+            let sums = match (&routes, node.kind) {
+                (Some(routes), OpKind::Matmul) => {
+                    let shapes = dot_shapes(in_shapes[0][0], in_shapes[0][1], shape[1]);
+                    [0, 1, 2].map(|w| tiny_sum(&routes[w], shapes[w].2))
+                }
+                _ => [None; 3],
+            };
             steps.push(Step {
                 kind: node.kind,
                 inputs,
                 in_shapes,
                 shape,
                 routes,
+                sums,
                 scale: None,
                 pre_relu: false,
                 folded: false,
@@ -679,9 +696,11 @@ impl Plan {
         }
         drop(nodes);
         let mut masks = Vec::new();
+        let (mut edges, mut untouched) = (Vec::new(), Vec::new());
         if !forward_only {
             fold_scalings(&mut steps, &consts, leaves);
             masks = byte_masks(&mut steps, &samplers, leaves);
+            (edges, untouched) = backward_edges(&steps, &differentiable, leaves, n_params);
         }
         let size = |s: &[usize]| s.iter().product::<usize>();
         // Masks drawn as bytes have no float array.
@@ -720,13 +739,15 @@ impl Plan {
                 .with_leaves(vec![Tensor::scalar(0.0); leaves - n_params])
                 .expect("one placeholder per leaf"),
             shapes: shapes[..leaves].to_vec(),
+            accepted: None,
             params: n_params,
             leaves,
             steps,
             consts,
             values,
             grads,
-            has_grad: vec![false; root + 1],
+            edges,
+            untouched,
             leaf_copies: vec![Vec::new(); leaves],
             loss: ArcArray::zeros(IxDyn(&[])),
             out_grads,
@@ -736,7 +757,6 @@ impl Plan {
             limit: exact_matmul_limit(),
             samplers,
             keys,
-            differentiable,
             int_args: Vec::new(),
             labels,
         })
@@ -752,17 +772,27 @@ impl Plan {
     }
 
     /// Whether `params` and `inputs` have the traced structures and shapes.
-    fn accepts(&self, params: &Tree, inputs: &Tree, keys: usize) -> bool {
-        keys == self.keys
-            && params.same_structure(&self.template)
-            && inputs.same_structure(&self.input_template)
+    fn accepts(&mut self, params: &Tree, inputs: &Tree, keys: usize) -> bool {
+        let known = self
+            .accepted
+            .as_ref()
+            .is_some_and(|(p, i)| p.is_of(params) && i.is_of(inputs));
+        let structured = known
+            || (params.same_structure(&self.template)
+                && inputs.same_structure(&self.input_template));
+        let fits = keys == self.keys
+            && structured
             && params
                 .leaves()
                 .iter()
                 .chain(inputs.leaves())
                 .zip(&self.shapes)
-                .all(|(a, s)| a.shape() == &s[..])
-            && self.accepts_arrays(inputs)
+                .all(|(a, s)| same_dims(a.shape(), s))
+            && self.accepts_arrays(inputs);
+        if fits && !known {
+            self.accepted = Some((params.structure(), inputs.structure()));
+        }
+        fits
     }
 
     /// Whether the inputs' arrays fit: integer arguments of the traced
@@ -811,13 +841,15 @@ impl Plan {
             template,
             input_template: _,
             shapes: _,
+            accepted: _,
             params: n_params,
             leaves,
             steps,
             consts,
             values,
             grads,
-            has_grad,
+            edges,
+            untouched,
             leaf_copies,
             loss,
             out_grads,
@@ -827,7 +859,6 @@ impl Plan {
             limit,
             samplers,
             keys: _,
-            differentiable,
             int_args: _,
             labels: _,
         } = self;
@@ -853,19 +884,11 @@ impl Plan {
         // the output buffers (copied first only if the caller still holds
         // the previous results).
         let root = leaves + steps.len() - 1;
-        let mut param_grads: SmallVec<[&mut [f32]; 16]> = out_grads
-            .iter_mut()
-            .map(|b| b.as_slice_mut().expect("row-major"))
-            .collect();
-        has_grad.iter_mut().for_each(|h| *h = false);
         grads[root][0] = 1.0;
-        has_grad[root] = true;
-        for id in (leaves..=root).rev() {
-            if !has_grad[id] {
-                continue;
-            }
-            let step = &steps[id - leaves];
-            let g = std::mem::take(&mut grads[id]);
+        for e in edges.iter() {
+            let step = &steps[e.id - leaves];
+            let (before, rest) = grads.split_at_mut(e.id);
+            let g: &[f32] = &rest[0];
             let input = |k: usize| -> &[f32] {
                 match step.inputs.get(k) {
                     None => &[],
@@ -876,39 +899,22 @@ impl Plan {
             };
             let ins = [input(0), input(1), input(2)];
             let bytes = step.bytes.map(|b| &masks[b][..]);
-            for (k, src) in step.inputs.iter().enumerate() {
-                // Constants, inputs and masks get no gradient.
-                let Src::Node(target) = *src else {
-                    continue;
-                };
-                if step.kind == OpKind::Select && k == 0 {
-                    continue;
-                }
-                if !differentiable[target] {
-                    continue;
-                }
-                let acc: &mut [f32] = if target < n_params {
-                    param_grads[target]
-                } else {
-                    &mut grads[target]
-                };
-                if has_grad[target] {
-                    tmp.resize(acc.len(), 0.0);
-                    backward(step, k, &g, ins, bytes, &values[id], tmp, scratch);
-                    acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
-                } else {
-                    backward(step, k, &g, ins, bytes, &values[id], acc, scratch);
-                    has_grad[target] = true;
-                }
-            }
-            grads[id] = g;
-        }
-        for (l, dst) in param_grads.iter_mut().enumerate() {
-            if !has_grad[l] {
-                dst.fill(0.0);
+            let acc: &mut [f32] = if e.target < n_params {
+                out_grads[e.target].as_slice_mut().expect("row-major")
+            } else {
+                &mut before[e.target]
+            };
+            if e.accumulate {
+                tmp.resize(acc.len(), 0.0);
+                backward(step, e.input, g, ins, bytes, &values[e.id], tmp, scratch);
+                acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
+            } else {
+                backward(step, e.input, g, ins, bytes, &values[e.id], acc, scratch);
             }
         }
-        drop(param_grads);
+        for &l in untouched.iter() {
+            out_grads[l].fill(0.0);
+        }
         let out_leaves = out_grads
             .iter()
             .map(|buf| Tensor::constant(buf.clone()))
@@ -1032,6 +1038,64 @@ fn forward_pass(
         );
     }
     Ok(())
+}
+
+/// Whether two shapes are equal (a loop: shapes are short, and a call to
+/// `memcmp` per leaf cost more than comparing).
+fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// One cotangent of the backward pass: step `id`'s gradient carried to
+/// its input `input`, node `target`, written there or (`accumulate`, a
+/// later one) added to what is there.
+#[derive(Clone, Copy, Debug)]
+struct Edge {
+    id: usize,
+    input: usize,
+    target: usize,
+    accumulate: bool,
+}
+
+/// The cotangents of the backward pass from the root (the last step), in
+/// the eager order (nodes from the last, each node's inputs in order),
+/// and the parameters (of `0..params`) none reaches. A node's gradient is
+/// carried on only if one reached it, and only to inputs a gradient can
+/// flow into (not constants, inputs, masks or labels): all known when
+/// planned, so a replay walks the list.
+fn backward_edges(
+    steps: &[Step],
+    differentiable: &[bool],
+    leaves: usize,
+    params: usize,
+) -> (Vec<Edge>, Vec<usize>) {
+    let root = leaves + steps.len() - 1;
+    let mut reached = vec![false; root + 1];
+    reached[root] = true;
+    let mut edges = Vec::new();
+    for id in (leaves..=root).rev() {
+        if !reached[id] {
+            continue;
+        }
+        let step = &steps[id - leaves];
+        for (input, src) in step.inputs.iter().enumerate() {
+            let Src::Node(target) = *src else {
+                continue;
+            };
+            if (step.kind == OpKind::Select && input == 0) || !differentiable[target] {
+                continue;
+            }
+            edges.push(Edge {
+                id,
+                input,
+                target,
+                accumulate: reached[target],
+            });
+            reached[target] = true;
+        }
+    }
+    let untouched = (0..params).filter(|&l| !reached[l]).collect();
+    (edges, untouched)
 }
 
 /// Applies `f` over two operands in one of the replayable broadcast
@@ -1468,11 +1532,32 @@ fn product(
 ) {
     let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
     let (sa, sb, mkn) = dot_shapes(m, k, n)[which];
-    match &step.routes {
-        Some(routes) if scratch.routes => {
+    match (&step.routes, step.sums[which]) {
+        (Some(_), Some(sum)) if scratch.routes => {
+            gathered_product(x, sa, y, sb, mkn, sum, out, &mut scratch.packed)
+        }
+        (Some(routes), _) if scratch.routes => {
             routes[which].run(x, sa, y, sb, mkn, out, &mut scratch.packed)
         }
         _ => matmul_slices_into(x, sa, y, sb, mkn.0, mkn.1, mkn.2, out),
+    }
+}
+
+/// How each output of a small product on `route` (of shape `(m, k, n)`)
+/// is summed, when [`gathered_product`] can compute it: a plan summed in
+/// one chunk per output, or XLA's own emitter's chains (the same sums as
+/// the route's, see [`TinySum`]); `None` for other routes, run as
+/// planned.
+fn tiny_sum(route: &DotRoute, (m, k, n): (usize, usize, usize)) -> Option<TinySum> {
+    match route {
+        DotRoute::Scalar(plan) if m * k * n <= SCALAR_LIMIT => TinySum::of_plan(plan, k, n),
+        DotRoute::Small(plain, from) if m * k * n <= SCALAR_LIMIT && k >= 1 => {
+            Some(TinySum::Chain {
+                plain: *plain,
+                from: *from,
+            })
+        }
+        _ => None,
     }
 }
 
@@ -1602,6 +1687,9 @@ fn backward_body(
 
 #[cfg(test)]
 mod mask_tests;
+
+#[cfg(test)]
+mod product_tests;
 
 #[cfg(test)]
 mod fold_tests {

@@ -359,6 +359,12 @@ impl Tree {
         Arc::ptr_eq(&self.def, &other.def) || self.def == other.def
     }
 
+    /// A handle on this tree's structure, to recognize trees sharing it
+    /// (see [`Structure::is_of`]).
+    pub(crate) fn structure(&self) -> Structure {
+        Structure(self.def.clone())
+    }
+
     /// Whether the subtree at `path` (by keys) has `other`'s structure;
     /// `false` when there is none. Does not allocate.
     pub(crate) fn same_structure_at(&self, path: &[String], other: &Tree) -> bool {
@@ -520,6 +526,19 @@ impl Tree {
         let mut out = Vec::new();
         go(self, &self.def, "", (0, 0), &mut out);
         out
+    }
+}
+
+/// A tree's structure, held (see [`Tree::structure`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Structure(Arc<Def>);
+
+impl Structure {
+    /// Whether `tree` shares this structure (not merely an equal one):
+    /// one pointer comparison. Holding the structure keeps its address
+    /// from being reused by another.
+    pub(crate) fn is_of(&self, tree: &Tree) -> bool {
+        Arc::ptr_eq(&self.0, &tree.def)
     }
 }
 

@@ -534,7 +534,10 @@ fn scalar_output<const T: usize>(
 /// chain: its `T` partial sums reduced, then the tail's (each term in its
 /// own partial sum, from `+0`) reduced and added.
 #[inline(always)]
-fn one_chunk_output<const T: usize>(term: impl Fn(usize) -> (f32, f32), k: usize) -> f32 {
+pub(crate) fn one_chunk_output<const T: usize>(
+    term: impl Fn(usize) -> (f32, f32),
+    k: usize,
+) -> f32 {
     let reduce = |l: [f32; T]| match T {
         1 => l[0],
         2 => l[0] + l[1 % T],

@@ -27,6 +27,7 @@ pub(crate) mod dot;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod dot_avx512;
 pub(crate) mod dot_blocked;
+pub(crate) mod dot_tiny;
 pub(crate) mod gemv;
 pub mod libm_f32;
 pub(crate) mod math;
