@@ -304,6 +304,13 @@ unsafe fn lanes_avx2(
     out: &mut [f32],
     scratch: &mut Vec<f32>,
 ) {
+    if mkn.1 <= avx2::MAX_K && mkn.0 > 0 && mkn.2 > 0 {
+        // SAFETY: the CPU supports AVX2 and FMA (this function's own
+        // requirement), which is `avx2::product`'s.
+        if unsafe { avx2::product(x, sa, y, sb, mkn, sum, out) } {
+            return;
+        }
+    }
     lanes_body(x, sa, y, sb, mkn, sum, out, scratch)
 }
 
@@ -472,5 +479,206 @@ fn one_chunk_lanes<const T: usize>(term: impl Fn(usize) -> (Lanes, f32), k: usiz
         tail
     } else {
         add_lanes(tail, reduce(lanes))
+    }
+}
+
+/// [`lanes_body`] written with AVX2 intrinsics, for `k <= 8`: the same
+/// operations on the same lanes, one vector each.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::{
+        __m256, _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_set1_ps,
+        _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+
+    use super::{chain_start, copy_lanes, TinySum, LANES};
+
+    /// The longest sums unrolled here.
+    pub(super) const MAX_K: usize = 8;
+
+    /// `out = a @ b` as [`super::lanes_body`] computes it, for `1 <= k <=
+    /// MAX_K`, `m, n >= 1`; `false` (nothing written) for sums it does not
+    /// take (a chain with a plain column).
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn product(
+        x: &[f32],
+        sa: (usize, usize),
+        y: &[f32],
+        sb: (usize, usize),
+        mkn: (usize, usize, usize),
+        sum: TinySum,
+        out: &mut [f32],
+    ) -> bool {
+        let ops = Ops { x, sa, y, sb, mkn };
+        macro_rules! by_k {
+            ($sum:expr) => {
+                match mkn.1 {
+                    1 => ops.blocks::<1, _>($sum, out),
+                    2 => ops.blocks::<2, _>($sum, out),
+                    3 => ops.blocks::<3, _>($sum, out),
+                    4 => ops.blocks::<4, _>($sum, out),
+                    5 => ops.blocks::<5, _>($sum, out),
+                    6 => ops.blocks::<6, _>($sum, out),
+                    7 => ops.blocks::<7, _>($sum, out),
+                    8 => ops.blocks::<8, _>($sum, out),
+                    _ => return false,
+                }
+            };
+        }
+        match sum {
+            TinySum::OneChunk(1) => by_k!(Vsum::Chunk::<1>),
+            TinySum::OneChunk(2) => by_k!(Vsum::Chunk::<2>),
+            TinySum::OneChunk(_) => by_k!(Vsum::Chunk::<4>),
+            TinySum::Chain { plain: None, from } => by_k!(Vsum::<1>::Chain(from)),
+            TinySum::Chain { .. } => return false,
+        }
+        true
+    }
+
+    /// How a block's outputs are summed: a plan's one chunk with `T`
+    /// partial sums, or a chain whose columns from this one start from
+    /// `-0`.
+    #[derive(Clone, Copy)]
+    enum Vsum<const T: usize> {
+        Chunk,
+        Chain(usize),
+    }
+
+    /// The operands.
+    struct Ops<'a> {
+        x: &'a [f32],
+        sa: (usize, usize),
+        y: &'a [f32],
+        sb: (usize, usize),
+        mkn: (usize, usize, usize),
+    }
+
+    impl Ops<'_> {
+        /// Every output, `k == K`, in blocks of [`LANES`] columns.
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        fn blocks<const K: usize, const T: usize>(&self, sum: Vsum<T>, out: &mut [f32]) {
+            let (x, (sa0, sa1), y, (sb0, sb1)) = (self.x, self.sa, self.y, self.sb);
+            let (m, _, n) = self.mkn;
+            for j0 in (0..n).step_by(LANES) {
+                let cols = LANES.min(n - j0);
+                // B's rows within the block (zeros past `n`), as vectors.
+                let mut b = [_mm256_setzero_ps(); K];
+                for (p, v) in b.iter_mut().enumerate() {
+                    let mut row = [0.0f32; LANES];
+                    if sb1 == 1 {
+                        copy_lanes(&mut row, &y[p * sb0 + j0..], cols);
+                    } else {
+                        for (l, r) in row.iter_mut().enumerate().take(cols) {
+                            *r = y[p * sb0 + (j0 + l) * sb1];
+                        }
+                    }
+                    *v = load(&row);
+                }
+                let start = match sum {
+                    Vsum::Chain(from) => {
+                        let s: [f32; LANES] = std::array::from_fn(|l| chain_start(j0 + l, from));
+                        load(&s)
+                    }
+                    Vsum::Chunk => _mm256_setzero_ps(),
+                };
+                for (i, orow) in out.chunks_exact_mut(n).enumerate().take(m) {
+                    let a: [f32; K] = if sa1 == 1 {
+                        x[i * sa0..][..K].try_into().expect("K terms")
+                    } else {
+                        std::array::from_fn(|p| x[i * sa0 + p * sa1])
+                    };
+                    let v = match sum {
+                        Vsum::Chunk => chunk::<K, T>(&b, &a),
+                        Vsum::Chain(_) => chain::<K>(&b, &a, start),
+                    };
+                    let dst = &mut orow[j0..];
+                    if cols == LANES {
+                        store(&mut dst[..LANES], v);
+                    } else {
+                        let mut lanes = [0.0f32; LANES];
+                        store(&mut lanes, v);
+                        copy_lanes(dst, &lanes, cols);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A vector of eight values.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn load(v: &[f32; LANES]) -> __m256 {
+        // SAFETY: `v` holds the eight `f32`s read (an unaligned load).
+        unsafe { _mm256_loadu_ps(v.as_ptr()) }
+    }
+
+    /// Stores `v` into `dst` (eight values).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn store(dst: &mut [f32], v: __m256) {
+        let dst: &mut [f32; LANES] = dst.try_into().expect("eight lanes");
+        // SAFETY: `dst` has room for the eight `f32`s written (an
+        // unaligned store).
+        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), v) }
+    }
+
+    /// `(l0 + l1) + (l2 + l3)` for `T == 4`, `l0 + l1` for 2, `l0` for 1,
+    /// as `one_chunk_output` reduces.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn reduce<const T: usize>(l: [__m256; T]) -> __m256 {
+        match T {
+            1 => l[0],
+            2 => _mm256_add_ps(l[0], l[1 % T]),
+            _ => _mm256_add_ps(
+                _mm256_add_ps(l[0], l[1 % T]),
+                _mm256_add_ps(l[2 % T], l[3 % T]),
+            ),
+        }
+    }
+
+    /// `one_chunk_output` of `K` terms in every lane: B's rows `b`, A's
+    /// row `a` broadcast.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn chunk<const K: usize, const T: usize>(b: &[__m256; K], a: &[f32; K]) -> __m256 {
+        let kmain = K / T * T;
+        let mut lanes = [_mm256_setzero_ps(); T];
+        let mut p = 0;
+        while p < kmain {
+            for (q, lane) in lanes.iter_mut().enumerate() {
+                *lane = _mm256_fmadd_ps(b[p + q], _mm256_set1_ps(a[p + q]), *lane);
+            }
+            p += T;
+        }
+        if kmain == K {
+            return reduce(lanes);
+        }
+        let mut tail = [_mm256_setzero_ps(); T];
+        for (q, lane) in tail.iter_mut().enumerate().take(K - kmain) {
+            *lane = _mm256_fmadd_ps(b[kmain + q], _mm256_set1_ps(a[kmain + q]), *lane);
+        }
+        let tail = reduce(tail);
+        if kmain == 0 {
+            tail
+        } else {
+            _mm256_add_ps(tail, reduce(lanes))
+        }
+    }
+
+    /// A chain of `K` terms in every lane from `start` (see `Chain`).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn chain<const K: usize>(b: &[__m256; K], a: &[f32; K], start: __m256) -> __m256 {
+        let mut acc = _mm256_add_ps(_mm256_mul_ps(b[0], _mm256_set1_ps(a[0])), start);
+        for p in 1..K {
+            acc = _mm256_fmadd_ps(b[p], _mm256_set1_ps(a[p]), acc);
+        }
+        acc
     }
 }
