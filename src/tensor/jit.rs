@@ -344,6 +344,9 @@ struct Step {
     /// [`tiny_sum`]).
     routes: Option<[DotRoute; 3]>,
     sums: [Option<TinySum>; 3],
+    /// For a product: the strides and shapes of the three (see
+    /// [`dot_shapes`]).
+    dots: [DotCall; 3],
     /// For a select: its picked branch is input 1 scaled so (a dropout's
     /// scaling folded in, see [`fold_scalings`]).
     scale: Option<Scaling>,
@@ -674,12 +677,12 @@ impl Plan {
                 dot_shapes(in_shapes[0][0], in_shapes[0][1], shape[1])
                     .map(|(sa, sb, mkn)| DotRoute::new(sa, sb, mkn, (1, 1)))
             });
-            let sums = match (&routes, node.kind) {
+            let (sums, dots) = match (&routes, node.kind) {
                 (Some(routes), OpKind::Matmul) => {
-                    let shapes = dot_shapes(in_shapes[0][0], in_shapes[0][1], shape[1]);
-                    [0, 1, 2].map(|w| tiny_sum(&routes[w], shapes[w].2))
+                    let dots = dot_shapes(in_shapes[0][0], in_shapes[0][1], shape[1]);
+                    ([0, 1, 2].map(|w| tiny_sum(&routes[w], dots[w].2)), dots)
                 }
-                _ => [None; 3],
+                _ => ([None; 3], [((0, 0), (0, 0), (0, 0, 0)); 3]),
             };
             steps.push(Step {
                 kind: node.kind,
@@ -688,6 +691,7 @@ impl Plan {
                 shape,
                 routes,
                 sums,
+                dots,
                 scale: None,
                 pre_relu: false,
                 folded: false,
@@ -1530,8 +1534,7 @@ fn product(
     out: &mut [f32],
     scratch: &mut Scratch,
 ) {
-    let (m, k, n) = (step.in_shapes[0][0], step.in_shapes[0][1], step.shape[1]);
-    let (sa, sb, mkn) = dot_shapes(m, k, n)[which];
+    let (sa, sb, mkn) = step.dots[which];
     match (&step.routes, step.sums[which]) {
         (Some(_), Some(sum)) if scratch.routes => {
             gathered_product(x, sa, y, sb, mkn, sum, out, &mut scratch.packed)
