@@ -355,6 +355,10 @@ struct Step {
     pre_relu: bool,
     /// A step folded into the select that reads it: not computed.
     folded: bool,
+    /// `inputs` resolved for the replay's loops (set once the plan's
+    /// steps are final), and a binary operation's broadcast pattern.
+    ins: [In; 3],
+    zip: Zip,
     /// For a keep-mask draw: the byte buffer it is drawn into (its float
     /// array is not written); for a select: the byte buffer holding its
     /// mask (see [`byte_masks`]).
@@ -684,6 +688,7 @@ impl Plan {
                 }
                 _ => ([None; 3], [((0, 0), (0, 0), (0, 0, 0)); 3]),
             };
+            let zip = Zip::new(&in_shapes, &shape);
             steps.push(Step {
                 kind: node.kind,
                 inputs,
@@ -695,6 +700,8 @@ impl Plan {
                 scale: None,
                 pre_relu: false,
                 folded: false,
+                ins: [In::Empty; 3],
+                zip,
                 bytes: None,
             });
         }
@@ -705,6 +712,9 @@ impl Plan {
             fold_scalings(&mut steps, &consts, leaves);
             masks = byte_masks(&mut steps, &samplers, leaves);
             (edges, untouched) = backward_edges(&steps, &differentiable, leaves, n_params);
+        }
+        for step in steps.iter_mut() {
+            step.ins = std::array::from_fn(|k| In::of(step.inputs.get(k), leaves));
         }
         let size = |s: &[usize]| s.iter().product::<usize>();
         // Masks drawn as bytes have no float array.
@@ -894,11 +904,11 @@ impl Plan {
             let (before, rest) = grads.split_at_mut(e.id);
             let g: &[f32] = &rest[0];
             let input = |k: usize| -> &[f32] {
-                match step.inputs.get(k) {
-                    None => &[],
-                    Some(Src::Node(i)) if *i < leaves => leaf[*i],
-                    Some(Src::Node(i)) => &values[*i],
-                    Some(Src::Const(c)) => &consts[*c],
+                match step.ins[k] {
+                    In::Empty => &[],
+                    In::Leaf(i) => leaf[i],
+                    In::Value(i) => &values[i],
+                    In::Const(c) => &consts[c],
                 }
             };
             let ins = [input(0), input(1), input(2)];
@@ -1025,11 +1035,11 @@ fn forward_pass(
         }
         let (before, rest) = values.split_at_mut(leaves + s);
         let input = |k: usize| -> &[f32] {
-            match step.inputs.get(k) {
-                None => &[],
-                Some(Src::Node(i)) if *i < leaves => leaf[*i],
-                Some(Src::Node(i)) => &before[*i],
-                Some(Src::Const(c)) => &consts[*c],
+            match step.ins[k] {
+                In::Empty => &[],
+                In::Leaf(i) => leaf[i],
+                In::Value(i) => &before[i],
+                In::Const(c) => &consts[c],
             }
         };
         let bytes = step.bytes.map(|b| &masks[b][..]);
@@ -1102,35 +1112,102 @@ fn backward_edges(
     (edges, untouched)
 }
 
+/// Where a step's input is read from in the replay: nothing (no such
+/// input), leaf `i`, the value of node `i` (an operation), or constant
+/// `c`.
+#[derive(Clone, Copy, Debug)]
+enum In {
+    Empty,
+    Leaf(usize),
+    Value(usize),
+    Const(usize),
+}
+
+impl In {
+    /// Where `src` (if any) is read from, the first `leaves` nodes being
+    /// leaves.
+    fn of(src: Option<&Src>, leaves: usize) -> In {
+        match src {
+            None => In::Empty,
+            Some(&Src::Node(i)) if i < leaves => In::Leaf(i),
+            Some(&Src::Node(i)) => In::Value(i),
+            Some(&Src::Const(c)) => In::Const(c),
+        }
+    }
+}
+
+/// How a binary step's operands meet (see [`zip_into`]), decided when
+/// planned from its shapes.
+#[derive(Clone, Copy, Debug)]
+enum Zip {
+    /// `b` is one value (dropout's scaling).
+    Scalar,
+    /// Equal lengths.
+    Same,
+    /// `b` holds one value per row of `a` (rows of this length).
+    Column(usize),
+    /// `b` repeated along `a`'s leading axes.
+    RowsOfA,
+    /// `a` repeated along `b`'s leading axes.
+    RowsOfB,
+}
+
+impl Zip {
+    /// The pattern of a step with these input shapes and output shape
+    /// ([`Zip::Same`] for a step with fewer than two inputs).
+    fn new(in_shapes: &[Vec<usize>], shape: &[usize]) -> Zip {
+        let [a, b, ..] = in_shapes else {
+            return Zip::Same;
+        };
+        let size = |s: &[usize]| s.iter().product::<usize>();
+        let (la, lb, lo) = (size(a), size(b), size(shape));
+        if la == lo && lb == 1 {
+            Zip::Scalar
+        } else if la == lo && lb == lo {
+            Zip::Same
+        } else if is_column(b, shape) {
+            Zip::Column(*shape.last().expect("at least 1-D"))
+        } else if a[..] == *shape {
+            Zip::RowsOfA
+        } else {
+            Zip::RowsOfB
+        }
+    }
+}
+
 /// Applies `f` over two operands in one of the replayable broadcast
 /// patterns (equal shapes, or one operand repeated along leading axes).
 fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
-    if a.len() == out.len() && b.len() == 1 {
-        // A scalar operand (dropout's scaling): one tight loop.
-        let y = b[0];
-        out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y));
-    } else if a.len() == out.len() && b.len() == out.len() {
-        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-            *o = f(x, y);
+    match step.zip {
+        Zip::Scalar => {
+            // One tight loop.
+            let y = b[0];
+            out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y));
         }
-    } else if is_column(&step.in_shapes[1], &step.shape) {
-        // `b` holds one value per row of `a`.
-        let n = *step.shape.last().expect("at least 1-D");
-        for ((orow, arow), &y) in out.chunks_exact_mut(n).zip(a.chunks_exact(n)).zip(b) {
-            for (o, &x) in orow.iter_mut().zip(arow) {
+        Zip::Same => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
                 *o = f(x, y);
             }
         }
-    } else if step.in_shapes[0] == step.shape {
-        for (orow, arow) in out.chunks_exact_mut(b.len()).zip(a.chunks_exact(b.len())) {
-            for ((o, &x), &y) in orow.iter_mut().zip(arow).zip(b) {
-                *o = f(x, y);
+        Zip::Column(n) => {
+            for ((orow, arow), &y) in out.chunks_exact_mut(n).zip(a.chunks_exact(n)).zip(b) {
+                for (o, &x) in orow.iter_mut().zip(arow) {
+                    *o = f(x, y);
+                }
             }
         }
-    } else {
-        for (orow, brow) in out.chunks_exact_mut(a.len()).zip(b.chunks_exact(a.len())) {
-            for ((o, &x), &y) in orow.iter_mut().zip(a).zip(brow) {
-                *o = f(x, y);
+        Zip::RowsOfA => {
+            for (orow, arow) in out.chunks_exact_mut(b.len()).zip(a.chunks_exact(b.len())) {
+                for ((o, &x), &y) in orow.iter_mut().zip(arow).zip(b) {
+                    *o = f(x, y);
+                }
+            }
+        }
+        Zip::RowsOfB => {
+            for (orow, brow) in out.chunks_exact_mut(a.len()).zip(b.chunks_exact(a.len())) {
+                for ((o, &x), &y) in orow.iter_mut().zip(a).zip(brow) {
+                    *o = f(x, y);
+                }
             }
         }
     }
