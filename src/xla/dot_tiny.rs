@@ -487,11 +487,12 @@ fn one_chunk_lanes<const T: usize>(term: impl Fn(usize) -> (Lanes, f32), k: usiz
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::{
-        __m256, _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_set1_ps,
-        _mm256_setzero_ps, _mm256_storeu_ps,
+        __m256, __m256i, _mm256_add_ps, _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps,
+        _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_mul_ps, _mm256_set1_epi32, _mm256_set1_ps,
+        _mm256_setr_epi32, _mm256_setzero_ps,
     };
 
-    use super::{chain_start, copy_lanes, TinySum, LANES};
+    use super::{chain_start, TinySum, LANES};
 
     /// The longest sums unrolled here.
     pub(super) const MAX_K: usize = 8;
@@ -566,18 +567,23 @@ mod avx2 {
             let (m, _, n) = self.mkn;
             for j0 in (0..n).step_by(LANES) {
                 let cols = LANES.min(n - j0);
+                // The block's lanes: the first `cols`.
+                let mask = _mm256_cmpgt_epi32(
+                    _mm256_set1_epi32(cols as i32),
+                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                );
                 // B's rows within the block (zeros past `n`), as vectors.
                 let mut b = [_mm256_setzero_ps(); K];
                 for (p, v) in b.iter_mut().enumerate() {
-                    let mut row = [0.0f32; LANES];
                     if sb1 == 1 {
-                        copy_lanes(&mut row, &y[p * sb0 + j0..], cols);
+                        *v = load_first(&y[p * sb0 + j0..][..cols], mask);
                     } else {
+                        let mut row = [0.0f32; LANES];
                         for (l, r) in row.iter_mut().enumerate().take(cols) {
                             *r = y[p * sb0 + (j0 + l) * sb1];
                         }
+                        *v = load(&row);
                     }
-                    *v = load(&row);
                 }
                 let start = match sum {
                     Vsum::Chain(from) => {
@@ -596,14 +602,7 @@ mod avx2 {
                         Vsum::Chunk => chunk::<K, T>(&b, &a),
                         Vsum::Chain(_) => chain::<K>(&b, &a, start),
                     };
-                    let dst = &mut orow[j0..];
-                    if cols == LANES {
-                        store(&mut dst[..LANES], v);
-                    } else {
-                        let mut lanes = [0.0f32; LANES];
-                        store(&mut lanes, v);
-                        copy_lanes(dst, &lanes, cols);
-                    }
+                    store_first(&mut orow[j0..][..cols], mask, v);
                 }
             }
         }
@@ -617,14 +616,27 @@ mod avx2 {
         unsafe { _mm256_loadu_ps(v.as_ptr()) }
     }
 
-    /// Stores `v` into `dst` (eight values).
+    /// `src` (`mask`'s lanes, the first `src.len()`) in the first lanes of
+    /// a vector, zeros in the others.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    fn store(dst: &mut [f32], v: __m256) {
-        let dst: &mut [f32; LANES] = dst.try_into().expect("eight lanes");
-        // SAFETY: `dst` has room for the eight `f32`s written (an
-        // unaligned store).
-        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), v) }
+    fn load_first(src: &[f32], mask: __m256i) -> __m256 {
+        debug_assert!(src.len() <= LANES);
+        // SAFETY: `mask` selects the first `src.len()` lanes (how the
+        // callers make it), so only `src`'s values are read; a masked load
+        // does not touch (nor fault on) the other lanes' addresses.
+        unsafe { _mm256_maskload_ps(src.as_ptr(), mask) }
+    }
+
+    /// The first `dst.len()` lanes of `v` (`mask`'s) into `dst`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn store_first(dst: &mut [f32], mask: __m256i, v: __m256) {
+        debug_assert!(dst.len() <= LANES);
+        // SAFETY: `mask` selects the first `dst.len()` lanes (how the
+        // callers make it), so only `dst`'s values are written; a masked
+        // store does not touch (nor fault on) the other lanes' addresses.
+        unsafe { _mm256_maskstore_ps(dst.as_mut_ptr(), mask, v) }
     }
 
     /// `(l0 + l1) + (l2 + l3)` for `T == 4`, `l0 + l1` for 2, `l0` for 1,
