@@ -7,6 +7,7 @@
 //! records on, because combining items' cotangents computes products and
 //! sums (`ops`), which themselves record on the tape.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use ndarray::{ArrayD, Axis, IxDyn};
@@ -49,7 +50,7 @@ pub(crate) fn backward_from(
         return vec![None; wanted.len()];
     };
     let nodes = tape.nodes();
-    let mut grads: Vec<Option<ArrayD<f32>>> = Vec::new();
+    let mut grads = SPARE_GRADS.try_with(|s| s.take()).unwrap_or_default();
     grads.resize_with(root + 1, || None);
     for (r, seed) in seeds {
         accumulate(&mut grads[r], seed);
@@ -121,10 +122,28 @@ pub(crate) fn backward_from(
         }
     }
     drop(nodes);
-    wanted
+    let out = wanted
         .iter()
         .map(|&w| if w <= root { grads[w].take() } else { None })
-        .collect()
+        .collect();
+    grads.clear();
+    if grads.capacity() <= SPARE_CAPACITY {
+        // During the thread's teardown there is nowhere to keep it.
+        let _ = SPARE_GRADS.try_with(|s| s.set(grads));
+    }
+    out
+}
+
+/// Gradient vectors kept for reuse with at most this many slots.
+const SPARE_CAPACITY: usize = 1024;
+
+thread_local! {
+    /// The emptied gradient vector of this thread's last backward pass: a
+    /// fresh one per eager step (a slot of 112 bytes per node, over glibc's
+    /// small sizes for a dozen nodes) made glibc consolidate its freed small
+    /// blocks on every step of the tiny 2-3-2 MLP. A nested pass (a rule
+    /// that differentiates) finds none and allocates its own.
+    static SPARE_GRADS: Cell<Vec<Option<ArrayD<f32>>>> = const { Cell::new(Vec::new()) };
 }
 
 /// The cotangent of a shared tensor from its items' views' cotangents, as

@@ -218,6 +218,40 @@ pub(crate) struct Tape {
 
 static NEXT_TAPE_ID: AtomicU64 = AtomicU64::new(0);
 
+/// Node vectors kept for reuse with at most this many slots (a few
+/// hundred kilobytes), so that a large model's tape is not kept alive.
+const SPARE_CAPACITY: usize = 1024;
+
+thread_local! {
+    /// The emptied node vector of this thread's last dropped tape: each
+    /// eager step records a tape, and allocating its vector afresh cost a
+    /// tenth of the tiny 2-3-2 step (a block over glibc's small sizes, which
+    /// consolidates the freed small blocks first).
+    static SPARE_NODES: std::cell::Cell<Vec<Node>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// An empty node vector, reusing the thread's spare one when there is one.
+fn spare_nodes() -> Vec<Node> {
+    let spare = SPARE_NODES.try_with(|s| s.take()).unwrap_or_default();
+    if spare.capacity() == 0 {
+        Vec::with_capacity(16)
+    } else {
+        spare
+    }
+}
+
+impl Drop for Tape {
+    fn drop(&mut self) {
+        let mut nodes = std::mem::take(self.nodes.get_mut().unwrap_or_else(|e| e.into_inner()));
+        // The nodes themselves (backward rules, kept values) go now.
+        nodes.clear();
+        if nodes.capacity() <= SPARE_CAPACITY {
+            // During the thread's teardown there is nowhere to keep it.
+            let _ = SPARE_NODES.try_with(|s| s.set(nodes));
+        }
+    }
+}
+
 impl Tape {
     pub(crate) fn new() -> Arc<Tape> {
         Tape::with_tangents(false)
@@ -233,7 +267,7 @@ impl Tape {
             nested: AtomicBool::new(false),
             read: AtomicBool::new(false),
             views: AtomicBool::new(false),
-            nodes: Mutex::new(Vec::with_capacity(16)),
+            nodes: Mutex::new(spare_nodes()),
         })
     }
 

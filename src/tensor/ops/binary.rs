@@ -1,7 +1,7 @@
 //! Elementwise binary operations with NumPy broadcasting, comparisons and
 //! `select`.
 
-use ndarray::{ArcArray, ArrayD, IxDyn, Zip};
+use ndarray::{ArcArray, ArrayD, Dimension, IxDyn, Zip};
 use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
@@ -38,31 +38,33 @@ fn zip_map(
     b: &ArcArray<f32, IxDyn>,
     f: impl Fn(f32, f32) -> f32,
 ) -> Result<ArrayD<f32>> {
-    let shape = broadcast_shapes_for(op, a.shape(), b.shape())?;
     // Fast paths on row-major data: equal shapes, and one operand repeating
-    // along leading axes (a bias, a scalar).
+    // along leading axes (a bias, a scalar), whose broadcast shape is the
+    // other operand's (taken from it: no shape worked out per call).
     if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
-        let v: Option<Vec<f32>> = if x.len() == y.len() && a.shape() == b.shape() {
-            Some(x.iter().zip(y).map(|(&x, &y)| f(x, y)).collect())
-        } else if a.shape() == &shape[..] && is_trailing(b.shape(), &shape) && !y.is_empty() {
+        let (sa, sb) = (a.shape(), b.shape());
+        let fast = if sa == sb {
+            Some((x.iter().zip(y).map(|(&x, &y)| f(x, y)).collect(), a))
+        } else if sb.len() <= sa.len() && is_trailing(sb, sa) && !y.is_empty() {
             let mut v = Vec::with_capacity(x.len());
             for row in x.chunks_exact(y.len()) {
                 v.extend(row.iter().zip(y).map(|(&x, &y)| f(x, y)));
             }
-            Some(v)
-        } else if b.shape() == &shape[..] && is_trailing(a.shape(), &shape) && !x.is_empty() {
+            Some((v, a))
+        } else if sa.len() <= sb.len() && is_trailing(sa, sb) && !x.is_empty() {
             let mut v = Vec::with_capacity(y.len());
             for row in y.chunks_exact(x.len()) {
                 v.extend(x.iter().zip(row).map(|(&x, &y)| f(x, y)));
             }
-            Some(v)
+            Some((v, b))
         } else {
             None
         };
-        if let Some(v) = v {
-            return Ok(ArrayD::from_shape_vec(IxDyn(&shape), v).expect("length of the shape"));
+        if let Some((v, like)) = fast {
+            return Ok(ArrayD::from_shape_vec(like.raw_dim(), v).expect("length of the shape"));
         }
     }
+    let shape = broadcast_shapes_for(op, a.shape(), b.shape())?;
     let shape = IxDyn(&shape);
     let (av, bv) = (
         a.broadcast(shape.clone()).unwrap(),
@@ -320,10 +322,10 @@ impl Tensor {
     /// ```
     pub fn add(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("add", &self.data, &other.data, |x, y| x + y)?.into_shared();
-        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
+        let (sa, sb) = (self.data.raw_dim(), other.data.raw_dim());
         Ok(
             Tensor::record_kind(out, &[self, other], OpKind::Add, move |g, needs| {
-                split_sums(g, needs, &sa, &sb, false)
+                split_sums(g, needs, sa.slice(), sb.slice(), false)
             })
             .with_tangent(|| sum_tangent(self, other, false)),
         )
@@ -365,10 +367,10 @@ impl Tensor {
             }
         }
         let out = self.data.clone();
-        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
+        let (sa, sb) = (self.data.raw_dim(), other.data.raw_dim());
         Ok(
             Tensor::record_kind(out, &[&self, other], OpKind::Add, move |g, needs| {
-                split_sums(g, needs, &sa, &sb, false)
+                split_sums(g, needs, sa.slice(), sb.slice(), false)
             })
             .with_tangent(|| sum_tangent(&self, other, false)),
         )
@@ -377,10 +379,10 @@ impl Tensor {
     /// `self - other`, broadcasting.
     pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("sub", &self.data, &other.data, |x, y| x - y)?.into_shared();
-        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
+        let (sa, sb) = (self.data.raw_dim(), other.data.raw_dim());
         Ok(
             Tensor::record_kind(out, &[self, other], OpKind::Sub, move |g, needs| {
-                split_sums(g, needs, &sa, &sb, true)
+                split_sums(g, needs, sa.slice(), sb.slice(), true)
             })
             .with_tangent(|| sum_tangent(self, other, true)),
         )

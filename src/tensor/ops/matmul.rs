@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use ndarray::{ArcArray, ArrayD, ArrayView2, ArrayViewD, Axis, Ix2, IxDyn};
+use ndarray::{ArcArray, ArrayD, ArrayView2, ArrayViewD, Axis, Dimension, Ix2, IxDyn};
 
 use smallvec::smallvec;
 
@@ -24,6 +24,8 @@ use crate::xla::dot::{self as ynn_dot, DotPlan};
 use super::dot_general::{is_canonical, jnp_matmul_dims};
 use crate::xla::dot_blocked::planned_matmul;
 use crate::xla::gemv;
+
+mod routes;
 
 /// At most this many multiply-adds of a product that XLA sums with its own
 /// emitter go through the plain loops below (no packing, no blocking).
@@ -710,6 +712,15 @@ pub(crate) fn matmul2d_into(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, ou
     dot_into(x, sa, y, sb, (m, k, n), (1, 1), out);
 }
 
+/// A 2-D view's elements in memory order and its (row, column) strides,
+/// when it is contiguous with non-negative strides (as [`as_strided`]
+/// takes it without copying).
+fn contiguous<'a>(v: &'a ArrayViewD<'_, f32>) -> Option<(&'a [f32], (usize, usize))> {
+    let s = v.strides();
+    let x = v.as_slice_memory_order()?;
+    (s[0] >= 0 && s[1] >= 0).then_some((x, (s[0] as usize, s[1] as usize)))
+}
+
 /// The matrix at batch `index` of a `[..., r, c]` view.
 fn batch_matrix<'a>(v: &ArrayViewD<'a, f32>, index: &[usize]) -> ArrayView2<'a, f32> {
     let mut v = v.clone();
@@ -735,11 +746,20 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
     }
     if ra == 2 && rb == 2 {
         let mut out = ArrayD::<f32>::zeros(IxDyn(&[m, n]));
-        let (a2, b2) = (
-            a.view().into_dimensionality::<Ix2>().expect("2-D"),
-            b.view().into_dimensionality::<Ix2>().expect("2-D"),
-        );
-        matmul2d_into(&a2, &b2, out.as_slice_mut().expect("row-major"));
+        let o = out.as_slice_mut().expect("row-major");
+        // Operands in memory order with non-negative strides (the usual
+        // case) take their shape's kept route, without 2-D views.
+        let cached = match (contiguous(&a), contiguous(&b)) {
+            (Some((x, sa)), Some((y, sb))) => routes::run_cached(x, sa, y, sb, (m, k, n), o),
+            _ => false,
+        };
+        if !cached {
+            let (a2, b2) = (
+                a.view().into_dimensionality::<Ix2>().expect("2-D"),
+                b.view().into_dimensionality::<Ix2>().expect("2-D"),
+            );
+            matmul2d_into(&a2, &b2, o);
+        }
         return Ok(out);
     }
     let batch = broadcast_shapes_for("matmul", &a.shape()[..ra - 2], &b.shape()[..rb - 2])
@@ -790,6 +810,15 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
         }
     }
     Ok(out)
+}
+
+/// `g` in `shape` (same size); as it is when it already has that shape
+/// (a 2-D operand's cotangent: reshaping costs more than the tiny product).
+fn reshaped(g: ArrayD<f32>, shape: &IxDyn) -> ArrayD<f32> {
+    if g.shape() == shape.slice() {
+        return g;
+    }
+    g.into_shape_with_order(shape.clone()).expect("same size")
 }
 
 impl Tensor {
@@ -897,11 +926,11 @@ impl Tensor {
         let out = with_layout(layout, || matmul_raw(ad.view(), bd.view()))?;
         // Without the unit axes of vector operands ([..., 1, n] and
         // [..., m, 1]).
-        let full = out.shape().to_vec();
+        let full = out.raw_dim();
         let vectors = lhs_vec || rhs_vec;
         let out = if vectors {
-            let mut squeezed = full.clone();
-            let r = full.len();
+            let mut squeezed = full.slice().to_vec();
+            let r = squeezed.len();
             if rhs_vec {
                 squeezed.remove(r - 1);
             }
@@ -930,23 +959,24 @@ impl Tensor {
         };
         // The output's cotangent with the unit axes back (a copy only for
         // vector operands).
-        let widen = move |full: &[usize], g: ArrayD<f32>| -> ArrayD<f32> {
+        let widen = move |full: &IxDyn, g: ArrayD<f32>| -> ArrayD<f32> {
             if !vectors {
                 return g;
             }
-            g.to_shape(IxDyn(full))
+            g.to_shape(full.clone())
                 .expect("only unit axes added")
                 .into_owned()
         };
-        let full_dot = full.clone();
-        let (sa, sb) = (self.shape().to_vec(), other.shape().to_vec());
-        let (a2, b2) = (ad.clone(), bd.clone());
+        // Shapes kept as `IxDyn`, inline up to 4 axes: no allocation per
+        // recorded product.
+        let (sa, sb) = (self.data.raw_dim(), other.data.raw_dim());
         // Only a tape with items' views (a `vmap`) needs the cotangents as
         // unevaluated products.
         let on_views = |t: &Tensor| t.tracer.as_ref().is_some_and(|tr| tr.tape.has_views());
         let keep_dot = two_d && (on_views(self) || on_views(other));
         let dot: Option<DotFactors> = keep_dot.then(|| -> DotFactors {
-            let (sa, sb) = (sa.clone(), sb.clone());
+            let (sa, sb) = (sa.slice().to_vec(), sb.slice().to_vec());
+            let (a2, b2, full_dot) = (ad.clone(), bd.clone(), full.clone());
             Box::new(move |g, input| {
                 let g = widen(&full_dot, g.clone());
                 if input == 1 {
@@ -972,7 +1002,7 @@ impl Tensor {
                         with_layout(rows, || matmul_raw(g.view(), bt)).expect("shapes checked"),
                         ad.shape(),
                     );
-                    ga.into_shape_with_order(IxDyn(&sa)).expect("same size")
+                    reshaped(ga, &sa)
                 });
                 let gb = needs[1].then(|| {
                     let mut at = ad.view();
@@ -982,7 +1012,7 @@ impl Tensor {
                         with_layout(cols, || matmul_raw(at, g.view())).expect("shapes checked"),
                         bd.shape(),
                     );
-                    gb.into_shape_with_order(IxDyn(&sb)).expect("same size")
+                    reshaped(gb, &sb)
                 });
                 smallvec![ga, gb]
             },

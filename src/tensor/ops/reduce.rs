@@ -1,7 +1,7 @@
 //! Reductions over axes (sum, mean, var, max) and softmax.
 
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Zip};
-use smallvec::smallvec;
+use smallvec::{smallvec, SmallVec};
 
 use super::rows::{self, nan_max};
 use crate::tensor::error::Result;
@@ -129,8 +129,9 @@ fn standard(x: ArrayD<f32>) -> ArrayD<f32> {
 }
 
 /// The input's shape with the reduced axes set to 1.
-fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
-    let mut s = shape.to_vec();
+fn kept_shape(shape: &[usize], axes: &[usize]) -> IxDyn {
+    // Inline up to 4 axes: no allocation per reduction.
+    let mut s = IxDyn(shape);
     for &a in axes {
         s[a] = 1;
     }
@@ -138,13 +139,13 @@ fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
 }
 
 /// Reshapes a reduced array to `kept` (a pure relabeling of axes of length 1).
-fn to_kept(x: ArrayD<f32>, kept: &[usize]) -> ArrayD<f32> {
+fn to_kept(x: ArrayD<f32>, kept: &IxDyn) -> ArrayD<f32> {
     let x = if x.is_standard_layout() {
         x
     } else {
         x.as_standard_layout().into_owned()
     };
-    x.into_shape_with_order(IxDyn(kept))
+    x.into_shape_with_order(kept.clone())
         .expect("same element count")
 }
 
@@ -171,9 +172,9 @@ impl Tensor {
         keepdims: bool,
         divisor: Option<f32>,
     ) -> Result<Tensor> {
-        let ax = match axes {
+        let ax: SmallVec<[usize; 4]> = match axes {
             None => (0..self.ndim()).collect(),
-            Some(axes) => normalize_axes(op, axes, self.ndim())?,
+            Some(axes) => SmallVec::from_vec(normalize_axes(op, axes, self.ndim())?),
         };
         let mut kind = match (axes, keepdims, divisor) {
             (None, false, None) => OpKind::SumAll,
