@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use ndarray::{ArcArray, ArrayD, ArrayView2, ArrayViewD, Axis, Dimension, Ix2, IxDyn};
+use ndarray::{ArcArray, Array2, ArrayD, ArrayView2, ArrayViewD, Axis, Dimension, Ix2, IxDyn};
 
 use smallvec::smallvec;
 
@@ -15,7 +15,7 @@ use crate::tensor::batched::{current_layout, virtual_layout, with_layout, Virtua
 use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::bilinear;
-use crate::tensor::shape::{broadcast_shapes_for, sum_to};
+use crate::tensor::shape::{broadcast_shapes_for, sum_to, zeros_vec};
 use crate::tensor::tape::{DotFactors, FusedOuter, OpKind};
 use crate::tensor::Tensor;
 
@@ -715,10 +715,19 @@ pub(crate) fn matmul2d_into(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, ou
 /// A 2-D view's elements in memory order and its (row, column) strides,
 /// when it is contiguous with non-negative strides (as [`as_strided`]
 /// takes it without copying).
-fn contiguous<'a>(v: &'a ArrayViewD<'_, f32>) -> Option<(&'a [f32], (usize, usize))> {
+fn contiguous<'a>(v: &ArrayViewD<'a, f32>) -> Option<(&'a [f32], (usize, usize))> {
     let s = v.strides();
-    let x = v.as_slice_memory_order()?;
-    (s[0] >= 0 && s[1] >= 0).then_some((x, (s[0] as usize, s[1] as usize)))
+    if s[0] < 0 || s[1] < 0 {
+        return None;
+    }
+    // Row-major, or row-major once transposed (a transposed operand of
+    // the backward pass): checked as such, cheaper than ndarray's check of
+    // any memory order for a dynamic shape.
+    let x = v
+        .to_slice()
+        .or_else(|| v.clone().reversed_axes().to_slice())
+        .or_else(|| v.to_slice_memory_order())?;
+    Some((x, (s[0] as usize, s[1] as usize)))
 }
 
 /// The matrix at batch `index` of a `[..., r, c]` view.
@@ -745,12 +754,11 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
         return Err(incompatible());
     }
     if ra == 2 && rb == 2 {
-        let mut out = ArrayD::<f32>::zeros(IxDyn(&[m, n]));
-        let o = out.as_slice_mut().expect("row-major");
+        let mut o = zeros_vec(m * n);
         // Operands in memory order with non-negative strides (the usual
         // case) take their shape's kept route, without 2-D views.
         let cached = match (contiguous(&a), contiguous(&b)) {
-            (Some((x, sa)), Some((y, sb))) => routes::run_cached(x, sa, y, sb, (m, k, n), o),
+            (Some((x, sa)), Some((y, sb))) => routes::run_cached(x, sa, y, sb, (m, k, n), &mut o),
             _ => false,
         };
         if !cached {
@@ -758,9 +766,11 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
                 a.view().into_dimensionality::<Ix2>().expect("2-D"),
                 b.view().into_dimensionality::<Ix2>().expect("2-D"),
             );
-            matmul2d_into(&a2, &b2, o);
+            matmul2d_into(&a2, &b2, &mut o);
         }
-        return Ok(out);
+        return Ok(Array2::from_shape_vec((m, n), o)
+            .expect("m * n elements")
+            .into_dyn());
     }
     let batch = broadcast_shapes_for("matmul", &a.shape()[..ra - 2], &b.shape()[..rb - 2])
         .map_err(|_| incompatible())?;

@@ -6,6 +6,7 @@ use smallvec::smallvec;
 use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::linear;
+use crate::tensor::shape::zeros_vec;
 use crate::tensor::tape::{OpKind, TangentRule};
 use crate::tensor::unary_fn::{self, apply_into, UnaryFn};
 use crate::tensor::Tensor;
@@ -24,7 +25,7 @@ fn map(x: &ArcArray<f32, IxDyn>, f: impl Fn(f32) -> f32) -> ArrayD<f32> {
 fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
     let out = match x.data.as_slice() {
         Some(s) => {
-            let mut out = vec![0.0; s.len()];
+            let mut out = zeros_vec(s.len());
             apply_into(func, s, &mut out);
             ArrayD::from_shape_vec(x.data.raw_dim(), out).expect("same length")
         }
