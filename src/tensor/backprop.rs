@@ -107,7 +107,7 @@ pub(crate) fn backward_from(
                 needs[f.input] = false;
             }
         }
-        let input_grads = backward(g, &needs);
+        let input_grads = backward.call(g, &needs);
         for (input, grad) in node.inputs.iter().zip(input_grads) {
             if let (Some(input), Some(grad)) = (input, grad) {
                 if is_view(*input) {

@@ -269,7 +269,39 @@ impl Tensor {
     where
         B: Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync + 'static,
     {
-        Tensor::record_node(value, inputs, kind, Box::new(backward), fused, dot, None)
+        Tensor::record_node(
+            value,
+            inputs,
+            kind,
+            Backward::Rule(Box::new(backward)),
+            fused,
+            dot,
+            None,
+        )
+    }
+
+    /// [`record_kind`](Tensor::record_kind) with a built-in backward rule
+    /// (not a boxed closure).
+    #[track_caller]
+    pub(crate) fn record_builtin(
+        value: ArcArray<f32, IxDyn>,
+        inputs: &[&Tensor],
+        kind: OpKind,
+        backward: Backward,
+    ) -> Tensor {
+        Tensor::record_node(value, inputs, kind, backward, None, None, None)
+    }
+
+    /// [`with_tangent`](Tensor::with_tangent) for a rule made from the
+    /// recorded output itself.
+    pub(crate) fn with_tangent_of(self, rule: impl FnOnce(&Tensor) -> TangentRule) -> Tensor {
+        if let Some(tr) = &self.tracer {
+            if tr.tape.records_tangents() && tr.tape.is_open() {
+                let rule = rule(&self);
+                tr.tape.nodes()[tr.node].tangent = Some(rule);
+            }
+        }
+        self
     }
 
     /// Attaches a tangent rule (made only when needed) to this freshly
@@ -293,7 +325,7 @@ impl Tensor {
             shared.data.clone(),
             &[shared],
             kind,
-            Box::new(|g, _| smallvec::smallvec![Some(g)]),
+            Backward::Rule(Box::new(|g, _| smallvec::smallvec![Some(g)])),
             None,
             None,
             Some(view),

@@ -24,7 +24,58 @@ pub(crate) type InputGrads = SmallVec<[Option<ArrayD<f32>>; 2]>;
 /// Maps the gradient of an operation's output (owned, so that it can be
 /// reused in place) and which inputs need a gradient to the inputs'
 /// gradients, each reduced to its input's shape.
-pub(crate) type Backward = Box<dyn Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync>;
+pub(crate) type BackwardFn = Box<dyn Fn(ArrayD<f32>, &[bool]) -> InputGrads + Send + Sync>;
+
+/// An operation's backward rule: the most common ones held inline (a boxed
+/// closure per operation was a tenth of the allocations of an eager step
+/// of a tiny MLP), any other as a boxed closure.
+pub(crate) enum Backward {
+    /// `a + b`, or `a - b` when `negate_b`, broadcasting: the output's
+    /// gradient summed to each input's shape.
+    Sum { a: IxDyn, b: IxDyn, negate_b: bool },
+    /// An elementwise function of `x` with output `out`; `fused` as in
+    /// [`OpKind::Unary`].
+    Unary {
+        func: UnaryFn,
+        fused: bool,
+        x: ArcArray<f32, IxDyn>,
+        out: ArcArray<f32, IxDyn>,
+    },
+    /// A sum over the axes that `kept` has as 1 (all of them for a scalar
+    /// output), of an input of shape `input`, times the reciprocal of
+    /// `divisor` when given (a mean).
+    Reduce {
+        input: IxDyn,
+        kept: IxDyn,
+        divisor: Option<f32>,
+    },
+    /// Any other rule.
+    Rule(BackwardFn),
+}
+
+impl Backward {
+    /// The inputs' gradients for the output's gradient `g` (see
+    /// [`BackwardFn`]).
+    pub(crate) fn call(&self, g: ArrayD<f32>, needs: &[bool]) -> InputGrads {
+        match self {
+            Backward::Sum { a, b, negate_b } => {
+                super::ops::binary::sum_backward(g, needs, a, b, *negate_b)
+            }
+            Backward::Unary {
+                func,
+                fused,
+                x,
+                out,
+            } => super::ops::unary::unary_backward(*func, *fused, x, out, g),
+            Backward::Reduce {
+                input,
+                kept,
+                divisor,
+            } => super::ops::reduce::reduce_backward(g, input, kept, *divisor),
+            Backward::Rule(rule) => rule(g, needs),
+        }
+    }
+}
 
 /// What an operation is, for the operations that a compiled step
 /// ([`jit_value_and_grad`](super::jit_value_and_grad)) can replay;

@@ -7,7 +7,7 @@ use smallvec::smallvec;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::add_tangents;
 use crate::tensor::shape::{broadcast_shapes_for, sum_to, sum_to_view};
-use crate::tensor::tape::{InputGrads, OpKind, TangentRule};
+use crate::tensor::tape::{Backward, InputGrads, OpKind, TangentRule};
 use crate::tensor::Tensor;
 
 /// A partial derivative as a function of (lhs, rhs, output).
@@ -151,6 +151,27 @@ fn split_sums(
         }
         _ => split(g, needs, |g| sum_to(g, sa), |g| fb(sum_to(g, sb))),
     }
+}
+
+/// The backward rule of `a + b` (or `a - b` when `negate_b`).
+fn sum_rule(a: &Tensor, b: &Tensor, negate_b: bool) -> Backward {
+    Backward::Sum {
+        a: a.data.raw_dim(),
+        b: b.data.raw_dim(),
+        negate_b,
+    }
+}
+
+/// [`Backward::Sum`]: the gradients of `a + b` (or `a - b`) for inputs of
+/// shapes `a` and `b`.
+pub(crate) fn sum_backward(
+    g: ArrayD<f32>,
+    needs: &[bool],
+    a: &IxDyn,
+    b: &IxDyn,
+    negate_b: bool,
+) -> InputGrads {
+    split_sums(g, needs, a.slice(), b.slice(), negate_b)
 }
 
 /// How a binary operation pushes tangents forward (JAX's jvp rules).
@@ -322,13 +343,13 @@ impl Tensor {
     /// ```
     pub fn add(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("add", &self.data, &other.data, |x, y| x + y)?.into_shared();
-        let (sa, sb) = (self.data.raw_dim(), other.data.raw_dim());
-        Ok(
-            Tensor::record_kind(out, &[self, other], OpKind::Add, move |g, needs| {
-                split_sums(g, needs, sa.slice(), sb.slice(), false)
-            })
-            .with_tangent(|| sum_tangent(self, other, false)),
+        Ok(Tensor::record_builtin(
+            out,
+            &[self, other],
+            OpKind::Add,
+            sum_rule(self, other, false),
         )
+        .with_tangent(|| sum_tangent(self, other, false)))
     }
 
     /// [`add`](Tensor::add) for a `self` the caller gives up (a layer's
@@ -367,25 +388,25 @@ impl Tensor {
             }
         }
         let out = self.data.clone();
-        let (sa, sb) = (self.data.raw_dim(), other.data.raw_dim());
-        Ok(
-            Tensor::record_kind(out, &[&self, other], OpKind::Add, move |g, needs| {
-                split_sums(g, needs, sa.slice(), sb.slice(), false)
-            })
-            .with_tangent(|| sum_tangent(&self, other, false)),
+        Ok(Tensor::record_builtin(
+            out,
+            &[&self, other],
+            OpKind::Add,
+            sum_rule(&self, other, false),
         )
+        .with_tangent(|| sum_tangent(&self, other, false)))
     }
 
     /// `self - other`, broadcasting.
     pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
         let out = zip_map("sub", &self.data, &other.data, |x, y| x - y)?.into_shared();
-        let (sa, sb) = (self.data.raw_dim(), other.data.raw_dim());
-        Ok(
-            Tensor::record_kind(out, &[self, other], OpKind::Sub, move |g, needs| {
-                split_sums(g, needs, sa.slice(), sb.slice(), true)
-            })
-            .with_tangent(|| sum_tangent(self, other, true)),
+        Ok(Tensor::record_builtin(
+            out,
+            &[self, other],
+            OpKind::Sub,
+            sum_rule(self, other, true),
         )
+        .with_tangent(|| sum_tangent(self, other, true)))
     }
 
     /// `self * other` elementwise, broadcasting.

@@ -7,7 +7,7 @@ use super::rows::{self, nan_max};
 use crate::tensor::error::Result;
 use crate::tensor::forward::linear;
 use crate::tensor::shape::{normalize_axes, normalize_axis};
-use crate::tensor::tape::{OpKind, TangentRule};
+use crate::tensor::tape::{Backward, InputGrads, OpKind, TangentRule};
 use crate::tensor::Tensor;
 
 /// Sums `x` over one axis that is not the last, dropping it: each lane in
@@ -149,6 +149,30 @@ fn to_kept(x: ArrayD<f32>, kept: &IxDyn) -> ArrayD<f32> {
         .expect("same element count")
 }
 
+/// [`Backward::Reduce`]: the gradient of a sum over the axes that `kept`
+/// has as 1 of an input of shape `input`, times the reciprocal of
+/// `divisor` when given: the output's gradient broadcast back.
+pub(crate) fn reduce_backward(
+    g: ArrayD<f32>,
+    input: &IxDyn,
+    kept: &IxDyn,
+    divisor: Option<f32>,
+) -> InputGrads {
+    let mut g = if g.len() == 1 {
+        ArrayD::from_elem(input.clone(), *g.iter().next().unwrap())
+    } else {
+        to_kept(g, kept)
+            .broadcast(input.clone())
+            .unwrap()
+            .to_owned()
+    };
+    if let Some(d) = divisor {
+        let r = 1.0 / d;
+        g.mapv_inplace(|v| v * r);
+    }
+    smallvec![Some(g)]
+}
+
 impl Tensor {
     /// The sum over `axes` (negative axes count from the end), keeping them
     /// as length-1 axes when `keepdims` (`jnp.sum(x, axis, keepdims)`).
@@ -217,29 +241,20 @@ impl Tensor {
         if keepdims {
             out = to_kept(out, &kept);
         }
-        let in_shape = IxDyn(self.shape());
+        let in_shape = self.data.raw_dim();
         let tangent = || {
             let axes = axes.map(<[isize]>::to_vec);
             // Linear: the same reduction of the tangent.
             linear(move |t| Ok(t.sum_divided(op, axes.as_deref(), keepdims, divisor)?))
         };
+        let backward = Backward::Reduce {
+            input: in_shape,
+            kept,
+            divisor,
+        };
         Ok(
-            Tensor::record_kind(out.into_shared(), &[self], kind, move |g, _| {
-                let mut g = if g.len() == 1 {
-                    ArrayD::from_elem(in_shape.clone(), *g.iter().next().unwrap())
-                } else {
-                    to_kept(g, &kept)
-                        .broadcast(in_shape.clone())
-                        .unwrap()
-                        .to_owned()
-                };
-                if let Some(d) = divisor {
-                    let r = 1.0 / d;
-                    g.mapv_inplace(|v| v * r);
-                }
-                smallvec![Some(g)]
-            })
-            .with_tangent(tangent),
+            Tensor::record_builtin(out.into_shared(), &[self], kind, backward)
+                .with_tangent(tangent),
         )
     }
 

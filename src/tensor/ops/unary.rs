@@ -7,7 +7,7 @@ use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::linear;
 use crate::tensor::shape::zeros_vec;
-use crate::tensor::tape::{OpKind, TangentRule};
+use crate::tensor::tape::{Backward, InputGrads, OpKind};
 use crate::tensor::unary_fn::{self, apply_into, UnaryFn};
 use crate::tensor::Tensor;
 
@@ -32,10 +32,15 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
         None => map(&x.data, |v| func.f(v)),
     }
     .into_shared();
-    let (xd, od) = (x.data.clone(), out.clone());
     let fused = in_compiled_region();
-    let (xt, ot) = (x.data.clone(), out.clone());
-    let tangent = move || -> TangentRule {
+    let backward = Backward::Unary {
+        func,
+        fused,
+        x: x.data.clone(),
+        out: out.clone(),
+    };
+    Tensor::record_builtin(out, &[x], OpKind::Unary(func, fused), backward).with_tangent_of(|y| {
+        let (xt, ot) = (x.data.clone(), y.data.clone());
         Box::new(move |t: &[Option<Tensor>]| {
             let Some(g) = &t[0] else { return Ok(None) };
             let fused = crate::tensor::forward::fused();
@@ -45,21 +50,29 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
                 .map_collect(|&g, &x, &o| func.jvp(g, x, o, fused));
             Ok(Some(Tensor::from_array(out)))
         })
-    };
-    Tensor::record_kind(out, &[x], OpKind::Unary(func, fused), move |mut g, _| {
-        if let (Some(gs), Some(xs), Some(os)) = (g.as_slice_mut(), xd.as_slice(), od.as_slice()) {
-            if gs.len() == xs.len() {
-                unary_fn::vjp_in_place(func, gs, xs, os, fused);
-                return smallvec![Some(g)];
-            }
-        }
-        Zip::from(&mut g)
-            .and(&xd)
-            .and(&od)
-            .for_each(|g, &x, &o| *g = func.vjp(*g, x, o, fused));
-        smallvec![Some(g)]
     })
-    .with_tangent(tangent)
+}
+
+/// [`Backward::Unary`]: the gradient of `func` at `x` (output `out`) for
+/// the output's gradient `g`, computed in `g`'s buffer.
+pub(crate) fn unary_backward(
+    func: UnaryFn,
+    fused: bool,
+    x: &ArcArray<f32, IxDyn>,
+    out: &ArcArray<f32, IxDyn>,
+    mut g: ArrayD<f32>,
+) -> InputGrads {
+    if let (Some(gs), Some(xs), Some(os)) = (g.as_slice_mut(), x.as_slice(), out.as_slice()) {
+        if gs.len() == xs.len() {
+            unary_fn::vjp_in_place(func, gs, xs, os, fused);
+            return smallvec![Some(g)];
+        }
+    }
+    Zip::from(&mut g)
+        .and(x)
+        .and(out)
+        .for_each(|g, &x, &o| *g = func.vjp(*g, x, o, fused));
+    smallvec![Some(g)]
 }
 
 impl Tensor {
