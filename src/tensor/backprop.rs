@@ -36,7 +36,7 @@ pub(crate) fn backward(
     seed: ArrayD<f32>,
     wanted: &[usize],
 ) -> Vec<Option<ArrayD<f32>>> {
-    backward_from(tape, vec![(root, seed)], wanted)
+    backward_seeded(tape, root, [(root, seed)], wanted)
 }
 
 /// [`backward`] from several nodes at once, each with its output gradient
@@ -49,6 +49,16 @@ pub(crate) fn backward_from(
     let Some(root) = seeds.iter().map(|(r, _)| *r).max() else {
         return vec![None; wanted.len()];
     };
+    backward_seeded(tape, root, seeds, wanted)
+}
+
+/// [`backward_from`] with the largest seeded node `root` known.
+fn backward_seeded(
+    tape: &Tape,
+    root: usize,
+    seeds: impl IntoIterator<Item = (usize, ArrayD<f32>)>,
+    wanted: &[usize],
+) -> Vec<Option<ArrayD<f32>>> {
     let nodes = tape.nodes();
     let mut grads = SPARE_GRADS.try_with(|s| s.take()).unwrap_or_default();
     grads.resize_with(root + 1, || None);

@@ -369,14 +369,15 @@ impl Tensor {
                     .map(|tr| tr.node)
             })
             .collect();
-        let consts = if kind == OpKind::Other || ids.iter().all(Option::is_some) {
-            Vec::new()
-        } else {
-            ids.iter()
-                .zip(inputs)
-                .map(|(id, t)| id.is_none().then(|| t.data.clone()))
-                .collect()
-        };
+        let consts =
+            if kind == OpKind::Other || ids.iter().all(Option::is_some) || !tape.is_replayed() {
+                Vec::new()
+            } else {
+                ids.iter()
+                    .zip(inputs)
+                    .map(|(id, t)| id.is_none().then(|| t.data.clone()))
+                    .collect()
+            };
         let node = tape.push(Node {
             inputs: ids,
             backward: Some(backward),

@@ -26,7 +26,7 @@ pub(crate) fn nested_error(op: &'static str) -> TensorError {
 
 /// Puts every tensor of `params` on a fresh tape as a leaf.
 pub(crate) fn trace(params: &Tree) -> (Arc<Tape>, Tree, Vec<usize>) {
-    let tape = Tape::new();
+    let tape = Tape::eager();
     let (traced, ids) = trace_on(&tape, params);
     (tape, traced, ids)
 }
@@ -140,7 +140,7 @@ where
         }
         .into());
     }
-    let seed = ArrayD::ones(IxDyn(&[]));
+    let seed = ndarray::arr0(1.0f32).into_dyn();
     let grads = pull(&tape, &out, seed, params, &ids)?;
     check_gradients(&grads)?;
     Ok(((detach(&out), aux), grads))

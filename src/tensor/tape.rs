@@ -200,7 +200,8 @@ pub(crate) struct Node {
     /// The operation, when a compiled step can replay it.
     pub(crate) kind: OpKind,
     /// The values of constant inputs, kept for replay (only when `kind` is
-    /// not `Other` and some input is a constant; empty otherwise).
+    /// not `Other`, some input is a constant and the tape may be replayed;
+    /// empty otherwise).
     pub(crate) consts: Vec<Option<ArcArray<f32, IxDyn>>>,
     /// Input cotangents that are outer products fused into their
     /// accumulation (only recorded in compiled regions).
@@ -264,6 +265,8 @@ pub(crate) struct Tape {
     views: AtomicBool,
     /// Whether operations record their tangent rules (`jvp`, `linearize`).
     forward: bool,
+    /// Whether a compiled step may replay the tape (see [`Tape::eager`]).
+    replayed: AtomicBool,
     nodes: Mutex<Vec<Node>>,
 }
 
@@ -308,6 +311,20 @@ impl Tape {
         Tape::with_tangents(false)
     }
 
+    /// A tape that is only ever differentiated (`grad`, `vjp`), never
+    /// replayed by a compiled step: its nodes keep no constant inputs.
+    pub(crate) fn eager() -> Arc<Tape> {
+        let tape = Tape::with_tangents(false);
+        tape.replayed.store(false, Ordering::Relaxed);
+        tape
+    }
+
+    /// Whether a compiled step may replay this tape (its nodes then keep
+    /// the values of their constant inputs).
+    pub(crate) fn is_replayed(&self) -> bool {
+        self.replayed.load(Ordering::Relaxed)
+    }
+
     /// A tape whose operations also record their tangent rules when
     /// `forward` (forward-mode differentiation).
     pub(crate) fn with_tangents(forward: bool) -> Arc<Tape> {
@@ -318,6 +335,7 @@ impl Tape {
             nested: AtomicBool::new(false),
             read: AtomicBool::new(false),
             views: AtomicBool::new(false),
+            replayed: AtomicBool::new(true),
             nodes: Mutex::new(spare_nodes()),
         })
     }

@@ -716,18 +716,32 @@ pub(crate) fn matmul2d_into(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, ou
 /// when it is contiguous with non-negative strides (as [`as_strided`]
 /// takes it without copying).
 fn contiguous<'a>(v: &ArrayViewD<'a, f32>) -> Option<(&'a [f32], (usize, usize))> {
-    let s = v.strides();
+    let (d, s) = (v.shape(), v.strides());
     if s[0] < 0 || s[1] < 0 {
         return None;
     }
-    // Row-major, or row-major once transposed (a transposed operand of
-    // the backward pass): checked as such, cheaper than ndarray's check of
-    // any memory order for a dynamic shape.
-    let x = v
-        .to_slice()
-        .or_else(|| v.clone().reversed_axes().to_slice())
-        .or_else(|| v.to_slice_memory_order())?;
-    Some((x, (s[0] as usize, s[1] as usize)))
+    let (r, c, s0, s1) = (d[0], d[1], s[0] as usize, s[1] as usize);
+    // Row-major or column-major (an axis of length 1 may have any stride),
+    // checked on the two axes directly: ndarray's check of any memory
+    // order for a dynamic shape cost more than a tiny product.
+    let row_major = (c <= 1 || s1 == 1) && (r <= 1 || s0 == c);
+    let col_major = (r <= 1 || s0 == 1) && (c <= 1 || s1 == r);
+    let len = r * c;
+    if !(row_major || col_major) || len == 0 {
+        let x = v.to_slice_memory_order()?;
+        return Some((x, (s0, s1)));
+    }
+    // SAFETY: the view's element (i, j) lies at `as_ptr() + i * s0 + j *
+    // s1` (strides non-negative, so (0, 0) is its lowest address). Row-major
+    // (`s1 == 1`, `s0 == c`, or the axis has length 1) or column-major
+    // (`s0 == 1`, `s1 == r`), those offsets are exactly `0..r * c`, so
+    // the `len` elements from `as_ptr()` are the view's own elements: in
+    // one allocation, initialized, borrowed immutably for `'a` (a shared
+    // view grants no mutable access), and `len > 0` so the pointer is a
+    // real, aligned element address. This is the slice that
+    // `to_slice_memory_order` would return, without its general check.
+    let x = unsafe { std::slice::from_raw_parts(v.as_ptr(), len) };
+    Some((x, (s0, s1)))
 }
 
 /// The matrix at batch `index` of a `[..., r, c]` view.
