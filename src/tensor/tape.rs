@@ -266,14 +266,14 @@ pub(crate) struct Tape {
     /// Whether operations record their tangent rules (`jvp`, `linearize`).
     forward: bool,
     /// Whether a compiled step may replay the tape (see [`Tape::eager`]).
-    replayed: AtomicBool,
+    replayed: bool,
     nodes: Mutex<Vec<Node>>,
 }
 
 static NEXT_TAPE_ID: AtomicU64 = AtomicU64::new(0);
 
-/// Node vectors kept for reuse with at most this many slots (a few
-/// hundred kilobytes), so that a large model's tape is not kept alive.
+/// Node vectors kept for reuse with at most this many slots (about 400
+/// KiB), so that a large model's tape is not kept alive.
 const SPARE_CAPACITY: usize = 1024;
 
 thread_local! {
@@ -314,28 +314,32 @@ impl Tape {
     /// A tape that is only ever differentiated (`grad`, `vjp`), never
     /// replayed by a compiled step: its nodes keep no constant inputs.
     pub(crate) fn eager() -> Arc<Tape> {
-        let tape = Tape::with_tangents(false);
-        tape.replayed.store(false, Ordering::Relaxed);
-        tape
+        Tape::build(false, false)
     }
 
     /// Whether a compiled step may replay this tape (its nodes then keep
     /// the values of their constant inputs).
     pub(crate) fn is_replayed(&self) -> bool {
-        self.replayed.load(Ordering::Relaxed)
+        self.replayed
     }
 
     /// A tape whose operations also record their tangent rules when
     /// `forward` (forward-mode differentiation).
     pub(crate) fn with_tangents(forward: bool) -> Arc<Tape> {
+        Tape::build(forward, true)
+    }
+
+    /// A tape recording tangent rules when `forward`, replayable when
+    /// `replayed`.
+    fn build(forward: bool, replayed: bool) -> Arc<Tape> {
         Arc::new(Tape {
             forward,
+            replayed,
             id: NEXT_TAPE_ID.fetch_add(1, Ordering::Relaxed),
             open: AtomicBool::new(true),
             nested: AtomicBool::new(false),
             read: AtomicBool::new(false),
             views: AtomicBool::new(false),
-            replayed: AtomicBool::new(true),
             nodes: Mutex::new(spare_nodes()),
         })
     }
