@@ -158,18 +158,24 @@ pub(crate) fn reduce_backward(
     kept: &IxDyn,
     divisor: Option<f32>,
 ) -> InputGrads {
-    let mut g = if g.len() == 1 {
-        ArrayD::from_elem(input.clone(), *g.iter().next().unwrap())
+    let scale = |v: f32| match divisor {
+        Some(d) => v * (1.0 / d),
+        None => v,
+    };
+    let g = if g.len() == 1 {
+        // Every element is the one cotangent times the reciprocal: scaled
+        // once, then repeated (the same product, one pass less).
+        ArrayD::from_elem(input.clone(), scale(*g.iter().next().unwrap()))
     } else {
-        to_kept(g, kept)
+        let mut g = to_kept(g, kept)
             .broadcast(input.clone())
             .unwrap()
-            .to_owned()
+            .to_owned();
+        if divisor.is_some() {
+            g.mapv_inplace(scale);
+        }
+        g
     };
-    if let Some(d) = divisor {
-        let r = 1.0 / d;
-        g.mapv_inplace(|v| v * r);
-    }
     smallvec![Some(g)]
 }
 
@@ -207,6 +213,7 @@ impl Tensor {
             _ => sum_axes_kind(&ax, self.ndim(), divisor.is_some(), keepdims),
         };
         let kept = kept_shape(self.shape(), &ax);
+        let mut scaled = false;
         let mut out = if ax.len() == self.ndim() {
             // Everything: in XLA's order over the row-major elements,
             // whatever the memory order (compiled steps sum the same way).
@@ -217,7 +224,14 @@ impl Tensor {
                     self.shape(),
                 ),
             };
-            ArrayD::from_elem(IxDyn(&[]), total)
+            // A mean's one product here, not a pass over a 0-dimensional
+            // array below.
+            let total = match divisor {
+                Some(d) => total * (1.0 / d),
+                None => total,
+            };
+            scaled = true;
+            ndarray::arr0(total).into_dyn()
         } else if ax.len() == 1 && ax[0] + 1 == self.ndim() {
             // The last axis: sequential sums of row-major rows.
             kind = OpKind::SumLast {
@@ -232,7 +246,7 @@ impl Tensor {
         } else {
             sum_axes(self.data.view(), &ax)
         };
-        if let Some(d) = divisor {
+        if let Some(d) = divisor.filter(|_| !scaled) {
             // jnp.mean divides by a constant, which XLA turns into a
             // multiplication by its f32 reciprocal.
             let r = 1.0 / d;
