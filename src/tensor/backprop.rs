@@ -95,7 +95,12 @@ fn backward_seeded(
         let Some(g) = grads[id].take() else {
             continue;
         };
-        let mut needs: SmallVec<[bool; 4]> = node.inputs.iter().map(|i| i.is_some()).collect();
+        // One or two inputs written in place (see `Tensor::record_node`).
+        let mut needs: SmallVec<[bool; 4]> = match node.inputs.as_slice() {
+            [a] => SmallVec::from_buf_and_len([a.is_some(), false, false, false], 1),
+            [a, b] => SmallVec::from_buf_and_len([a.is_some(), b.is_some(), false, false], 2),
+            inputs => inputs.iter().map(|i| i.is_some()).collect(),
+        };
         if let Some(dot) = &node.dot {
             for (k, input) in node.inputs.iter().enumerate() {
                 if let Some(i) = input.filter(|&i| is_view(i)) {

@@ -360,15 +360,19 @@ impl Tensor {
         if mixes_tapes {
             tape.mark_nested();
         }
-        let ids: SmallVec<[Option<usize>; 2]> = inputs
-            .iter()
-            .map(|t| {
-                t.tracer
-                    .as_ref()
-                    .filter(|tr| Arc::ptr_eq(&tr.tape, &tape))
-                    .map(|tr| tr.node)
-            })
-            .collect();
+        let id_of = |t: &Tensor| {
+            t.tracer
+                .as_ref()
+                .filter(|tr| Arc::ptr_eq(&tr.tape, &tape))
+                .map(|tr| tr.node)
+        };
+        // One or two inputs written in place: collecting into the small
+        // vector cost ~100 instructions per recorded operation.
+        let ids: SmallVec<[Option<usize>; 2]> = match inputs {
+            [a] => SmallVec::from_buf_and_len([id_of(a), None], 1),
+            [a, b] => SmallVec::from_buf([id_of(a), id_of(b)]),
+            _ => inputs.iter().map(|t| id_of(t)).collect(),
+        };
         let consts =
             if kind == OpKind::Other || ids.iter().all(Option::is_some) || !tape.is_replayed() {
                 Vec::new()
