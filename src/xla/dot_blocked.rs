@@ -530,10 +530,15 @@ fn run<const T: usize, const MR: usize, const NV: usize>(
     // packers: the buffer is grown, never cleared (a memset of megabytes
     // per call otherwise).
     let (need_b, need_a) = (count * k * nr, m_pad * k);
-    if packed.len() < need_b + need_a {
-        packed.resize(need_b + need_a, 0.0);
+    if packed.len() < need_b + need_a + L {
+        packed.resize(need_b + need_a + L, 0.0);
     }
-    let (bpack, apack) = packed[..need_b + need_a].split_at_mut(need_b);
+    // The panels start on a 64-byte boundary, so that every row of a panel
+    // (a multiple of 64 bytes) is whole cache lines: `malloc` aligns to 16
+    // bytes, and vector loads straddling two lines made a product up to
+    // half again as slow, depending on where the buffer happened to lie.
+    let skip = packed.as_ptr().align_offset(64).min(L);
+    let (bpack, apack) = packed[skip..skip + need_b + need_a].split_at_mut(need_b);
     // A pool of one thread would only add a hand-off to it and back.
     let parallel = m * n * k >= PARALLEL_THRESHOLD && rayon::current_num_threads() > 1;
     if !parallel {
