@@ -115,8 +115,9 @@ fn train_steps(c: &mut Criterion) {
     group.finish();
 }
 
-/// `Tensor::matmul` (the gemm crate) against ndarray's `dot`
-/// (matrixmultiply) on the products of the large training step.
+/// `Tensor::matmul` through the gemm crate (exact-product limit 0) and in
+/// XLA's order (no limit), against ndarray's `dot` (matrixmultiply), on
+/// the products of the large training step.
 fn gemm_vs_matrixmultiply(c: &mut Criterion) {
     let mut group = c.benchmark_group("matmul");
     // (m, k, n): forward layers, and the backward dW = x^T g and dx = g W^T.
@@ -130,9 +131,16 @@ fn gemm_vs_matrixmultiply(c: &mut Criterion) {
         let b = filled(&[k, n], 1.0, 2);
         let (a2, b2): (Array2<f32>, Array2<f32>) =
             (a.to_array_fixed().unwrap(), b.to_array_fixed().unwrap());
+        let limit = flaxen::tensor::exact_matmul_limit();
+        set_exact_matmul_limit(0);
         group.bench_function(format!("gemm_{m}x{k}x{n}"), |bch| {
             bch.iter(|| black_box(a.matmul(&b).unwrap()))
         });
+        set_exact_matmul_limit(usize::MAX);
+        group.bench_function(format!("exact_{m}x{k}x{n}"), |bch| {
+            bch.iter(|| black_box(a.matmul(&b).unwrap()))
+        });
+        set_exact_matmul_limit(limit);
         group.bench_function(format!("matrixmultiply_{m}x{k}x{n}"), |bch| {
             bch.iter(|| black_box(a2.dot(&b2)))
         });
