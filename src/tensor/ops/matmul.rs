@@ -551,20 +551,25 @@ static EXACT_MATMUL_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_EXACT_MATMUL_L
 /// Sets the size (multiply-adds `m·k·n`) up to which matrix products are
 /// summed in XLA:CPU's order, bit-exact with JAX, for the whole process;
 /// larger ones use the `gemm` crate's kernels, not in JAX's order (results
-/// differ by a few ulp) and somewhat cheaper per product: on the products
-/// of a 784-512-512-10 training step at batch 128, the exact kernels take
-/// 0-25% more CPU time on one core. The default,
-/// [`DEFAULT_EXACT_MATMUL_LIMIT`] (4.2 million), keeps small and medium
-/// models exact; `usize::MAX` makes every product exact (that step then
-/// matches JAX bit for bit).
+/// differ by a few ulp). The default, [`DEFAULT_EXACT_MATMUL_LIMIT`] (4.2
+/// million), keeps small and medium models exact; `usize::MAX` makes every
+/// product exact (a 784-512-512-10 training step then matches JAX bit for
+/// bit).
 ///
-/// Measured on that step (2 cores, `AUTODIFF_LIMIT=max` in
-/// `benches/autodiff.rs`): compiled, every product exact takes 1.30 ms
-/// against 1.36 ms with the default; eagerly (`value_and_grad`), 2.41 ms
-/// against 1.40 ms with glibc's default allocator settings, because glibc
+/// On the four products of that step at batch 128 (2 cores,
+/// `benches/autodiff.rs`, the book's matmul table), the exact kernels take
+/// 0.95-1.05x JAX's time and 1.01-1.25x the gemm crate's; on products
+/// with few rows or few columns they fall further behind gemm, which is
+/// why the default keeps a limit.
+///
+/// Measured on that step (`AUTODIFF_LIMIT=max`, best of batches): compiled,
+/// every product exact takes 1.26 ms against 1.33-1.35 ms with the default
+/// (JAX: 1.19-1.26 ms); eagerly (`value_and_grad`), 2.31-2.41 ms against
+/// 1.38-1.39 ms with glibc's default allocator settings, because glibc
 /// then gives the step's freed arrays back to the system and faults them
-/// in again on every step, and 1.34 ms against 1.39 ms after
-/// [`crate::memory::keep_freed_memory`].
+/// in again on every step (the gemm crate's own scratch, allocated and
+/// freed per call, happens to raise glibc's thresholds above the step's
+/// size), and 1.31-1.34 ms after [`crate::memory::keep_freed_memory`].
 ///
 /// ```
 /// use flaxen::tensor::{set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
