@@ -39,7 +39,6 @@ use super::tree::{Structure, Tree};
 use super::unary_fn::{self, UnaryFn};
 use super::Tensor;
 use crate::random::Key;
-use crate::xla::dot::SCALAR_LIMIT;
 use crate::xla::dot_tiny::{gathered_product, TinySum};
 
 /// `jax.jit(jax.value_and_grad(f))`: a training step that traces `f` on
@@ -341,7 +340,7 @@ struct Step {
     /// For a product: how its forward and its two cotangents are summed,
     /// decided when planned (see [`DotRoute`]), and for the small ones
     /// how each output is summed from gathered operands (see
-    /// [`tiny_sum`]).
+    /// [`DotRoute::tiny_sum`]).
     routes: Option<[DotRoute; 3]>,
     sums: [Option<TinySum>; 3],
     /// For a product: the strides and shapes of the three (see
@@ -684,7 +683,7 @@ impl Plan {
             let (sums, dots) = match (&routes, node.kind) {
                 (Some(routes), OpKind::Matmul) => {
                     let dots = dot_shapes(in_shapes[0][0], in_shapes[0][1], shape[1]);
-                    ([0, 1, 2].map(|w| tiny_sum(&routes[w], dots[w].2)), dots)
+                    ([0, 1, 2].map(|w| routes[w].tiny_sum(dots[w].2)), dots)
                 }
                 _ => ([None; 3], [((0, 0), (0, 0), (0, 0, 0)); 3]),
             };
@@ -1623,24 +1622,6 @@ fn product(
             routes[which].run(x, sa, y, sb, mkn, out, &mut scratch.packed)
         }
         _ => matmul_slices_into(x, sa, y, sb, mkn.0, mkn.1, mkn.2, out),
-    }
-}
-
-/// How each output of a small product on `route` (of shape `(m, k, n)`)
-/// is summed, when [`gathered_product`] can compute it: a plan summed in
-/// one chunk per output, or XLA's own emitter's chains (the same sums as
-/// the route's, see [`TinySum`]); `None` for other routes, run as
-/// planned.
-fn tiny_sum(route: &DotRoute, (m, k, n): (usize, usize, usize)) -> Option<TinySum> {
-    match route {
-        DotRoute::Scalar(plan) if m * k * n <= SCALAR_LIMIT => TinySum::of_plan(plan, k, n),
-        DotRoute::Small(plain, from) if m * k * n <= SCALAR_LIMIT && k >= 1 => {
-            Some(TinySum::Chain {
-                plain: *plain,
-                from: *from,
-            })
-        }
-        _ => None,
     }
 }
 

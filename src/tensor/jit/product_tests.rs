@@ -39,7 +39,7 @@ fn gathered_products_give_the_routes_bits() {
                 for (sa, sb, mkn) in dot_shapes(m, k, n) {
                     let (m, k, n) = mkn;
                     let route = DotRoute::new(sa, sb, mkn, (1, 1));
-                    let Some(sum) = tiny_sum(&route, mkn) else {
+                    let Some(sum) = route.tiny_sum(mkn) else {
                         continue;
                     };
                     match sum {

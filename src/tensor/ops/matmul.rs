@@ -18,6 +18,7 @@ use crate::tensor::forward::bilinear;
 use crate::tensor::shape::{broadcast_shapes_for, sum_to, zeros_vec};
 use crate::tensor::tape::{DotFactors, FusedOuter, OpKind};
 use crate::tensor::Tensor;
+use crate::xla::dot_tiny::TinySum;
 
 use crate::xla::dot::{self as ynn_dot, DotPlan};
 
@@ -478,6 +479,29 @@ impl DotRoute {
                 route.run(y, (k * sb.0, sb.0), x, (sa.1, 1), (1, k, m), out, packed)
             }
             DotRoute::Planned(plan) => planned_matmul(x, sa, y, sb, (m, k, n), plan, out, packed),
+        }
+    }
+}
+
+impl DotRoute {
+    /// How each output of a small product on this route (of shape `(m, k,
+    /// n)`) is summed, when
+    /// [`gathered_product`](crate::xla::dot_tiny::gathered_product) can
+    /// compute it: a plan summed in one chunk per output, or XLA's own
+    /// emitter's chains (the same sums as the route's, see [`TinySum`]);
+    /// `None` for other routes, run as they are.
+    pub(crate) fn tiny_sum(&self, (m, k, n): (usize, usize, usize)) -> Option<TinySum> {
+        match self {
+            DotRoute::Scalar(plan) if m * k * n <= ynn_dot::SCALAR_LIMIT => {
+                TinySum::of_plan(plan, k, n)
+            }
+            DotRoute::Small(plain, from) if m * k * n <= ynn_dot::SCALAR_LIMIT && k >= 2 => {
+                Some(TinySum::Chain {
+                    plain: *plain,
+                    from: *from,
+                })
+            }
+            _ => None,
         }
     }
 }

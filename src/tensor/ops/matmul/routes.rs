@@ -9,6 +9,7 @@ use std::cell::RefCell;
 
 use super::{exact_matmul_limit, plain_column, signed_columns, ynn_route, DotRoute, PACKED, SMALL};
 use crate::tensor::batched::current_layout;
+use crate::xla::dot_tiny::{gathered_product, TinySum};
 
 /// What a route depends on: the product's shape, the operands' (row,
 /// column) strides and the exact-product limit in force.
@@ -24,9 +25,13 @@ struct Key {
 /// shapes each: forward, and the two products of its backward pass).
 const KEPT: usize = 16;
 
+/// A kept decision: the route, and how a tiny product's outputs are summed
+/// (see [`DotRoute::tiny_sum`]).
+type Kept = (Key, DotRoute, Option<TinySum>);
+
 thread_local! {
     /// Recent decisions, the oldest replaced first.
-    static ROUTES: RefCell<(Vec<(Key, DotRoute)>, usize)> =
+    static ROUTES: RefCell<(Vec<Kept>, usize)> =
         const { RefCell::new((Vec::new(), 0)) };
 }
 
@@ -68,20 +73,27 @@ pub(super) fn run_cached(
         sb,
         limit: exact_matmul_limit(),
     };
-    let route = ROUTES.with(|r| {
+    let (route, tiny) = ROUTES.with(|r| {
         let (kept, next) = &mut *r.borrow_mut();
-        if let Some((_, route)) = kept.iter().find(|(k, _)| *k == key) {
-            return route.clone();
+        if let Some((_, route, tiny)) = kept.iter().find(|(k, ..)| *k == key) {
+            return (route.clone(), *tiny);
         }
         let route = decide(key);
+        let tiny = route.tiny_sum(mkn);
         if kept.len() < KEPT {
-            kept.push((key, route.clone()));
+            kept.push((key, route.clone(), tiny));
         } else {
-            kept[*next] = (key, route.clone());
+            kept[*next] = (key, route.clone(), tiny);
             *next = (*next + 1) % KEPT;
         }
-        route
+        (route, tiny)
     });
+    if let Some(sum) = tiny {
+        // A tiny product: its outputs summed lane-wise, each in the route's
+        // order (the compiled replay's kernel).
+        PACKED.with(|p| gathered_product(x, sa, y, sb, mkn, sum, out, &mut p.borrow_mut()));
+        return true;
+    }
     match route {
         // No scratch needed.
         DotRoute::Small(plain, from) => {
