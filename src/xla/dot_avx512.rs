@@ -126,33 +126,47 @@ pub(crate) unsafe fn rows_t1(
                 let e = (s + kc).min(k);
                 let call_chain = starts.as_ref().filter(|_| first);
                 let acc = chunk(&a[s * MR..], &panel[s * NR..], e - s, call_chain);
-                for (r, accr) in acc.iter().enumerate().take(br) {
-                    let row = (r0 + r) * n + c0;
-                    if w == NR {
-                        for (v, &x) in accr.iter().enumerate() {
-                            let i = row + v * 16;
-                            let x = if first {
-                                x
-                            } else {
-                                _mm512_add_ps(load(o, i), x)
-                            };
-                            store(o, i, x);
-                        }
-                    } else {
-                        let vals = [
-                            lanes(accr[0]),
-                            lanes(accr[1]),
-                            lanes(accr[2]),
-                            lanes(accr[3]),
-                        ];
-                        for (j, oj) in o[row..row + w].iter_mut().enumerate() {
-                            let x = vals[j / 16][j % 16];
-                            *oj = if first { x } else { x + *oj };
-                        }
-                    }
-                }
+                add_block(&acc, br, o, (r0 * n + c0, n, w), first);
                 first = false;
                 s = e;
+            }
+        }
+    }
+}
+
+/// A chunk's sums for the first `rows` rows of a block into the output
+/// (`o`, `n` wide, the block's first output at `start`, `w` columns of the
+/// panel's `NV * 16`): stored by the first chunk, added to the output so
+/// far by the others.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn add_block<const NV: usize>(
+    acc: &[[__m512; NV]; MR],
+    rows: usize,
+    o: &mut [f32],
+    (start, n, w): (usize, usize, usize),
+    first: bool,
+) {
+    for (r, accr) in acc.iter().enumerate().take(rows) {
+        let row = start + r * n;
+        if w == NV * 16 {
+            for (v, &x) in accr.iter().enumerate() {
+                let i = row + v * 16;
+                let x = if first {
+                    x
+                } else {
+                    _mm512_add_ps(load(o, i), x)
+                };
+                store(o, i, x);
+            }
+        } else {
+            let mut vals = [[0.0f32; 16]; NV];
+            for (vv, &x) in vals.iter_mut().zip(accr) {
+                *vv = lanes(x);
+            }
+            for (j, oj) in o[row..row + w].iter_mut().enumerate() {
+                let x = vals[j / 16][j % 16];
+                *oj = if first { x } else { x + *oj };
             }
         }
     }
@@ -273,29 +287,7 @@ pub(crate) unsafe fn rows_tk<const T: usize, const NV: usize>(
                 let e = if s < kmain { (s + kc).min(kmain) } else { k };
                 let call_chain = starts.as_ref().filter(|_| first);
                 let acc = chunk_tk::<T, NV>(&a[s * MR..], &panel[s * nr..], e - s, call_chain);
-                for (r, accr) in acc.iter().enumerate().take(br) {
-                    let row = (r0 + r) * n + c0;
-                    if w == nr {
-                        for (v, &x) in accr.iter().enumerate() {
-                            let i = row + v * 16;
-                            let x = if first {
-                                x
-                            } else {
-                                _mm512_add_ps(load(o, i), x)
-                            };
-                            store(o, i, x);
-                        }
-                    } else {
-                        let mut vals = [[0.0f32; 16]; NV];
-                        for (vv, &x) in vals.iter_mut().zip(accr) {
-                            *vv = lanes(x);
-                        }
-                        for (j, oj) in o[row..row + w].iter_mut().enumerate() {
-                            let x = vals[j / 16][j % 16];
-                            *oj = if first { x } else { x + *oj };
-                        }
-                    }
-                }
+                add_block(&acc, br, o, (r0 * n + c0, n, w), first);
                 first = false;
                 s = e;
             }
