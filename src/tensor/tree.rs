@@ -251,7 +251,14 @@ impl Tree {
             match &**def {
                 Def::Leaf | Def::Array => return None,
                 Def::Map { children, .. } => {
-                    let c = children.get(key)?;
+                    // A few children (a layer's kernel and bias, a model's
+                    // layers): comparing the keys costs less than hashing
+                    // the one looked for.
+                    let c = if children.len() <= 8 {
+                        children.iter().find(|(k, _)| *k == key)?.1
+                    } else {
+                        children.get(key)?
+                    };
                     leaf += c.leaf;
                     array += c.array;
                     def = &c.def;
