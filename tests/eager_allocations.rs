@@ -4,46 +4,13 @@
 //! size) cannot silently grow back. Counted by a counting allocator
 //! (deterministic, unlike timings).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+mod common;
 
-use flaxen::tensor::{value_and_grad, Tensor, Tree};
-
-/// The system allocator, counting allocations.
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is forwarded unchanged to `System`, which upholds
-// `GlobalAlloc`'s contract; the counter only observes calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Relaxed);
-        System.alloc_zeroed(layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Relaxed);
-        System.realloc(ptr, layout, new_size)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-}
+use common::counting::{allocations, filled, Counting};
+use flaxen::tensor::{value_and_grad, Tree};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-fn filled(shape: &[usize], seed: u32) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v = (0..n)
-        .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
-        .collect();
-    Tensor::from_vec(v, shape).unwrap()
-}
 
 /// Allocations (including reallocations) of one eager step of a ReLU MLP
 /// with `sizes`, batch 8, MSE loss (the step of `benches/autodiff.rs`),
@@ -80,9 +47,9 @@ fn allocations_per_step(sizes: &[usize]) -> usize {
     };
     drop(step());
     drop(step());
-    let before = ALLOCATIONS.load(Relaxed);
+    let before = allocations();
     let out = step();
-    let after = ALLOCATIONS.load(Relaxed);
+    let after = allocations();
     drop(out);
     after - before
 }

@@ -4,38 +4,13 @@
 //! models with more operations allocate no more per call. Counted by a
 //! counting allocator (deterministic, unlike timings).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+mod common;
 
-use flaxen::tensor::{jit_value_and_grad_with, Tensor, Tree};
-
-/// The system allocator, counting allocations.
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is forwarded unchanged to `System`, which upholds
-// `GlobalAlloc`'s contract; the counter only observes calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-}
+use common::counting::{allocations, filled, Counting};
+use flaxen::tensor::{jit_value_and_grad_with, Tree};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-fn filled(shape: &[usize], seed: u32) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v = (0..n)
-        .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
-        .collect();
-    Tensor::from_vec(v, shape).unwrap()
-}
 
 /// Allocations of one compiled call of a ReLU MLP with `sizes`, batch 8,
 /// after the trace (the results of the previous call dropped).
@@ -67,9 +42,9 @@ fn allocations_per_call(sizes: &[usize]) -> usize {
     drop(step.call_with(&params, &batch).unwrap());
     drop(step.call_with(&params, &batch).unwrap());
     assert!(step.is_compiled());
-    let before = ALLOCATIONS.load(Relaxed);
+    let before = allocations();
     let out = step.call_with(&params, &batch).unwrap();
-    let after = ALLOCATIONS.load(Relaxed);
+    let after = allocations();
     drop(out);
     after - before
 }

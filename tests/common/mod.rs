@@ -2,6 +2,8 @@
 //! and the digests of large expected arrays.
 #![allow(dead_code)]
 
+pub mod counting;
+
 use serde::de::DeserializeOwned;
 
 /// The numbers of a fixture's JSON array as `u32`s (f32 bit patterns).
