@@ -53,15 +53,39 @@ fn lanes(x: __m512) -> [f32; 16] {
 }
 
 /// One chunk of `len` terms for one block: `a` the block's packed rows
-/// (`[len][MR]`), `b` the panel's rows (`[len][NR]`). `chain`: the first
-/// term is a plain product added to these starts (XLA's own emitter).
+/// (`[len][MR]`), `b` the panel's rows (`NR` values each, `stride` apart:
+/// `NR` packed, B's row length read in place). `chain`: the first term is
+/// a plain product added to these starts (XLA's own emitter).
 #[target_feature(enable = "avx512f,fma")]
 #[inline]
-fn chunk(a: &[f32], b: &[f32], len: usize, chain: Option<&[__m512; 4]>) -> [[__m512; 4]; MR] {
-    let (a, b) = (&a[..len * MR], &b[..len * NR]);
+fn chunk(
+    a: &[f32],
+    b: &[f32],
+    stride: usize,
+    len: usize,
+    chain: Option<&[__m512; 4]>,
+) -> [[__m512; 4]; MR] {
+    if stride != NR {
+        return chunk_rows(a, len, chain, |t| &b[t * stride..t * stride + NR]);
+    }
+    let b = &b[..len * NR];
+    chunk_rows(a, len, chain, |t| &b[t * NR..t * NR + NR])
+}
+
+/// [`chunk`] with term `t`'s row of the panel given by `row`.
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn chunk_rows<'b>(
+    a: &[f32],
+    len: usize,
+    chain: Option<&[__m512; 4]>,
+    row: impl Fn(usize) -> &'b [f32],
+) -> [[__m512; 4]; MR] {
+    let a = &a[..len * MR];
     let mut acc = [[_mm512_setzero_ps(); 4]; MR];
     let mut t0 = 0;
     if let (Some(starts), true) = (chain, len > 0) {
+        let b = row(0);
         let bv = [load(b, 0), load(b, 16), load(b, 32), load(b, 48)];
         for (r, acc) in acc.iter_mut().enumerate() {
             let av = _mm512_set1_ps(a[r]);
@@ -71,10 +95,8 @@ fn chunk(a: &[f32], b: &[f32], len: usize, chain: Option<&[__m512; 4]>) -> [[__m
         }
         t0 = 1;
     }
-    // Fixed-size rows: no bounds check per term.
-    let terms = b.chunks_exact(NR).zip(a.chunks_exact(MR)).skip(t0);
-    for (bt, at) in terms {
-        let bt: &[f32; NR] = bt.try_into().expect("NR values");
+    for (t, at) in a.chunks_exact(MR).enumerate().skip(t0) {
+        let bt: &[f32; NR] = row(t).try_into().expect("NR values");
         let at: &[f32; MR] = at.try_into().expect("MR values");
         let bv = [load(bt, 0), load(bt, 16), load(bt, 32), load(bt, 48)];
         for (r, acc) in acc.iter_mut().enumerate() {
@@ -87,9 +109,20 @@ fn chunk(a: &[f32], b: &[f32], len: usize, chain: Option<&[__m512; 4]>) -> [[__m
     acc
 }
 
+/// Where [`rows_t1`] reads B's panels of [`NR`] columns.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Panels<'a> {
+    /// Packed one after another, each `[k][NR]`.
+    Packed(&'a [f32]),
+    /// B itself, row-major `[k, n]` (every panel of the plan whole):
+    /// products with few rows use each value of B once or twice, so
+    /// packing it cost more than reading it in place.
+    InPlace(&'a [f32]),
+}
+
 /// The `rows` rows of the product in `o` (row-major, `n` wide), from A's
-/// packed blocks of [`MR`] rows (`apack`) and B's packed panels of [`NR`]
-/// columns (`packed`), for a plan with `tile_k == 1`: what
+/// packed blocks of [`MR`] rows (`apack`) and B's panels of [`NR`]
+/// columns (`b`), for a plan with `tile_k == 1`: what
 /// `dot_blocked::rows_body::<1, MR, 4>` computes, in the same order.
 ///
 /// # Safety
@@ -98,7 +131,7 @@ fn chunk(a: &[f32], b: &[f32], len: usize, chain: Option<&[__m512; 4]>) -> [[__m
 #[target_feature(enable = "avx512f,fma")]
 pub(crate) unsafe fn rows_t1(
     apack: &[f32],
-    packed: &[f32],
+    b: Panels<'_>,
     (k, n): (usize, usize),
     plan: &DotPlan,
     rows: usize,
@@ -106,8 +139,11 @@ pub(crate) unsafe fn rows_t1(
 ) {
     debug_assert_eq!(plan.tile_k, 1);
     let chain = plan.chain.then_some(plan.signed_from);
-    let panels = panels(plan, NR);
-    for (panel, (c0, w, kc)) in packed.chunks_exact(k * NR).zip(panels) {
+    for (i, (c0, w, kc)) in panels(plan, NR).enumerate() {
+        let (panel, stride) = match b {
+            Panels::Packed(packed) => (&packed[i * k * NR..(i + 1) * k * NR], NR),
+            Panels::InPlace(y) => (&y[c0..], n),
+        };
         let starts = chain.map(|from| {
             let mut s = [[0.0f32; 16]; 4];
             for (v, sv) in s.iter_mut().enumerate() {
@@ -125,7 +161,13 @@ pub(crate) unsafe fn rows_t1(
             while s < k {
                 let e = (s + kc).min(k);
                 let call_chain = starts.as_ref().filter(|_| first);
-                let acc = chunk(&a[s * MR..], &panel[s * NR..], e - s, call_chain);
+                let acc = chunk(
+                    &a[s * MR..],
+                    &panel[s * stride..],
+                    stride,
+                    e - s,
+                    call_chain,
+                );
                 add_block(&acc, br, o, (r0 * n + c0, n, w), first);
                 first = false;
                 s = e;
@@ -320,7 +362,8 @@ mod tests {
         // Partial panels and blocks, several chunks, chains with and
         // without signed columns, several column tiles; two and four
         // partial sums per output, with tails (`k mod tile_k`) and with
-        // `k` shorter than `tile_k`; narrow products (one or two vectors).
+        // `k` shorter than `tile_k`; narrow products (one or two vectors);
+        // few rows with whole panels (B read in place).
         let shapes = [
             (13, 37, 130),
             (6, 5, 64),
@@ -329,6 +372,8 @@ mod tests {
             (20, 3, 16),
             (31, 66, 40),
             (7, 130, 10),
+            (20, 40, 128),
+            (9, 70, 192),
         ];
         for (m, k, n) in shapes {
             let x: Vec<f32> = (0..m * k).map(|_| value()).collect();

@@ -432,6 +432,14 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
         (1, 1) => run::<1, 4, 1>(args, out, packed, rows::<1, 4, 1>),
         (1, 2) => run::<1, 4, 2>(args, out, packed, rows::<1, 4, 2>),
         #[cfg(target_arch = "x86_64")]
+        (1, _) if reads_b_in_place(&args, wide) => run_body::<1, { super::dot_avx512::MR }, 4>(
+            args,
+            out,
+            packed,
+            rows_t1_in_place_avx512,
+            true,
+        ),
+        #[cfg(target_arch = "x86_64")]
         (1, _) if wide => run::<1, { super::dot_avx512::MR }, 4>(args, out, packed, rows_t1_avx512),
         (1, _) => run::<1, 4, 4>(args, out, packed, rows::<1, 4, 4>),
         #[cfg(target_arch = "x86_64")]
@@ -465,10 +473,47 @@ fn rows_t1_avx512(
         // SAFETY: the CPU supports AVX-512F and FMA, checked just above;
         // that is the only requirement of `rows_t1`, whose body is safe
         // code but for its bounds-checked loads and stores.
-        unsafe { super::dot_avx512::rows_t1(apack, packed, kn, plan, rows, o) };
+        let b = super::dot_avx512::Panels::Packed(packed);
+        unsafe { super::dot_avx512::rows_t1(apack, b, kn, plan, rows, o) };
     } else {
         self::rows::<1, { super::dot_avx512::MR }, 4>(apack, packed, kn, plan, rows, o);
     }
+}
+
+/// [`rows_t1_avx512`] reading B in place (`packed` is B, row-major `[k,
+/// n]`; see [`reads_b_in_place`]).
+#[cfg(target_arch = "x86_64")]
+fn rows_t1_in_place_avx512(
+    apack: &[f32],
+    y: &[f32],
+    kn: (usize, usize),
+    plan: &DotPlan,
+    rows: usize,
+    o: &mut [f32],
+) {
+    // `reads_b_in_place` checked the CPU.
+    assert!(super::dot_avx512::available());
+    let b = super::dot_avx512::Panels::InPlace(y);
+    // SAFETY: the CPU supports AVX-512F and FMA, asserted just above;
+    // that is the only requirement of `rows_t1`, whose body is safe code
+    // but for its bounds-checked loads and stores.
+    unsafe { super::dot_avx512::rows_t1(apack, b, kn, plan, rows, o) };
+}
+
+/// Whether a plan with one partial sum per output runs on B in place
+/// rather than packed: B row-major and contiguous, every panel of 64
+/// columns whole, and at most six blocks of rows per thread (each of B's
+/// values is then read a few times; packing it cost more than that: 55% of
+/// an `8 x 8192 x 512` product. Measured, 2 cores: `8 x 8192 x 512` 872 ->
+/// 288 us, `32 x 1024 x 4096` 1339 -> 716 us, `64 x 4096 x 1024` 2009 ->
+/// 1878 us; products of 128 rows stay packed).
+#[cfg(target_arch = "x86_64")]
+fn reads_b_in_place((_, _, _, sb, (m, _, n), plan): &Operands<'_>, wide: bool) -> bool {
+    let nr = super::dot_avx512::NR;
+    wide && sb.1 == 1
+        && sb.0 == *n
+        && panels(plan, nr).all(|(_, w, _)| w == nr)
+        && m.div_ceil(super::dot_avx512::MR) <= 6 * rayon::current_num_threads()
 }
 
 /// Rows of a product for a plan with `T` partial sums per output and
@@ -517,14 +562,30 @@ pub(crate) type Operands<'a> = (
 
 /// [`planned_matmul`] with blocks of `MR` rows and panels of `NV` vectors.
 fn run<const T: usize, const MR: usize, const NV: usize>(
-    (x, sa, y, sb, (m, k, n), plan): Operands<'_>,
+    args: Operands<'_>,
     out: &mut [f32],
     packed: &mut Vec<f32>,
     rows_fn: RowsFn,
 ) {
+    run_body::<T, MR, NV>(args, out, packed, rows_fn, false)
+}
+
+/// [`run`], B packed into panels first unless `in_place` (then `rows_fn`
+/// gets B itself, row-major `[k, n]`; see [`reads_b_in_place`]).
+fn run_body<const T: usize, const MR: usize, const NV: usize>(
+    (x, sa, y, sb, (m, k, n), plan): Operands<'_>,
+    out: &mut [f32],
+    packed: &mut Vec<f32>,
+    rows_fn: RowsFn,
+    in_place: bool,
+) {
     debug_assert!(out.len() == m * n);
     let nr = NV * L;
-    let count = panels(plan, nr).count();
+    let count = if in_place {
+        0
+    } else {
+        panels(plan, nr).count()
+    };
     let m_pad = m.next_multiple_of(MR);
     // B's panels, then A's row blocks. Every element is written by the
     // packers: the buffer is grown, never cleared (a memset of megabytes
@@ -546,7 +607,8 @@ fn run<const T: usize, const MR: usize, const NV: usize>(
             pack_panel(y, sb, k, (c0, w), nr, dst);
         }
         pack_a::<MR>(x, sa, k, (0, m), apack);
-        rows_fn(apack, bpack, (k, n), plan, m, out);
+        let b: &[f32] = if in_place { y } else { bpack };
+        rows_fn(apack, b, (k, n), plan, m, out);
         return;
     }
     use rayon::prelude::*;
@@ -561,7 +623,7 @@ fn run<const T: usize, const MR: usize, const NV: usize>(
     // cut into more tasks than threads split unevenly (128 rows in tasks
     // of 36: 72 rows on one core, 56 on the other).
     let per = m.div_ceil(MR).div_ceil(rayon::current_num_threads()) * MR;
-    let bpack = &bpack[..];
+    let bpack: &[f32] = if in_place { y } else { bpack };
     out.par_chunks_mut(per * n)
         .zip(apack.par_chunks_mut(per * k))
         .enumerate()
