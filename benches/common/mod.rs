@@ -50,3 +50,51 @@ pub fn cpu_seconds() -> f64 {
         .sum();
     ns as f64 * 1e-9
 }
+
+/// Per-call times of several functions timed in alternation: after each
+/// is calibrated to batches of about 10 ms, rounds of one batch of each
+/// run for at least `3 s × fs.len()`, so a drift of the machine (another
+/// process, the CPU's clock) falls on all of them alike. Returns each
+/// function's (median, best) per-call time in seconds and, for each
+/// round, every function's per-call time (for ratios taken within a
+/// round).
+#[allow(dead_code)]
+pub fn interleaved_batch_times(fs: &mut [&mut dyn FnMut()]) -> (Vec<(f64, f64)>, Vec<Vec<f64>>) {
+    let calls: Vec<u32> = fs
+        .iter_mut()
+        .map(|f| {
+            f();
+            let start = Instant::now();
+            let mut calls = 0u32;
+            while start.elapsed().as_secs_f64() < 0.01 {
+                f();
+                calls += 1;
+            }
+            calls.max(1)
+        })
+        .collect();
+    let mut rounds: Vec<Vec<f64>> = Vec::new();
+    let start = Instant::now();
+    while start.elapsed().as_secs_f64() < 3.0 * fs.len() as f64 || rounds.len() < 20 {
+        let round = fs
+            .iter_mut()
+            .zip(&calls)
+            .map(|(f, &n)| {
+                let t = Instant::now();
+                for _ in 0..n {
+                    f();
+                }
+                t.elapsed().as_secs_f64() / f64::from(n)
+            })
+            .collect();
+        rounds.push(round);
+    }
+    let stats = (0..fs.len())
+        .map(|i| {
+            let mut times: Vec<f64> = rounds.iter().map(|r| r[i]).collect();
+            times.sort_by(f64::total_cmp);
+            (times[times.len() / 2], times[0])
+        })
+        .collect();
+    (stats, rounds)
+}
