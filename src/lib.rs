@@ -37,6 +37,7 @@ pub mod init;
 pub mod memory;
 pub mod nn;
 pub mod optim;
+mod pool;
 pub mod random;
 pub mod serialization;
 pub mod sharding;

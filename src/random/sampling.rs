@@ -8,8 +8,6 @@
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use super::dtype::UInt;
 use super::error::{checked_alloc, RandomError};
@@ -158,44 +156,11 @@ where
             }
         }
     };
-    let shares: SmallVec<[Mutex<Option<Share<'_, T>>>; 16]> =
-        shares.into_iter().map(|s| Mutex::new(Some(s))).collect();
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let take_shares = || {
-        while let Some(share) = shares.get(next.fetch_add(1, Ordering::Relaxed)) {
-            // Counted as done even if drawing it panics, so the calling
-            // thread's wait below always ends.
-            let _done = Done(&done);
-            // Each index is handed out once: the lock is never contended.
-            if let Some(share) = share.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                draw(share);
-            }
-        }
-    };
-    rayon::in_place_scope(|scope| {
-        for _ in 1..threads.min(shares.len()) {
-            scope.spawn(|_| take_shares());
-        }
-        take_shares();
-        // Every share is taken; wait, awake, for those the pool is still
-        // drawing (at most one per thread): asleep at the scope's end the
-        // calling thread is woken about 10 us after the pool's last share
-        // (measured: two 128x512 masks in 32-37 us instead of 41-44).
-        while done.load(Ordering::Acquire) < shares.len() {
-            std::hint::spin_loop();
-        }
-    });
+    // The calling thread waits awake for the pool's last shares: asleep at
+    // the scope's end it was woken about 10 us after them (measured: two
+    // 128x512 masks in 32-37 us instead of 41-44).
+    crate::pool::share_out(shares, draw);
     Ok(())
-}
-
-/// Counts one share of [`sample_all_into`] as drawn when dropped.
-struct Done<'a>(&'a AtomicUsize);
-
-impl Drop for Done<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::Release);
-    }
 }
 
 /// A thread's part of [`sample_all_into`]'s arrays: pieces `(array, key,

@@ -611,25 +611,22 @@ fn run_body<const T: usize, const MR: usize, const NV: usize>(
         rows_fn(apack, b, (k, n), plan, m, out);
         return;
     }
-    use rayon::prelude::*;
-    bpack
-        .par_chunks_mut(k * nr)
-        .enumerate()
-        .for_each(|(i, dst)| {
-            let (c0, w, _) = panels(plan, nr).nth(i).expect("a panel");
-            pack_panel(y, sb, k, (c0, w), nr, dst);
-        });
+    // Both passes share their pieces between the calling thread and the
+    // pool (`share_out`): a parallel iterator would put the caller to sleep
+    // and wake it after each pass, about 10 us each time.
+    let panels_of_b = bpack.chunks_exact_mut(k * nr).zip(panels(plan, nr));
+    crate::pool::share_out(panels_of_b, |(dst, (c0, w, _))| {
+        pack_panel(y, sb, k, (c0, w), nr, dst)
+    });
     // The blocks of `MR` rows shared out evenly, a share per thread: rows
     // cut into more tasks than threads split unevenly (128 rows in tasks
     // of 36: 72 rows on one core, 56 on the other).
     let per = m.div_ceil(MR).div_ceil(rayon::current_num_threads()) * MR;
     let bpack: &[f32] = if in_place { y } else { bpack };
-    out.par_chunks_mut(per * n)
-        .zip(apack.par_chunks_mut(per * k))
-        .enumerate()
-        .for_each(|(t, (o, a))| {
-            let rows = o.len() / n;
-            pack_a::<MR>(x, sa, k, (t * per, rows), a);
-            rows_fn(a, bpack, (k, n), plan, rows, o)
-        });
+    let shares = out.chunks_mut(per * n).zip(apack.chunks_mut(per * k));
+    crate::pool::share_out(shares.enumerate(), |(t, (o, a))| {
+        let rows = o.len() / n;
+        pack_a::<MR>(x, sa, k, (t * per, rows), a);
+        rows_fn(a, bpack, (k, n), plan, rows, o)
+    });
 }
