@@ -209,13 +209,15 @@ fn over_leaf(
 ) {
     let n = a.len();
     if n >= PARALLEL_LEN {
-        use rayon::prelude::*;
+        // Shared between the calling thread and the pool (see `share_out`).
         let size = PARALLEL_LEN / 4;
-        a.par_chunks_mut(size)
-            .zip(b.par_chunks_mut(size))
-            .zip(c.par_chunks_mut(size))
-            .enumerate()
-            .for_each(|(i, ((a, b), c))| work(i * size..i * size + a.len(), [a, b, c]));
+        let chunks = a
+            .chunks_mut(size)
+            .zip(b.chunks_mut(size))
+            .zip(c.chunks_mut(size));
+        crate::pool::share_out(chunks.enumerate(), |(i, ((a, b), c))| {
+            work(i * size..i * size + a.len(), [a, b, c])
+        });
     } else {
         work(0..n, [a, b, c]);
     }

@@ -6,7 +6,6 @@
 //! one sequential pass.
 
 use ndarray::{ArrayD, IxDyn};
-use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use super::dtype::UInt;
@@ -184,7 +183,7 @@ pub(crate) fn sample_words(
     let total = n as u64;
     let block = |(b, chunk): (usize, &mut [u32])| key.fill_bits(total, (b * BLOCK) as u64, chunk);
     if n >= PARALLEL_MIN {
-        out.par_chunks_mut(BLOCK).enumerate().for_each(block);
+        crate::pool::share_out(out.chunks_mut(BLOCK).enumerate(), block);
     } else {
         out.chunks_mut(BLOCK).enumerate().for_each(block);
     }
@@ -447,9 +446,20 @@ where
         block(&mut scratch[..chunk.len()], b, chunk)
     };
     if out.len() >= PARALLEL_MIN {
-        out.par_chunks_mut(BLOCK)
-            .enumerate()
-            .for_each_init(|| [zero; BLOCK], run);
+        // Runs of blocks, SHARES_PER_THREAD per thread, shared between the
+        // calling thread and the pool (see `share_out`), each with its
+        // scratch.
+        let threads = rayon::current_num_threads().max(1);
+        let per = out
+            .len()
+            .div_ceil(threads * SHARES_PER_THREAD)
+            .next_multiple_of(BLOCK);
+        crate::pool::share_out(out.chunks_mut(per).enumerate(), |(r, run_of)| {
+            let mut scratch = [zero; BLOCK];
+            for (b, chunk) in run_of.chunks_mut(BLOCK).enumerate() {
+                run(&mut scratch, (r * (per / BLOCK) + b, chunk));
+            }
+        });
     } else {
         let mut scratch = [zero; BLOCK];
         out.chunks_mut(BLOCK)
