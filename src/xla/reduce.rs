@@ -456,18 +456,102 @@ fn ynn_tiled_column_sums(g: &[f32], tile_rows: usize, dst: &mut [f32]) {
 /// in order, from `+0`.
 fn ynn_column_sums(g: &[f32], dst: &mut [f32]) {
     let n = dst.len();
-    dst.fill(0.0);
-    let mut chunk = vec![0.0f32; n];
-    let mut group = vec![0.0f32; n];
-    for rows16 in g.chunks(16 * n) {
-        chunk.fill(0.0);
-        for rows4 in rows16.chunks(4 * n) {
-            group.fill(0.0);
-            for row in rows4.chunks_exact(n) {
-                group.iter_mut().zip(row).for_each(|(a, &x)| *a += x);
+    // Sixteen columns at a time, their three running sums in registers
+    // (each column's additions in the order above); then the rest.
+    let mut c0 = 0;
+    while c0 + COLUMNS <= n {
+        let out: &mut [f32; COLUMNS] = (&mut dst[c0..c0 + COLUMNS]).try_into().expect("16");
+        ynn_column_block::<COLUMNS>(g, n, c0, out);
+        c0 += COLUMNS;
+    }
+    for (j, d) in dst.iter_mut().enumerate().skip(c0) {
+        let mut one = [0.0f32];
+        ynn_column_block::<1>(g, n, j, &mut one);
+        *d = one[0];
+    }
+}
+
+/// Columns summed together by [`ynn_column_sums`].
+const COLUMNS: usize = 16;
+
+/// [`ynn_column_sums`] of the `W` columns from `c0` of the rows of `g`
+/// (`n` columns each) into `out`.
+#[inline(always)]
+fn ynn_column_block<const W: usize>(g: &[f32], n: usize, c0: usize, out: &mut [f32; W]) {
+    let rows = g.len() / n;
+    let row = |r: usize| -> &[f32; W] {
+        (&g[r * n + c0..r * n + c0 + W])
+            .try_into()
+            .expect("W columns")
+    };
+    let mut sum = [0.0f32; W];
+    for r16 in (0..rows).step_by(16) {
+        let mut chunk = [0.0f32; W];
+        for r4 in (r16..(r16 + 16).min(rows)).step_by(4) {
+            let mut group = [0.0f32; W];
+            for r in r4..(r4 + 4).min(rows) {
+                let x = row(r);
+                for j in 0..W {
+                    group[j] += x[j];
+                }
             }
-            chunk.iter_mut().zip(&group).for_each(|(c, &a)| *c += a);
+            for j in 0..W {
+                chunk[j] += group[j];
+            }
         }
-        dst.iter_mut().zip(&chunk).for_each(|(d, &c)| *d += c);
+        for j in 0..W {
+            sum[j] += chunk[j];
+        }
+    }
+    *out = sum;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ynn_column_sums;
+
+    /// The order of [`ynn_column_sums`] written out column by column.
+    fn reference(g: &[f32], n: usize) -> Vec<f32> {
+        let rows = g.len() / n;
+        (0..n)
+            .map(|j| {
+                let mut sum = 0.0f32;
+                for r16 in (0..rows).step_by(16) {
+                    let mut chunk = 0.0f32;
+                    for r4 in (r16..(r16 + 16).min(rows)).step_by(4) {
+                        let mut group = 0.0f32;
+                        for r in r4..(r4 + 4).min(rows) {
+                            group += g[r * n + j];
+                        }
+                        chunk += group;
+                    }
+                    sum += chunk;
+                }
+                sum
+            })
+            .collect()
+    }
+
+    #[test]
+    fn column_blocks_keep_each_columns_order() {
+        let mut s = 7u32;
+        for (rows, n) in [(128, 512), (16, 256), (37, 33), (256, 17), (5, 16), (64, 1)] {
+            let mut g: Vec<f32> = (0..rows * n)
+                .map(|_| {
+                    s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+                    (s >> 8) as f32 / (1 << 24) as f32 * 2.0 - 1.0
+                })
+                .collect();
+            g[0] = -0.0;
+            if n > 3 {
+                g[3] = f32::NAN;
+                g[n + 2] = f32::INFINITY;
+            }
+            let mut dst = vec![1.0f32; n];
+            ynn_column_sums(&g, &mut dst);
+            let want = reference(&g, n);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&dst), bits(&want), "{rows}x{n}");
+        }
     }
 }
