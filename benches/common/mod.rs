@@ -7,13 +7,7 @@ use std::time::Instant;
 /// Per-call times of `f` in batches of about 10 ms for at least 3 s, as
 /// tools/bench/jax_train_step.py times JAX: (median, best) in seconds.
 pub fn batch_times(mut f: impl FnMut()) -> (f64, f64) {
-    f();
-    let start = Instant::now();
-    let mut calls = 0u32;
-    while start.elapsed().as_secs_f64() < 0.01 {
-        f();
-        calls += 1;
-    }
+    let calls = calls_per_batch(&mut f);
     let mut times = Vec::new();
     let start = Instant::now();
     while start.elapsed().as_secs_f64() < 3.0 || times.len() < 20 {
@@ -25,6 +19,18 @@ pub fn batch_times(mut f: impl FnMut()) -> (f64, f64) {
     }
     times.sort_by(f64::total_cmp);
     (times[times.len() / 2], times[0])
+}
+
+/// How many calls of `f` (after a first one) take about 10 ms.
+fn calls_per_batch(mut f: impl FnMut()) -> u32 {
+    f();
+    let start = Instant::now();
+    let mut calls = 0u32;
+    while start.elapsed().as_secs_f64() < 0.01 {
+        f();
+        calls += 1;
+    }
+    calls.max(1)
 }
 
 /// `t` seconds as the JAX scripts print it.
@@ -60,19 +66,7 @@ pub fn cpu_seconds() -> f64 {
 /// round).
 #[allow(dead_code)]
 pub fn interleaved_batch_times(fs: &mut [&mut dyn FnMut()]) -> (Vec<(f64, f64)>, Vec<Vec<f64>>) {
-    let calls: Vec<u32> = fs
-        .iter_mut()
-        .map(|f| {
-            f();
-            let start = Instant::now();
-            let mut calls = 0u32;
-            while start.elapsed().as_secs_f64() < 0.01 {
-                f();
-                calls += 1;
-            }
-            calls.max(1)
-        })
-        .collect();
+    let calls: Vec<u32> = fs.iter_mut().map(calls_per_batch).collect();
     let mut rounds: Vec<Vec<f64>> = Vec::new();
     let start = Instant::now();
     while start.elapsed().as_secs_f64() < 3.0 * fs.len() as f64 || rounds.len() < 20 {
