@@ -25,6 +25,15 @@ const PARALLEL_MIN: usize = 1 << 15;
 /// of the pool woken late (10-25 us here) leaves the rest to the others.
 const SHARES_PER_THREAD: usize = 8;
 
+/// The elements of one share of `total` shared out by `share_out`:
+/// [`SHARES_PER_THREAD`] per thread of the pool, in whole blocks.
+fn share_len(total: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    total
+        .div_ceil(threads * SHARES_PER_THREAD)
+        .next_multiple_of(BLOCK)
+}
+
 /// Draws an array of `shape` from `key`: fills each block with the stream's
 /// 32-bit words and hands them to `transform`, which writes the block's
 /// outputs. `transform` must be a pure function of the words it is given.
@@ -115,10 +124,7 @@ where
     // taken in turn by the calling thread and the pool's jobs: a thread
     // of the pool that wakes late takes fewer, and the calling thread is
     // never idle while shares are left.
-    let threads = rayon::current_num_threads().max(1);
-    let per_share = total
-        .div_ceil(threads * SHARES_PER_THREAD)
-        .next_multiple_of(BLOCK);
+    let per_share = share_len(total);
     let mut shares: SmallVec<[Share<'_, T>; 16]> = SmallVec::new();
     let mut room = 0;
     for (i, (key, _, out)) in arrays.iter_mut().enumerate() {
@@ -449,11 +455,7 @@ where
         // Runs of blocks, SHARES_PER_THREAD per thread, shared between the
         // calling thread and the pool (see `share_out`), each with its
         // scratch.
-        let threads = rayon::current_num_threads().max(1);
-        let per = out
-            .len()
-            .div_ceil(threads * SHARES_PER_THREAD)
-            .next_multiple_of(BLOCK);
+        let per = share_len(out.len());
         crate::pool::share_out(out.chunks_mut(per).enumerate(), |(r, run_of)| {
             let mut scratch = [zero; BLOCK];
             for (b, chunk) in run_of.chunks_mut(BLOCK).enumerate() {
