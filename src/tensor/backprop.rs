@@ -69,12 +69,12 @@ fn backward_seeded(
     // groups waiting for their other items.
     let mut views: HashMap<usize, Vec<Contribution>> = HashMap::new();
     let mut groups: HashMap<u64, Vec<Option<Vec<Contribution>>>> = HashMap::new();
-    let is_view = |i: usize| nodes[i].view.is_some();
+    let is_view = |i: usize| nodes[i].view().is_some();
     // Inputs always have smaller ids than the nodes using them, so walking
     // ids downwards visits a node only after all its uses.
     for id in (0..=root).rev() {
         let node = &nodes[id];
-        if let Some(view) = &node.view {
+        if let Some(view) = node.view() {
             let list = views.remove(&id).unwrap_or_default();
             let items = groups
                 .entry(view.group.id)
@@ -101,7 +101,7 @@ fn backward_seeded(
             [a, b] => SmallVec::from_buf_and_len([a.is_some(), b.is_some(), false, false], 2),
             inputs => inputs.iter().map(|i| i.is_some()).collect(),
         };
-        if let Some(dot) = &node.dot {
+        if let Some(dot) = node.dot() {
             for (k, input) in node.inputs.iter().enumerate() {
                 if let Some(i) = input.filter(|&i| is_view(i)) {
                     let (a, b, shape) = dot(&g, k);
@@ -113,7 +113,7 @@ fn backward_seeded(
                 }
             }
         }
-        if let Some(f) = &node.fused {
+        if let Some(f) = node.fused() {
             // Only an accumulation is fused: a first cotangent is the plain
             // product, which the regular rule computes.
             if let Some(Some(acc)) = node.inputs[f.input].map(|i| grads[i].as_mut()) {

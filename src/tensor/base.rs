@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 use super::error::{Result, TensorError};
 use super::item_view::ItemView;
 use super::tape::{
-    Backward, DotFactors, FusedOuter, InputGrads, Node, OpKind, TangentRule, Tracer,
+    Backward, DotFactors, FusedOuter, InputGrads, Node, NodeExtra, OpKind, TangentRule, Tracer,
 };
 
 /// An n-dimensional `f32` array that records the operations applied to it
@@ -298,7 +298,7 @@ impl Tensor {
         if let Some(tr) = &self.tracer {
             if tr.tape.records_tangents() && tr.tape.is_open() {
                 let rule = rule(&self);
-                tr.tape.nodes()[tr.node].tangent = Some(rule);
+                tr.tape.nodes()[tr.node].set_tangent(rule);
             }
         }
         self
@@ -311,7 +311,7 @@ impl Tensor {
     pub(crate) fn with_tangent(self, rule: impl FnOnce() -> TangentRule) -> Tensor {
         if let Some(tr) = &self.tracer {
             if tr.tape.records_tangents() && tr.tape.is_open() {
-                tr.tape.nodes()[tr.node].tangent = Some(rule());
+                tr.tape.nodes()[tr.node].set_tangent(rule());
             }
         }
         self
@@ -386,11 +386,7 @@ impl Tensor {
             inputs: ids,
             backward: Some(backward),
             kind,
-            consts,
-            fused,
-            dot,
-            view,
-            tangent: None,
+            extra: NodeExtra::boxed(consts, fused, dot, view),
             site: std::panic::Location::caller(),
         });
         Tensor {

@@ -116,7 +116,7 @@ fn push_forward(
         if inputs.iter().all(Option::is_none) {
             continue;
         }
-        let Some(rule) = &node.tangent else {
+        let Some(rule) = node.tangent() else {
             return Err(TensorError::Argument {
                 op: "jvp",
                 message: format!(

@@ -525,7 +525,7 @@ impl Plan {
                         in_shapes.push(shapes[*i].clone());
                     }
                     None => {
-                        let c = node.consts.get(k).cloned().flatten().ok_or_else(|| {
+                        let c = node.consts().get(k).cloned().flatten().ok_or_else(|| {
                             unsupported(format!("{:?} cannot be replayed", node.kind))
                         })?;
                         in_shapes.push(c.shape().to_vec());
@@ -563,7 +563,7 @@ impl Plan {
                         .collect()
                 }
                 OpKind::Reshape(dims) => {
-                    let out = dims.shape().to_vec();
+                    let out = dims.shape();
                     let size = |s: &[usize]| s.iter().product::<usize>();
                     if size(&out) != size(&in_shapes[0]) {
                         return Err(unsupported(format!(

@@ -33,14 +33,9 @@ pub(crate) enum Backward {
     /// `a + b`, or `a - b` when `negate_b`, broadcasting: the output's
     /// gradient summed to each input's shape.
     Sum { a: IxDyn, b: IxDyn, negate_b: bool },
-    /// An elementwise function of `x` with output `out`; `fused` as in
-    /// [`OpKind::Unary`].
-    Unary {
-        func: UnaryFn,
-        fused: bool,
-        x: ArcArray<f32, IxDyn>,
-        out: ArcArray<f32, IxDyn>,
-    },
+    /// An elementwise function (boxed: its two arrays would double the
+    /// size of every node).
+    Unary(Box<UnaryRule>),
     /// A sum over the axes that `kept` has as 1 (all of them for a scalar
     /// output), of an input of shape `input`, times the reciprocal of
     /// `divisor` when given (a mean).
@@ -53,6 +48,15 @@ pub(crate) enum Backward {
     Rule(BackwardFn),
 }
 
+/// [`Backward::Unary`]: an elementwise function of `x` with output `out`;
+/// `fused` as in [`OpKind::Unary`].
+pub(crate) struct UnaryRule {
+    pub(crate) func: UnaryFn,
+    pub(crate) fused: bool,
+    pub(crate) x: ArcArray<f32, IxDyn>,
+    pub(crate) out: ArcArray<f32, IxDyn>,
+}
+
 impl Backward {
     /// The inputs' gradients for the output's gradient `g` (see
     /// [`BackwardFn`]).
@@ -61,12 +65,15 @@ impl Backward {
             Backward::Sum { a, b, negate_b } => {
                 super::ops::binary::sum_backward(g, needs, a, b, *negate_b)
             }
-            Backward::Unary {
-                func,
-                fused,
-                x,
-                out,
-            } => super::ops::unary::unary_backward(*func, *fused, x, out, g),
+            Backward::Unary(rule) => {
+                let UnaryRule {
+                    func,
+                    fused,
+                    x,
+                    out,
+                } = &**rule;
+                super::ops::unary::unary_backward(*func, *fused, x, out, g)
+            }
             Backward::Reduce {
                 input,
                 kept,
@@ -143,22 +150,25 @@ pub(crate) enum OpKind {
     BatchNorm(crate::xla::batch_norm::Step),
 }
 
-/// A shape of at most [`Dims::MAX`] axes, stored inline so that
-/// [`OpKind`] stays `Copy`.
+/// A shape of at most [`Dims::MAX`] axes of at most `u32::MAX` elements
+/// each, stored inline (and small) so that [`OpKind`] stays `Copy` and
+/// cheap to move onto the tape.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Dims {
     len: u8,
-    dims: [usize; Dims::MAX],
+    dims: [u32; Dims::MAX],
 }
 
 impl Dims {
     /// The most axes a replayed reshape may have.
     pub(crate) const MAX: usize = 6;
 
-    /// `shape`, or `None` when it has too many axes.
+    /// `shape`, or `None` when it has too many axes or too long a one.
     pub(crate) fn new(shape: &[usize]) -> Option<Dims> {
         let mut dims = [0; Dims::MAX];
-        dims.get_mut(..shape.len())?.copy_from_slice(shape);
+        for (d, &n) in dims.get_mut(..shape.len())?.iter_mut().zip(shape) {
+            *d = u32::try_from(n).ok()?;
+        }
         Some(Dims {
             len: shape.len() as u8,
             dims,
@@ -166,8 +176,11 @@ impl Dims {
     }
 
     /// The shape.
-    pub(crate) fn shape(&self) -> &[usize] {
-        &self.dims[..self.len as usize]
+    pub(crate) fn shape(&self) -> Vec<usize> {
+        self.dims[..self.len as usize]
+            .iter()
+            .map(|&n| n as usize)
+            .collect()
     }
 }
 
@@ -199,6 +212,17 @@ pub(crate) struct Node {
     pub(crate) backward: Option<Backward>,
     /// The operation, when a compiled step can replay it.
     pub(crate) kind: OpKind,
+    /// What only some operations record, boxed: every node is moved onto
+    /// the tape, and keeping these inline made each move a copy of over
+    /// 400 bytes.
+    pub(crate) extra: Option<Box<NodeExtra>>,
+    /// Where the operation was recorded (named when it has no tangent rule).
+    pub(crate) site: &'static std::panic::Location<'static>,
+}
+
+/// The parts of a [`Node`] that most operations do not record.
+#[derive(Default)]
+pub(crate) struct NodeExtra {
     /// The values of constant inputs, kept for replay (only when `kind` is
     /// not `Other`, some input is a constant and the tape may be replayed;
     /// empty otherwise).
@@ -215,8 +239,28 @@ pub(crate) struct Node {
     /// The tangent rule, recorded only on tapes of forward-mode
     /// differentiation ([`Tape::records_tangents`]).
     pub(crate) tangent: Option<TangentRule>,
-    /// Where the operation was recorded (named when it has no tangent rule).
-    pub(crate) site: &'static std::panic::Location<'static>,
+}
+
+impl NodeExtra {
+    /// The parts an operation records besides its rule, boxed only when
+    /// there is one (no tangent rule yet: see [`Node::set_tangent`]).
+    pub(crate) fn boxed(
+        consts: Vec<Option<ArcArray<f32, IxDyn>>>,
+        fused: Option<FusedOuter>,
+        dot: Option<DotFactors>,
+        view: Option<ItemView>,
+    ) -> Option<Box<NodeExtra>> {
+        if consts.is_empty() && fused.is_none() && dot.is_none() && view.is_none() {
+            return None;
+        }
+        Some(Box::new(NodeExtra {
+            consts,
+            fused,
+            dot,
+            view,
+            tangent: None,
+        }))
+    }
 }
 
 impl Node {
@@ -228,13 +272,40 @@ impl Node {
             inputs: SmallVec::new(),
             backward: None,
             kind,
-            consts: Vec::new(),
-            fused: None,
-            dot: None,
-            view: None,
-            tangent: None,
+            extra: None,
             site: std::panic::Location::caller(),
         }
+    }
+
+    /// The values of constant inputs kept for replay (see
+    /// [`NodeExtra::consts`]).
+    pub(crate) fn consts(&self) -> &[Option<ArcArray<f32, IxDyn>>] {
+        self.extra.as_ref().map_or(&[], |e| &e.consts)
+    }
+
+    /// See [`NodeExtra::fused`].
+    pub(crate) fn fused(&self) -> Option<&FusedOuter> {
+        self.extra.as_ref()?.fused.as_ref()
+    }
+
+    /// See [`NodeExtra::dot`].
+    pub(crate) fn dot(&self) -> Option<&DotFactors> {
+        self.extra.as_ref()?.dot.as_ref()
+    }
+
+    /// See [`NodeExtra::view`].
+    pub(crate) fn view(&self) -> Option<&ItemView> {
+        self.extra.as_ref()?.view.as_ref()
+    }
+
+    /// See [`NodeExtra::tangent`].
+    pub(crate) fn tangent(&self) -> Option<&TangentRule> {
+        self.extra.as_ref()?.tangent.as_ref()
+    }
+
+    /// Records the tangent rule.
+    pub(crate) fn set_tangent(&mut self, rule: TangentRule) {
+        self.extra.get_or_insert_with(Default::default).tangent = Some(rule);
     }
 }
 
@@ -393,7 +464,7 @@ impl Tape {
 
     /// Appends a node and returns its id.
     pub(crate) fn push(&self, node: Node) -> usize {
-        if node.view.is_some() {
+        if node.view().is_some() {
             self.views.store(true, Ordering::Relaxed);
         }
         let mut nodes = self.nodes();

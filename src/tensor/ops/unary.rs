@@ -7,7 +7,7 @@ use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::linear;
 use crate::tensor::shape::zeros_vec;
-use crate::tensor::tape::{Backward, InputGrads, OpKind};
+use crate::tensor::tape::{Backward, InputGrads, OpKind, UnaryRule};
 use crate::tensor::unary_fn::{self, apply_into, UnaryFn};
 use crate::tensor::Tensor;
 
@@ -33,12 +33,12 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
     }
     .into_shared();
     let fused = in_compiled_region();
-    let backward = Backward::Unary {
+    let backward = Backward::Unary(Box::new(UnaryRule {
         func,
         fused,
         x: x.data.clone(),
         out: out.clone(),
-    };
+    }));
     Tensor::record_builtin(out, &[x], OpKind::Unary(func, fused), backward).with_tangent_of(|y| {
         let (xt, ot) = (x.data.clone(), y.data.clone());
         Box::new(move |t: &[Option<Tensor>]| {
