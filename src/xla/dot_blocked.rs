@@ -335,7 +335,6 @@ fn shape(plan: &DotPlan) -> (usize, usize) {
         2 => want.clamp(1, 2),
         _ => 1,
     };
-    let nv = if nv == 3 { 4 } else { nv };
     (plan.tile_k.clamp(1, 4), nv)
 }
 
@@ -445,6 +444,10 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
         #[cfg(target_arch = "x86_64")]
         (1, 2) if wide => {
             run::<1, { super::dot_avx512::MR }, 2>(args, out, packed, rows_tk_avx512::<1, 2>)
+        }
+        #[cfg(target_arch = "x86_64")]
+        (1, 3) if wide => {
+            run::<1, { super::dot_avx512::MR }, 3>(args, out, packed, rows_tk_avx512::<1, 3>)
         }
         (1, 1) => run::<1, 4, 1>(args, out, packed, rows::<1, 4, 1>),
         (1, 2) => run::<1, 4, 2>(args, out, packed, rows::<1, 4, 2>),
