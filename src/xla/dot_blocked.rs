@@ -587,11 +587,21 @@ fn run<const T: usize, const MR: usize, const NV: usize>(
     packed: &mut Vec<f32>,
     rows_fn: RowsFn,
 ) {
-    run_body::<T, MR, NV>(args, out, packed, rows_fn, false)
+    let in_place = is_its_own_panel(&args, NV * L);
+    run_body::<T, MR, NV>(args, out, packed, rows_fn, in_place)
+}
+
+/// Whether B, row-major and `nr` columns wide, is already the product's
+/// one packed panel (`[k][nr]`): then packing it would only copy it
+/// (most of an `8 x 1024 x 48` product's time).
+fn is_its_own_panel((_, _, _, sb, (_, _, n), plan): &Operands<'_>, nr: usize) -> bool {
+    let mut panels = panels(plan, nr);
+    *sb == (*n, 1) && matches!(panels.next(), Some((0, w, _)) if w == nr) && panels.next().is_none()
 }
 
 /// [`run`], B packed into panels first unless `in_place` (then `rows_fn`
-/// gets B itself, row-major `[k, n]`; see [`reads_b_in_place`]).
+/// gets B itself, row-major `[k, n]`; see [`reads_b_in_place`] and
+/// [`is_its_own_panel`]).
 fn run_body<const T: usize, const MR: usize, const NV: usize>(
     (x, sa, y, sb, (m, k, n), plan): Operands<'_>,
     out: &mut [f32],
@@ -653,7 +663,39 @@ fn run_body<const T: usize, const MR: usize, const NV: usize>(
 
 #[cfg(test)]
 mod pack_tests {
-    use super::pack_a;
+    use super::{pack_a, rows, run_body, DotPlan};
+
+    /// B of one whole panel's width, read in place, gives the bits of B
+    /// packed: every width from one vector to four, chunked or not.
+    #[test]
+    fn b_read_as_its_own_panel_equals_b_packed() {
+        fn check<const NV: usize>(m: usize, k: usize, kc: usize) {
+            let n = NV * 16;
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7919) % 113) as f32 / 17.0 - 3.0)
+                .collect();
+            let y: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 104729) % 97) as f32 / 13.0 - 3.5)
+                .collect();
+            let plan = DotPlan {
+                tile_k: 1,
+                tiles: vec![(0, n, kc)],
+                chain: false,
+                signed_from: usize::MAX,
+            };
+            let run = |in_place| {
+                let mut out = vec![f32::NAN; m * n];
+                let args = (&x[..], (k, 1), &y[..], (n, 1), (m, k, n), &plan);
+                run_body::<1, 4, NV>(args, &mut out, &mut Vec::new(), rows::<1, 4, NV>, in_place);
+                out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            assert_eq!(run(true), run(false), "{m}x{k}x{n} chunks of {kc}");
+        }
+        check::<1>(20, 33, 8);
+        check::<2>(7, 5, 5);
+        check::<3>(8, 1024, 100);
+        check::<4>(13, 70, 70);
+    }
 
     /// `pack_a` of A stored transposed equals the same rows packed from
     /// A stored row-major: every term, every block, zeros past the rows.
