@@ -307,7 +307,7 @@ fn compiled_call(
             inputs,
             samplers,
             keys_given.len(),
-            false,
+            None,
         )
         .map(|plan| plan.with_int_args(int_args))
     });
@@ -483,8 +483,10 @@ fn unsupported(message: String) -> TensorError {
 }
 
 impl Plan {
-    /// Plans the replay of `tape` up to `out`, or says why it cannot;
-    /// `forward_only` admits the steps that have no replayed backward.
+    /// Plans the replay of `tape` up to `out`, or says why it cannot.
+    /// `forward_outputs`: a forward pass only, whose caller reads these
+    /// nodes besides `out` (this admits the steps that have no replayed
+    /// backward); `None`: a training step.
     fn new(
         tape: &Arc<Tape>,
         out: &Tensor,
@@ -492,8 +494,9 @@ impl Plan {
         inputs: &Tree,
         samplers: Vec<Sampler>,
         keys: usize,
-        forward_only: bool,
+        forward_outputs: Option<&[usize]>,
     ) -> Result<Plan> {
+        let forward_only = forward_outputs.is_some();
         let n_params = params.leaves().len();
         let leaves = n_params + inputs.leaves().len();
         let root = match &out.tracer {
@@ -705,11 +708,17 @@ impl Plan {
             });
         }
         drop(nodes);
-        let mut masks = Vec::new();
         let (mut edges, mut untouched) = (Vec::new(), Vec::new());
         if !forward_only {
             fold_scalings(&mut steps, &consts, leaves);
-            masks = byte_masks(&mut steps, &samplers, leaves);
+        }
+        let masks = byte_masks(
+            &mut steps,
+            &samplers,
+            leaves,
+            forward_outputs.unwrap_or(&[]),
+        );
+        if !forward_only {
             (edges, untouched) = backward_edges(&steps, &differentiable, leaves, n_params);
         }
         for step in steps.iter_mut() {
@@ -945,15 +954,25 @@ impl Plan {
 /// without gradients.
 impl Plan {
     /// Plans the forward replay of `tape` up to `root`, whose first nodes
-    /// are `leaves`' tensors; `keys` key arguments feed `samplers`.
+    /// are `leaves`' tensors; `keys` key arguments feed `samplers`; the
+    /// caller reads the nodes `outputs` (and `root`).
     pub(crate) fn forward_only(
         tape: &Arc<Tape>,
         root: &Tensor,
         leaves: &Tree,
         samplers: Vec<Sampler>,
         keys: usize,
+        outputs: &[usize],
     ) -> Result<Plan> {
-        let mut plan = Plan::new(tape, root, &Tree::new(), leaves, samplers, keys, true)?;
+        let mut plan = Plan::new(
+            tape,
+            root,
+            &Tree::new(),
+            leaves,
+            samplers,
+            keys,
+            Some(outputs),
+        )?;
         // Nothing is differentiated: free the gradient buffers.
         plan.grads = Vec::new();
         Ok(plan)
@@ -991,6 +1010,12 @@ impl Plan {
     /// [`run_forward`](Plan::run_forward), row-major.
     pub(crate) fn value(&self, node: usize) -> &[f32] {
         &self.values[node]
+    }
+
+    /// How many keep masks the plan draws as bytes.
+    #[cfg(test)]
+    pub(crate) fn byte_mask_count(&self) -> usize {
+        self.masks.len()
     }
 }
 
@@ -1315,13 +1340,24 @@ fn foldable(
 /// read, as their masks (a dropout's), to be drawn as bytes, and those
 /// selects to read them so: the float mask, four bytes per element, is
 /// then neither written by the draw nor read back forward and backward.
-/// Returns the byte buffers, reused by every call.
-fn byte_masks(steps: &mut [Step], samplers: &[Sampler], leaves: usize) -> Vec<Vec<u8>> {
+/// Returns the byte buffers, reused by every call. `outputs`: nodes that
+/// the caller reads besides the last (a compiled module's outputs).
+fn byte_masks(
+    steps: &mut [Step],
+    samplers: &[Sampler],
+    leaves: usize,
+    outputs: &[usize],
+) -> Vec<Vec<u8>> {
     let nodes = leaves + steps.len();
     // Per node: whether a step reads it other than as a select's mask (the
     // result, the last node, is read by the caller).
     let mut other_use = vec![false; nodes];
     other_use[nodes - 1] = true;
+    for &o in outputs {
+        if let Some(u) = other_use.get_mut(o) {
+            *u = true;
+        }
+    }
     for step in steps.iter() {
         for (k, src) in step.inputs.iter().enumerate() {
             if let Src::Node(i) = *src {

@@ -152,9 +152,18 @@ fn plan(
             )));
         }
     }
+    // The nodes the program returns: read from the plan, so never turned
+    // into byte masks.
+    let read: Vec<usize> = outputs
+        .iter()
+        .filter_map(|o| match o {
+            Out::Node(id, _) => Some(*id),
+            _ => None,
+        })
+        .collect();
     let plan = match root {
         Some(root) => Some(
-            Plan::forward_only(tape, root, args, samplers, keys)
+            Plan::forward_only(tape, root, args, samplers, keys, &read)
                 .map_err(|e: TensorError| Unplanned::Eager(e.to_string()))?,
         ),
         None => None,
@@ -203,5 +212,46 @@ impl ForwardProgram {
                 Out::Const(t) => t.clone(),
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random;
+
+    /// `where(keep_mask(key), 2x, 0)` traced once, then replayed with other
+    /// keys: the eager bits; the mask is drawn as bytes unless the program
+    /// returns it (then its floats are read).
+    #[test]
+    fn forward_programs_draw_dropout_masks_as_bytes() {
+        let x = Tensor::from_array(random::normal(random::key(3), &[40, 300]).unwrap());
+        let f = |x: &Tensor, key: &Key, return_mask: bool| -> crate::Result<Vec<Tensor>> {
+            let mask = Tensor::sampled_keep_mask(key, 0.7, x.shape())?;
+            let y = Tensor::select(&mask, &x.mul(&Tensor::scalar(2.0))?, &Tensor::zeros(&[]))?;
+            Ok(if return_mask { vec![mask, y] } else { vec![y] })
+        };
+        let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for return_mask in [false, true] {
+            let first = [random::key(0)];
+            let (_, _, program) = trace_forward(&[x.clone()], &first, |args| {
+                Ok(((), f(&args[0], &first[0], return_mask)?))
+            })
+            .unwrap();
+            let Ok(mut program) = program else {
+                panic!("planned")
+            };
+            let masks = program.plan.as_ref().map_or(0, |p| p.byte_mask_count());
+            assert_eq!(masks, usize::from(!return_mask), "byte masks");
+            for t in 1..4 {
+                let keys = [random::fold_in(random::key(5), t)];
+                let got = program.run(&[x.clone()], &keys).unwrap();
+                let want = f(&x, &keys[0], return_mask).unwrap();
+                assert_eq!(got.len(), want.len());
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!(bits(g), bits(w), "call {t}, mask returned: {return_mask}");
+                }
+            }
+        }
     }
 }
