@@ -234,7 +234,7 @@ mod tests {
         let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         for return_mask in [false, true] {
             let first = [random::key(0)];
-            let (_, _, program) = trace_forward(&[x.clone()], &first, |args| {
+            let (_, _, program) = trace_forward(std::slice::from_ref(&x), &first, |args| {
                 Ok(((), f(&args[0], &first[0], return_mask)?))
             })
             .unwrap();
@@ -245,7 +245,7 @@ mod tests {
             assert_eq!(masks, usize::from(!return_mask), "byte masks");
             for t in 1..4 {
                 let keys = [random::fold_in(random::key(5), t)];
-                let got = program.run(&[x.clone()], &keys).unwrap();
+                let got = program.run(std::slice::from_ref(&x), &keys).unwrap();
                 let want = f(&x, &keys[0], return_mask).unwrap();
                 assert_eq!(got.len(), want.len());
                 for (g, w) in got.iter().zip(&want) {
