@@ -337,13 +337,14 @@ pub(crate) fn zip_leaves<const N: usize>(
             });
             let len = slices[0].len();
             // Large leaves are split over the cores (each element is
-            // independent, so the bits are those of one thread).
+            // independent, so the bits are those of one thread), the
+            // calling thread taking its share (`share_out`).
             let mut out = vec![0.0f32; len];
             if len >= PARALLEL_LEN {
-                use rayon::prelude::*;
-                out.par_chunks_mut(PARALLEL_LEN / 4)
-                    .enumerate()
-                    .for_each(|(c, chunk)| fill(chunk, c * (PARALLEL_LEN / 4), |j| f(slices, j)));
+                let size = PARALLEL_LEN / 4;
+                crate::pool::share_out(out.chunks_mut(size).enumerate(), |(c, chunk)| {
+                    fill(chunk, c * size, |j| f(slices, j))
+                });
             } else {
                 fill(&mut out, 0, |j| f(slices, j));
             }
