@@ -353,3 +353,23 @@ pub(crate) fn zip_leaves<const N: usize>(
         .collect();
     Ok(first.with_leaves(leaves)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leaf long enough to be shared between threads gets every element
+    /// from its own index, as a short one does.
+    #[test]
+    fn large_leaves_are_filled_element_by_element() {
+        for len in [37, PARALLEL_LEN, PARALLEL_LEN + 5, 3 * PARALLEL_LEN + 1] {
+            let a: Vec<f32> = (0..len).map(|i| i as f32 * 0.5).collect();
+            let b: Vec<f32> = (0..len).map(|i| (i % 7) as f32).collect();
+            let tree = |v: Vec<f32>| Tree::new().with("w", Tensor::from_vec(v, &[len]).unwrap());
+            let (ta, tb) = (tree(a.clone()), tree(b.clone()));
+            let out = zip_leaves([&ta, &tb], |[x, y], j| x[j].mul_add(2.0, y[j])).unwrap();
+            let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x.mul_add(2.0, *y)).collect();
+            assert_eq!(out.tensor("w").unwrap().to_vec(), want, "length {len}");
+        }
+    }
+}
