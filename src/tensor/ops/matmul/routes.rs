@@ -73,10 +73,15 @@ pub(super) fn run_cached(
         sb,
         limit: exact_matmul_limit(),
     };
-    let (route, tiny) = ROUTES.with(|r| {
+    // A tiny product's route is not cloned (its plan is shared: two
+    // atomic counts per product).
+    let route = ROUTES.with(|r| {
         let (kept, next) = &mut *r.borrow_mut();
         if let Some((_, route, tiny)) = kept.iter().find(|(k, ..)| *k == key) {
-            return (route.clone(), *tiny);
+            return match tiny {
+                Some(sum) => Err(*sum),
+                None => Ok(route.clone()),
+            };
         }
         let route = decide(key);
         let tiny = route.tiny_sum(mkn);
@@ -86,14 +91,17 @@ pub(super) fn run_cached(
             kept[*next] = (key, route.clone(), tiny);
             *next = (*next + 1) % KEPT;
         }
-        (route, tiny)
+        tiny.map_or(Ok(route), Err)
     });
-    if let Some(sum) = tiny {
-        // A tiny product: its outputs summed lane-wise, each in the route's
-        // order (the compiled replay's kernel).
-        PACKED.with(|p| gathered_product(x, sa, y, sb, mkn, sum, out, &mut p.borrow_mut()));
-        return true;
-    }
+    let route = match route {
+        Ok(route) => route,
+        Err(sum) => {
+            // A tiny product: its outputs summed lane-wise, each in the
+            // route's order (the compiled replay's kernel).
+            PACKED.with(|p| gathered_product(x, sa, y, sb, mkn, sum, out, &mut p.borrow_mut()));
+            return true;
+        }
+    };
     match route {
         // No scratch needed.
         DotRoute::Small(plain, from) => {
