@@ -1,7 +1,7 @@
 //! Shape arithmetic: NumPy broadcasting, axis normalization, and reducing a
 //! broadcast gradient back to its input's shape.
 
-use ndarray::{ArrayD, ArrayViewD, Axis};
+use ndarray::{ArrayD, ArrayViewD, Axis, Dimension};
 
 use super::error::{Result, TensorError};
 
@@ -115,8 +115,7 @@ pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<
             } else {
                 crate::xla::reduce::sum_columns_into(gs, &mut acc);
             }
-            return ArrayD::from_shape_vec(ndarray::IxDyn(shape), acc)
-                .expect("length of the shape");
+            return array_from_vec(ndarray::IxDyn(shape), acc);
         }
     }
     let mut g = grad.to_owned();
@@ -164,6 +163,36 @@ pub(crate) fn zeros_vec(n: usize) -> Vec<f32> {
     } else {
         vec![0.0; n]
     }
+}
+
+/// `values`, row-major, as an array of shape `dim`: what
+/// `ArrayD::from_shape_vec` gives, without its general check of strides
+/// against the buffer (about half of the 300 instructions it takes for a
+/// dynamic shape, and every eager operation builds its output so).
+///
+/// Panics unless `values` holds exactly the shape's number of elements.
+pub(crate) fn array_from_vec(dim: ndarray::IxDyn, values: Vec<f32>) -> ArrayD<f32> {
+    let mut size = 1usize;
+    let mut nonzero = 1usize;
+    for &d in dim.slice() {
+        size = size.saturating_mul(d);
+        if d != 0 {
+            nonzero = nonzero.saturating_mul(d);
+        }
+    }
+    assert!(
+        size == values.len() && nonzero <= isize::MAX as usize,
+        "{} values for a shape of {dim:?}",
+        values.len()
+    );
+    // SAFETY: `from_shape_vec_unchecked` with the default (row-major)
+    // strides requires that the product of the non-zero axis lengths not
+    // exceed `isize::MAX` (checked above) and that the row-major offsets
+    // of the shape's elements lie inside `values`: they are exactly
+    // `0..size`, and `size == values.len()` (checked above; when an axis is
+    // 0 there are no elements). Row-major strides never reach one element
+    // by two indices.
+    unsafe { ArrayD::from_shape_vec_unchecked(dim, values) }
 }
 
 /// The number of elements of `shape`, checked for elements of `elem_size`
@@ -222,5 +251,38 @@ mod tests {
         let r = sum_to(g, &[2, 1]);
         assert_eq!(r.shape(), &[2, 1]);
         assert!(r.iter().all(|&x| x == 12.0));
+    }
+}
+
+#[cfg(test)]
+mod array_from_vec_tests {
+    use super::array_from_vec;
+    use ndarray::{ArrayD, IxDyn};
+
+    /// The arrays `from_shape_vec` gives: scalars, empty shapes (a zero
+    /// axis beside long ones), several axes.
+    #[test]
+    fn builds_what_from_shape_vec_builds() {
+        let shapes: [&[usize]; 5] = [&[], &[3], &[2, 3, 4], &[0, 5], &[4, 0, 1 << 40]];
+        for shape in shapes {
+            let n: usize = shape.iter().product();
+            let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
+            let want = ArrayD::from_shape_vec(IxDyn(shape), v.clone()).unwrap();
+            assert_eq!(array_from_vec(IxDyn(shape), v), want, "{shape:?}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "5 values for a shape")]
+    fn a_wrong_length_panics() {
+        array_from_vec(IxDyn(&[2, 3]), vec![0.0; 5]);
+    }
+
+    /// Non-zero lengths whose product passes `isize::MAX` are refused even
+    /// when a zero axis makes the array empty (as `from_shape_vec` does).
+    #[test]
+    #[should_panic(expected = "0 values for a shape")]
+    fn an_empty_shape_too_large_to_index_panics() {
+        array_from_vec(IxDyn(&[0, 1 << 40, 1 << 40]), Vec::new());
     }
 }

@@ -6,7 +6,7 @@ use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::add_tangents;
-use crate::tensor::shape::{broadcast_shapes_for, sum_to, sum_to_view};
+use crate::tensor::shape::{array_from_vec, broadcast_shapes_for, sum_to, sum_to_view};
 use crate::tensor::tape::{Backward, InputGrads, OpKind, TangentRule};
 use crate::tensor::Tensor;
 
@@ -61,7 +61,7 @@ fn zip_map(
             None
         };
         if let Some((v, like)) = fast {
-            return Ok(ArrayD::from_shape_vec(like.raw_dim(), v).expect("length of the shape"));
+            return Ok(array_from_vec(like.raw_dim(), v));
         }
     }
     let shape = broadcast_shapes_for(op, a.shape(), b.shape())?;

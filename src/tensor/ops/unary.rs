@@ -6,7 +6,7 @@ use smallvec::smallvec;
 use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::linear;
-use crate::tensor::shape::zeros_vec;
+use crate::tensor::shape::{array_from_vec, zeros_vec};
 use crate::tensor::tape::{Backward, InputGrads, OpKind, UnaryRule};
 use crate::tensor::unary_fn::{self, apply_into, UnaryFn};
 use crate::tensor::Tensor;
@@ -27,7 +27,7 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
         Some(s) => {
             let mut out = zeros_vec(s.len());
             apply_into(func, s, &mut out);
-            ArrayD::from_shape_vec(x.data.raw_dim(), out).expect("same length")
+            array_from_vec(x.data.raw_dim(), out)
         }
         None => map(&x.data, |v| func.f(v)),
     }
