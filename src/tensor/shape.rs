@@ -5,6 +5,14 @@ use ndarray::{ArrayD, ArrayViewD, Axis, Dimension};
 
 use super::error::{Result, TensorError};
 
+/// Whether two shapes are equal, compared inline: comparing the slices
+/// with `==` calls `memcmp`, a call that costs more than the few lengths
+/// (a tiny eager step compares shapes a dozen times per operation chain).
+#[inline]
+pub(crate) fn same_shape(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// The shape NumPy broadcasting gives `a` and `b` (align right; each pair of
 /// lengths must be equal or contain a 1).
 ///
@@ -22,7 +30,7 @@ pub(crate) fn broadcast_shapes_for(
     a: &[usize],
     b: &[usize],
 ) -> Result<Vec<usize>> {
-    if a == b {
+    if same_shape(a, b) {
         return Ok(a.to_vec());
     }
     let n = a.len().max(b.len());
@@ -86,7 +94,7 @@ pub(crate) fn normalize_axes(op: &'static str, axes: &[isize], ndim: usize) -> R
 /// Sums a gradient of the broadcast shape down to `shape` (the reverse of
 /// broadcasting). Returns the buffer unchanged when the shapes agree.
 pub(crate) fn sum_to(grad: ArrayD<f32>, shape: &[usize]) -> ArrayD<f32> {
-    if grad.shape() == shape {
+    if same_shape(grad.shape(), shape) {
         return grad;
     }
     sum_to_view(grad.view(), shape)

@@ -6,7 +6,7 @@ use smallvec::smallvec;
 
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::add_tangents;
-use crate::tensor::shape::{array_from_vec, broadcast_shapes_for, sum_to, sum_to_view};
+use crate::tensor::shape::{array_from_vec, broadcast_shapes_for, same_shape, sum_to, sum_to_view};
 use crate::tensor::tape::{Backward, InputGrads, OpKind, TangentRule};
 use crate::tensor::Tensor;
 
@@ -43,7 +43,7 @@ fn zip_map(
     // other operand's (taken from it: no shape worked out per call).
     if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
         let (sa, sb) = (a.shape(), b.shape());
-        let fast = if sa == sb {
+        let fast = if same_shape(sa, sb) {
             Some((x.iter().zip(y).map(|(&x, &y)| f(x, y)).collect(), a))
         } else if sb.len() <= sa.len() && is_trailing(sb, sa) && !y.is_empty() {
             let mut v = Vec::with_capacity(x.len());
@@ -78,7 +78,7 @@ fn zip_map(
 pub(crate) fn is_trailing(small: &[usize], full: &[usize]) -> bool {
     let lead = small.iter().take_while(|&&d| d == 1).count();
     let small = &small[lead..];
-    small.len() <= full.len() && full[full.len() - small.len()..] == *small
+    small.len() <= full.len() && same_shape(&full[full.len() - small.len()..], small)
 }
 
 /// `g * partial(a, b, out)` summed to `shape`, reusing `g`'s buffer.
@@ -90,7 +90,7 @@ fn scale_grad(
     rule: Rule,
     shape: &[usize],
 ) -> ArrayD<f32> {
-    if a.shape() == b.shape() && g.shape() == a.shape() {
+    if same_shape(a.shape(), b.shape()) && same_shape(g.shape(), a.shape()) {
         if let (Some(gs), Some(x), Some(y), Some(o)) =
             (g.as_slice_mut(), a.as_slice(), b.as_slice(), out.as_slice())
         {

@@ -15,7 +15,7 @@ use crate::tensor::batched::{current_layout, virtual_layout, with_layout, Virtua
 use crate::tensor::compiled::in_compiled_region;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::bilinear;
-use crate::tensor::shape::{broadcast_shapes_for, sum_to, zeros_vec};
+use crate::tensor::shape::{broadcast_shapes_for, same_shape, sum_to, zeros_vec};
 use crate::tensor::tape::{DotFactors, FusedOuter, OpKind};
 use crate::tensor::Tensor;
 use crate::xla::dot_tiny::TinySum;
@@ -871,7 +871,7 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
 /// `g` in `shape` (same size); as it is when it already has that shape
 /// (a 2-D operand's cotangent: reshaping costs more than the tiny product).
 fn reshaped(g: ArrayD<f32>, shape: &IxDyn) -> ArrayD<f32> {
-    if g.shape() == shape.slice() {
+    if same_shape(g.shape(), shape.slice()) {
         return g;
     }
     g.into_shape_with_order(shape.clone()).expect("same size")
