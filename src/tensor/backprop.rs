@@ -122,9 +122,11 @@ fn backward_seeded(
                 needs[f.input] = false;
             }
         }
-        let input_grads = backward.call(g, &needs);
-        for (input, grad) in node.inputs.iter().zip(input_grads) {
-            if let (Some(input), Some(grad)) = (input, grad) {
+        let mut input_grads = backward.call(g, &needs);
+        // Taken in place: iterating the small vector by value copied it
+        // whole (two arrays' headers) for every node.
+        for (input, grad) in node.inputs.iter().zip(input_grads.iter_mut()) {
+            if let (Some(input), Some(grad)) = (input, grad.take()) {
                 if is_view(*input) {
                     views
                         .entry(*input)
