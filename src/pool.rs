@@ -54,6 +54,35 @@ pub(crate) fn share_out<T: Send>(items: impl IntoIterator<Item = T>, work: impl 
     });
 }
 
+/// [`share_out`] over `out` cut into runs of whole `unit`s (`unit >= 1`),
+/// `per_thread` runs for each thread of the pool (the last may be shorter):
+/// `work(first, run)`, `first` the index of the run's first unit. For work
+/// in many small units (blocks of a random draw, tiles of a convolution):
+/// one item per unit would lock and count each of them, and a few runs
+/// per thread still let a thread of the pool that starts late take fewer.
+pub(crate) fn share_runs<T: Send>(
+    out: &mut [T],
+    unit: usize,
+    per_thread: usize,
+    work: impl Fn(usize, &mut [T]) + Sync,
+) {
+    debug_assert!(unit >= 1);
+    let len = run_len(out.len(), unit, per_thread);
+    share_out(out.chunks_mut(len).enumerate(), |(r, run)| {
+        work(r * (len / unit), run)
+    });
+}
+
+/// The length of the runs [`share_runs`] cuts `total` elements into:
+/// `per_thread` per thread of the pool, in whole `unit`s, at least one.
+pub(crate) fn run_len(total: usize, unit: usize, per_thread: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    total
+        .div_ceil(threads * per_thread.max(1))
+        .next_multiple_of(unit)
+        .max(unit)
+}
+
 /// Counts one item of [`share_out`] as done when dropped.
 struct Done<'a>(&'a AtomicUsize);
 
@@ -83,6 +112,31 @@ mod tests {
             share_out(chunk.iter_mut(), |o| *o += 1);
         });
         assert!(out.iter().all(|&o| o == 1));
+    }
+
+    /// Runs cover every unit once, each told its first unit's index,
+    /// whatever the lengths (a short last unit, fewer units than runs).
+    #[test]
+    fn runs_cover_every_unit_with_its_index() {
+        for (n, unit) in [
+            (0, 4),
+            (1, 4),
+            (7, 3),
+            (1000, 16),
+            (4096, 2048),
+            (100_003, 2048),
+        ] {
+            let mut out = vec![usize::MAX; n];
+            share_runs(&mut out, unit, 8, |first, run| {
+                for (j, chunk) in run.chunks_mut(unit).enumerate() {
+                    chunk.fill(first + j);
+                }
+            });
+            assert!(
+                out.iter().enumerate().all(|(i, &u)| u == i / unit),
+                "{n} by {unit}"
+            );
+        }
     }
 
     #[test]

@@ -25,15 +25,6 @@ const PARALLEL_MIN: usize = 1 << 15;
 /// of the pool woken late (10-25 us here) leaves the rest to the others.
 const SHARES_PER_THREAD: usize = 8;
 
-/// The elements of one share of `total` shared out by `share_out`:
-/// [`SHARES_PER_THREAD`] per thread of the pool, in whole blocks.
-fn share_len(total: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
-    total
-        .div_ceil(threads * SHARES_PER_THREAD)
-        .next_multiple_of(BLOCK)
-}
-
 /// Draws an array of `shape` from `key`: fills each block with the stream's
 /// 32-bit words and hands them to `transform`, which writes the block's
 /// outputs. `transform` must be a pure function of the words it is given.
@@ -124,7 +115,7 @@ where
     // taken in turn by the calling thread and the pool's jobs: a thread
     // of the pool that wakes late takes fewer, and the calling thread is
     // never idle while shares are left.
-    let per_share = share_len(total);
+    let per_share = crate::pool::run_len(total, BLOCK, SHARES_PER_THREAD);
     let mut shares: SmallVec<[Share<'_, T>; 16]> = SmallVec::new();
     let mut room = 0;
     for (i, (key, _, out)) in arrays.iter_mut().enumerate() {
@@ -189,7 +180,11 @@ pub(crate) fn sample_words(
     let total = n as u64;
     let block = |(b, chunk): (usize, &mut [u32])| key.fill_bits(total, (b * BLOCK) as u64, chunk);
     if n >= PARALLEL_MIN {
-        crate::pool::share_out(out.chunks_mut(BLOCK).enumerate(), block);
+        crate::pool::share_runs(&mut out, BLOCK, SHARES_PER_THREAD, |first, run| {
+            for (b, chunk) in run.chunks_mut(BLOCK).enumerate() {
+                block((first + b, chunk));
+            }
+        });
     } else {
         out.chunks_mut(BLOCK).enumerate().for_each(block);
     }
@@ -453,13 +448,12 @@ where
     };
     if out.len() >= PARALLEL_MIN {
         // Runs of blocks, SHARES_PER_THREAD per thread, shared between the
-        // calling thread and the pool (see `share_out`), each with its
+        // calling thread and the pool (see `share_runs`), each with its
         // scratch.
-        let per = share_len(out.len());
-        crate::pool::share_out(out.chunks_mut(per).enumerate(), |(r, run_of)| {
+        crate::pool::share_runs(out, BLOCK, SHARES_PER_THREAD, |first, run_of| {
             let mut scratch = [zero; BLOCK];
             for (b, chunk) in run_of.chunks_mut(BLOCK).enumerate() {
-                run(&mut scratch, (r * (per / BLOCK) + b, chunk));
+                run(&mut scratch, (first + b, chunk));
             }
         });
     } else {

@@ -398,19 +398,13 @@ fn tiled<const T: usize>(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
     let chunk = (CHUNK_STEPS / l.len.max(1)).max(1);
     let block = T * l.ob;
     let mut out = vec![0.0f32; l.rows * l.groups * l.width];
-    // Groups of parts, four per thread, shared between the calling thread
-    // and the pool (see `share_out`); a group's parts reuse its scratch.
+    // Runs of parts, four per thread, shared between the calling thread
+    // and the pool (see `share_runs`); a run's parts reuse its scratch.
     let part_len = row * T * per;
-    let group = out
-        .len()
-        .div_ceil(part_len)
-        .div_ceil(4 * rayon::current_num_threads().max(1))
-        .max(1);
-    let groups = out.chunks_mut(part_len * group).enumerate();
-    crate::pool::share_out(groups, |(g, parts)| {
+    crate::pool::share_runs(&mut out, part_len, 4, |first, parts| {
         let (reads, accs) = &mut (Reads::<T>::new(l.len), Vec::new());
         for (j, outs) in parts.chunks_mut(part_len).enumerate() {
-            let part = g * group + j;
+            let part = first + j;
             let count = outs.len() / row;
             let first = part * per * T;
             let mine = count.div_ceil(T);
