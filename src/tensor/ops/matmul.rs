@@ -26,7 +26,10 @@ use super::dot_general::{is_canonical, jnp_matmul_dims};
 use crate::xla::dot_blocked::planned_matmul;
 use crate::xla::gemv;
 
+mod fast;
 mod routes;
+
+use fast::fast_matmul;
 
 /// At most this many multiply-adds of a product that XLA sums with its own
 /// emitter go through the plain loops below (no packing, no blocking).
@@ -610,62 +613,6 @@ pub fn set_exact_matmul_limit(multiply_adds: usize) {
 /// The current [`set_exact_matmul_limit`].
 pub fn exact_matmul_limit() -> usize {
     EXACT_MATMUL_LIMIT.load(Ordering::Relaxed)
-}
-
-/// Below this many multiply-adds a `gemm` product runs on the calling
-/// thread.
-const GEMM_PARALLEL_THRESHOLD: usize = 48 * 48 * 48;
-
-/// `out = a @ b` through the `gemm` crate (its own summation order), for
-/// operands in slices with non-negative (row, column) strides and a
-/// row-major `out` of `m * n` elements.
-fn fast_matmul(
-    x: &[f32],
-    sa: (usize, usize),
-    y: &[f32],
-    sb: (usize, usize),
-    (m, k, n): (usize, usize, usize),
-    out: &mut [f32],
-) {
-    assert!(out.len() == m * n && m > 0 && n > 0 && k > 0);
-    // Every element the product reads must lie in its slice.
-    assert!((m - 1) * sa.0 + (k - 1) * sa.1 < x.len());
-    assert!((k - 1) * sb.0 + (n - 1) * sb.1 < y.len());
-    let parallelism = if m * n * k >= GEMM_PARALLEL_THRESHOLD {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
-    };
-    // SAFETY: the asserts above check that every element `(i, p)` of `a`
-    // (offset `i*sa.0 + p*sa.1`, `i < m`, `p < k`) lies in `x`, and every
-    // `(p, j)` of `b` in `y`, so gemm's reads through these strides stay in
-    // bounds. `out` is an exclusively borrowed slice of exactly `m * n`
-    // elements, addressed row-major (column stride 1, row stride `n`); it
-    // cannot alias `x` or `y`, which are shared borrows. `read_dst = false`:
-    // gemm overwrites `out` without reading it.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            out.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            x.as_ptr(),
-            sa.1 as isize,
-            sa.0 as isize,
-            y.as_ptr(),
-            sb.1 as isize,
-            sb.0 as isize,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        );
-    }
 }
 
 /// The rows, columns and batch counts XLA routes and plans `[m, k] @ [k,
