@@ -585,21 +585,21 @@ static EXACT_MATMUL_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_EXACT_MATMUL_L
 ///
 /// On the products of that step at batch 128 (2 cores,
 /// `benches/matmul_products.rs`, the book's matmul table), the exact
-/// kernels take 0.85-1.02x JAX's time and 0.93-1.18x the gemm crate's
-/// (half of it with a transposed right operand, `g @ W^T`); on some products
-/// with few rows or few columns they still take up to 1.9x gemm's time
-/// (`[8, 1024] @ [1024, 48]`; `[512, 512] @ [512, 40]` 1.35x,
-/// `[64, 4096] @ [4096, 1024]` 1.14x), which is why the default keeps a
-/// limit.
+/// kernels take 0.84-0.96x JAX's time and 0.97-1.20x the gemm crate's;
+/// on products with few rows or few columns they still take up to 1.9x
+/// gemm's time (`[8, 1024] @ [1024, 48]`; `[512, 512] @ [512, 40]` 1.6x,
+/// `[2048, 512] @ [512, 36]` 1.5x, `[1000, 100] @ [100, 100]` 1.4x), which
+/// is why the default keeps a limit.
 ///
-/// Measured on that step (`AUTODIFF_LIMIT=max`, best of batches): compiled,
-/// every product exact takes 0.98-1.04 ms against 1.29-1.31 ms with the
-/// default (JAX: 1.19-1.22 ms); eagerly (`value_and_grad`), 1.89-2.05 ms
-/// against 1.33 ms with glibc's default allocator settings, because glibc
-/// then gives the step's freed arrays back to the system and faults them
-/// in again on every step (the gemm crate's own scratch, allocated and
-/// freed per call, happens to raise glibc's thresholds above the step's
-/// size), and 1.02-1.03 ms after [`crate::memory::keep_freed_memory`].
+/// Measured on that step (`AUTODIFF_BATCHES=1 cargo bench --bench
+/// autodiff`, `AUTODIFF_LIMIT=max`, best of batches): compiled, every
+/// product exact takes 1.04-1.06 ms against 1.03-1.09 ms with the default
+/// (JAX: 1.22 ms); eagerly (`value_and_grad`), 2.09 ms against 1.08-1.15
+/// ms with glibc's default allocator settings, because glibc then gives
+/// the step's freed arrays back to the system and faults them in again on
+/// every step (the gemm crate's own scratch, allocated and freed per call,
+/// happens to raise glibc's thresholds above the step's size), and 1.10
+/// ms after [`crate::memory::keep_freed_memory`].
 ///
 /// ```
 /// use flaxen::tensor::{set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
