@@ -26,8 +26,8 @@ use super::debug_nans::{check_gradients, check_nans, debug_nans};
 use super::error::{Result, TensorError};
 use super::grad::{detach, pull, trace_on};
 use super::ops::binary::{
-    is_trailing, nan_max, picks, Rule, DIV, DIV_DA, DIV_DB, DIV_TRACED_DA, DIV_TRACED_DB, MUL,
-    MUL_DA, MUL_DB,
+    div_da, div_db, div_op, div_traced_da, div_traced_db, is_trailing, mul_da, mul_db, mul_op,
+    nan_max, picks, Rule,
 };
 use super::ops::cross_entropy;
 use super::ops::matmul::{exact_matmul_limit, matmul_slices_into, DotRoute};
@@ -390,8 +390,8 @@ impl Scaling {
     #[inline(always)]
     fn apply(self, x: f32) -> f32 {
         match self {
-            Scaling::Mul(r) => MUL(x, r),
-            Scaling::Div(c) => DIV(x, c),
+            Scaling::Mul(r) => mul_op(x, r),
+            Scaling::Div(c) => div_op(x, c),
         }
     }
 
@@ -1492,8 +1492,8 @@ fn forward_body(
         OpKind::Unary(func, _) => unary_fn::apply_into(func, a, out),
         OpKind::Add => zip_into(step, a, b, out, |x, y| x + y),
         OpKind::Sub => zip_into(step, a, b, out, |x, y| x - y),
-        OpKind::Mul => zip_into(step, a, b, out, MUL),
-        OpKind::Div | OpKind::DivTraced => zip_into(step, a, b, out, DIV),
+        OpKind::Mul => zip_into(step, a, b, out, mul_op),
+        OpKind::Div | OpKind::DivTraced => zip_into(step, a, b, out, div_op),
         OpKind::Matmul => product(step, 0, a, b, out, scratch),
         OpKind::SumAll => out[0] = crate::xla::reduce::sum_all(a, &step.in_shapes[0]),
         OpKind::SumLast { mean, .. } => {
@@ -1561,11 +1561,11 @@ fn select_forward<M: Mask>(step: &Step, out: &mut [f32], mask: &[M], b: &[f32], 
         // One loop per folded combination (each vectorizes).
         match (step.pre_relu, step.scale) {
             (false, None) => select_into(out, mask, b, f, |t| t),
-            (false, Some(Scaling::Mul(r))) => select_into(out, mask, b, f, |t| MUL(t, r)),
-            (false, Some(Scaling::Div(d))) => select_into(out, mask, b, f, |t| DIV(t, d)),
+            (false, Some(Scaling::Mul(r))) => select_into(out, mask, b, f, |t| mul_op(t, r)),
+            (false, Some(Scaling::Div(d))) => select_into(out, mask, b, f, |t| div_op(t, d)),
             (true, None) => select_into(out, mask, b, f, relu),
-            (true, Some(Scaling::Mul(r))) => select_into(out, mask, b, f, |t| MUL(relu(t), r)),
-            (true, Some(Scaling::Div(d))) => select_into(out, mask, b, f, |t| DIV(relu(t), d)),
+            (true, Some(Scaling::Mul(r))) => select_into(out, mask, b, f, |t| mul_op(relu(t), r)),
+            (true, Some(Scaling::Div(d))) => select_into(out, mask, b, f, |t| div_op(relu(t), d)),
         }
     } else {
         for (((o, &m), &t), &f) in out.iter_mut().zip(mask).zip(b).zip(c) {
@@ -1658,7 +1658,7 @@ fn scaled_into(
     a: &[f32],
     b: &[f32],
     o: &[f32],
-    rule: Rule,
+    rule: impl Rule,
     dst: &mut [f32],
     rows: &mut Vec<f32>,
 ) {
@@ -1776,22 +1776,12 @@ fn backward_body(
                 *d = g / y;
             }
         }
-        OpKind::Mul => {
-            let rule = if input == 0 { MUL_DA } else { MUL_DB };
-            scaled_into(g, a, b, out, rule, dst, rows)
-        }
-        OpKind::Div => {
-            let rule = if input == 0 { DIV_DA } else { DIV_DB };
-            scaled_into(g, a, b, out, rule, dst, rows)
-        }
-        OpKind::DivTraced => {
-            let rule = if input == 0 {
-                DIV_TRACED_DA
-            } else {
-                DIV_TRACED_DB
-            };
-            scaled_into(g, a, b, out, rule, dst, rows)
-        }
+        OpKind::Mul if input == 0 => scaled_into(g, a, b, out, mul_da, dst, rows),
+        OpKind::Mul => scaled_into(g, a, b, out, mul_db, dst, rows),
+        OpKind::Div if input == 0 => scaled_into(g, a, b, out, div_da, dst, rows),
+        OpKind::Div => scaled_into(g, a, b, out, div_db, dst, rows),
+        OpKind::DivTraced if input == 0 => scaled_into(g, a, b, out, div_traced_da, dst, rows),
+        OpKind::DivTraced => scaled_into(g, a, b, out, div_traced_db, dst, rows),
         // dA = g @ B^T ([m, n] @ [n, k]), dB = A^T @ g ([k, m] @ [m, n]).
         OpKind::Matmul if input == 0 => product(step, 1, g, b, dst, scratch),
         OpKind::Matmul => product(step, 2, a, g, dst, scratch),

@@ -94,7 +94,7 @@ pub(crate) enum OpKind {
     Add,
     Sub,
     Mul,
-    /// Division by a constant scalar (see `binary::DIV_DA`).
+    /// Division by a constant scalar (see `binary::div_da`).
     Div,
     /// Division by anything else.
     DivTraced,

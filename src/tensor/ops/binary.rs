@@ -13,23 +13,42 @@ use crate::tensor::Tensor;
 /// A partial derivative as a function of (lhs, rhs, output).
 /// A backward rule: an input's cotangent element from the output's
 /// cotangent `g`, the operands `x`, `y` and the output, in JAX's order.
-pub(crate) type Rule = fn(f32, f32, f32, f32) -> f32;
+pub(crate) trait Rule: Fn(f32, f32, f32, f32) -> f32 + Copy + Send + Sync + 'static {}
+
+impl<R: Fn(f32, f32, f32, f32) -> f32 + Copy + Send + Sync + 'static> Rule for R {}
 
 // The functions and partial derivatives of `mul` and `div`, shared with
-// compiled steps.
-pub(crate) const MUL: fn(f32, f32) -> f32 = |x, y| x * y;
-pub(crate) const MUL_DA: Rule = |g, _, y, _| g * y;
-pub(crate) const MUL_DB: Rule = |g, x, _, _| g * x;
-pub(crate) const DIV: fn(f32, f32) -> f32 = |x, y| x / y;
+// compiled steps. Functions, not function pointers, so that each loop
+// over elements is compiled with its own arithmetic inlined.
+pub(crate) fn mul_op(x: f32, y: f32) -> f32 {
+    x * y
+}
+pub(crate) fn mul_da(g: f32, _: f32, y: f32, _: f32) -> f32 {
+    g * y
+}
+pub(crate) fn mul_db(g: f32, x: f32, _: f32, _: f32) -> f32 {
+    g * x
+}
+pub(crate) fn div_op(x: f32, y: f32) -> f32 {
+    x / y
+}
 // A constant scalar divisor (a literal in JAX's program): XLA multiplies
 // the cotangent by its reciprocal.
-pub(crate) const DIV_DA: Rule = |g, _, y, _| g * (1.0 / y);
-pub(crate) const DIV_DB: Rule = |g, x, y, _| g * (-x / (y * y));
+pub(crate) fn div_da(g: f32, _: f32, y: f32, _: f32) -> f32 {
+    g * (1.0 / y)
+}
+pub(crate) fn div_db(g: f32, x: f32, y: f32, _: f32) -> f32 {
+    g * (-x / (y * y))
+}
 // Any other divisor: JAX's rules as its program computes them,
 // `div(g, y)` and `neg(mul(mul(g, integer_pow(y, -2)), x))`, where
 // `integer_pow(y, -2)` is `1 / (y * y)`.
-pub(crate) const DIV_TRACED_DA: Rule = |g, _, y, _| g / y;
-pub(crate) const DIV_TRACED_DB: Rule = |g, x, y, _| -((g * (1.0 / (y * y))) * x);
+pub(crate) fn div_traced_da(g: f32, _: f32, y: f32, _: f32) -> f32 {
+    g / y
+}
+pub(crate) fn div_traced_db(g: f32, x: f32, y: f32, _: f32) -> f32 {
+    -((g * (1.0 / (y * y))) * x)
+}
 
 /// `f` applied elementwise over the broadcast of `a` and `b`.
 fn zip_map(
@@ -45,6 +64,10 @@ fn zip_map(
         let (sa, sb) = (a.shape(), b.shape());
         let fast = if same_shape(sa, sb) {
             Some((x.iter().zip(y).map(|(&x, &y)| f(x, y)).collect(), a))
+        } else if let ([y], true) = (y, is_trailing(sb, sa)) {
+            Some((x.iter().map(|&x| f(x, *y)).collect(), a))
+        } else if let ([x], true) = (x, is_trailing(sa, sb)) {
+            Some((y.iter().map(|&y| f(*x, y)).collect(), b))
         } else if sb.len() <= sa.len() && is_trailing(sb, sa) && !y.is_empty() {
             let mut v = Vec::with_capacity(x.len());
             for row in x.chunks_exact(y.len()) {
@@ -87,18 +110,42 @@ fn scale_grad(
     a: &ArcArray<f32, IxDyn>,
     b: &ArcArray<f32, IxDyn>,
     out: &ArcArray<f32, IxDyn>,
-    rule: Rule,
+    rule: impl Rule,
     shape: &[usize],
 ) -> ArrayD<f32> {
-    if same_shape(a.shape(), b.shape()) && same_shape(g.shape(), a.shape()) {
-        if let (Some(gs), Some(x), Some(y), Some(o)) =
-            (g.as_slice_mut(), a.as_slice(), b.as_slice(), out.as_slice())
-        {
-            for (((g, &x), &y), &o) in gs.iter_mut().zip(x).zip(y).zip(o) {
-                *g = rule(*g, x, y, o);
+    // Row-major operands of the output's size, or of one element (a
+    // scalar), are read as slices; `g` and `out` have the output's shape.
+    let n = g.len();
+    if let (Some(gs), Some(o), Some(x), Some(y)) = (
+        g.as_slice_mut(),
+        out.as_slice(),
+        Picked::of_len(a, n),
+        Picked::of_len(b, n),
+    ) {
+        let gs = gs.iter_mut().zip(o);
+        match (x, y) {
+            (Picked::Full(x), Picked::Full(y)) => {
+                for (((g, &o), &x), &y) in gs.zip(x).zip(y) {
+                    *g = rule(*g, x, y, o);
+                }
             }
-            return sum_to(g, shape);
+            (Picked::Full(x), Picked::One(y)) => {
+                for ((g, &o), &x) in gs.zip(x) {
+                    *g = rule(*g, x, y, o);
+                }
+            }
+            (Picked::One(x), Picked::Full(y)) => {
+                for ((g, &o), &y) in gs.zip(y) {
+                    *g = rule(*g, x, y, o);
+                }
+            }
+            (Picked::One(x), Picked::One(y)) => {
+                for (g, &o) in gs {
+                    *g = rule(*g, x, y, o);
+                }
+            }
         }
+        return sum_to(g, shape);
     }
     let dim = g.raw_dim();
     Zip::from(&mut g)
@@ -190,9 +237,9 @@ enum Tangent {
 fn binary_tangent(
     how: Tangent,
     (a, b, o): (Tensor, Tensor, Tensor),
-    (da, db): (Rule, Rule),
+    (da, db): (impl Rule, impl Rule),
 ) -> TangentRule {
-    let partial = |a: &Tensor, b: &Tensor, o: &Tensor, rule: Rule| -> Result<Tensor> {
+    fn partial(a: &Tensor, b: &Tensor, o: &Tensor, rule: impl Rule) -> Result<Tensor> {
         let shape = broadcast_shapes_for("jvp", a.shape(), b.shape())?;
         let dim = IxDyn(&shape);
         let p = Zip::from(&a.data.broadcast(dim.clone()).expect("broadcasts"))
@@ -200,7 +247,7 @@ fn binary_tangent(
             .and(&o.data)
             .map_collect(|&x, &y, &o| rule(1.0, x, y, o));
         Ok(Tensor::from_array(p))
-    };
+    }
     Box::new(move |t: &[Option<Tensor>]| {
         let (ta, tb) = (t[0].as_ref(), t[1].as_ref());
         // Under `jvp` the sum of the two terms is fused into the first
@@ -263,8 +310,8 @@ fn binary(
     kind: OpKind,
     a: &Tensor,
     b: &Tensor,
-    f: fn(f32, f32) -> f32,
-    (da, db): (Rule, Rule),
+    f: impl Fn(f32, f32) -> f32,
+    (da, db): (impl Rule, impl Rule),
     how: Tangent,
 ) -> Result<Tensor> {
     let out = zip_map(op, &a.data, &b.data, f)?.into_shared();
@@ -411,13 +458,13 @@ impl Tensor {
 
     /// `self * other` elementwise, broadcasting.
     pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
-        let rules = (MUL_DA, MUL_DB);
+        let rules = (mul_da, mul_db);
         binary(
             "mul",
             OpKind::Mul,
             self,
             other,
-            MUL,
+            mul_op,
             rules,
             Tangent::Product,
         )
@@ -430,24 +477,24 @@ impl Tensor {
         // and XLA then multiplies by the reciprocal; an array divisor is an
         // argument, divided by truly.
         if other.is_traced() || other.data.len() != 1 {
-            let rules = (DIV_TRACED_DA, DIV_TRACED_DB);
+            let rules = (div_traced_da, div_traced_db);
             binary(
                 "div",
                 OpKind::DivTraced,
                 self,
                 other,
-                DIV,
+                div_op,
                 rules,
                 Tangent::Quotient,
             )
         } else {
-            let rules = (DIV_DA, DIV_DB);
+            let rules = (div_da, div_db);
             binary(
                 "div",
                 OpKind::Div,
                 self,
                 other,
-                DIV,
+                div_op,
                 rules,
                 Tangent::Quotient,
             )
@@ -558,13 +605,31 @@ impl Tensor {
         let branches = broadcast_shapes_for("select", on_true.shape(), on_false.shape())?;
         let shape = broadcast_shapes_for("select", mask.shape(), &branches)?;
         let dim = IxDyn(&shape);
-        let m = mask.data.broadcast(dim.clone()).unwrap().to_owned();
-        let out = Zip::from(&m)
-            .and_broadcast(on_true.data.broadcast(dim.clone()).unwrap())
-            .and_broadcast(on_false.data.broadcast(dim).unwrap())
-            .map_collect(|&m, &t, &f| if picks(m) { t } else { f })
-            .into_shared();
-        let m = m.into_shared();
+        // A mask of the output's shape is kept as it is (shared), not
+        // copied; row-major operands are selected from as slices.
+        let m = if same_shape(mask.shape(), &shape) {
+            mask.data.clone()
+        } else {
+            mask.data
+                .broadcast(dim.clone())
+                .unwrap()
+                .to_owned()
+                .into_shared()
+        };
+        let out = match (
+            m.as_slice(),
+            Picked::of(on_true, &shape),
+            Picked::of(on_false, &shape),
+        ) {
+            (Some(ms), Some(t), Some(f)) => {
+                array_from_vec(dim, select_slices(ms, t, f)).into_shared()
+            }
+            _ => Zip::from(&m)
+                .and_broadcast(on_true.data.broadcast(dim.clone()).unwrap())
+                .and_broadcast(on_false.data.broadcast(dim).unwrap())
+                .map_collect(|&m, &t, &f| if picks(m) { t } else { f })
+                .into_shared(),
+        };
         let (st, sf) = (on_true.shape().to_vec(), on_false.shape().to_vec());
         let mask = Tensor::constant(m.clone());
         let tangent = || -> TangentRule {
@@ -584,11 +649,19 @@ impl Tensor {
         Ok(
             Tensor::record_kind(out, &inputs, OpKind::Select, move |g, needs| {
                 let pick = |mut g: ArrayD<f32>, keep: bool, shape: &[usize]| {
-                    Zip::from(&mut g).and(&m).for_each(|g, &m| {
-                        if picks(m) != keep {
-                            *g = 0.0
+                    match (g.as_slice_mut(), m.as_slice()) {
+                        (Some(gs), Some(ms)) if gs.len() == ms.len() => {
+                            // A select, not a conditional store: vectorizes.
+                            for (g, &m) in gs.iter_mut().zip(ms) {
+                                *g = if picks(m) == keep { *g } else { 0.0 };
+                            }
                         }
-                    });
+                        _ => Zip::from(&mut g).and(&m).for_each(|g, &m| {
+                            if picks(m) != keep {
+                                *g = 0.0
+                            }
+                        }),
+                    }
                     sum_to(g, shape)
                 };
                 let mut grads = split(
@@ -602,6 +675,57 @@ impl Tensor {
             })
             .with_tangent(tangent),
         )
+    }
+}
+
+/// An operand of an elementwise operation read from a row-major slice: all
+/// of it (the output's shape) or its one element (any shape of one
+/// element).
+#[derive(Clone, Copy)]
+enum Picked<'a> {
+    Full(&'a [f32]),
+    One(f32),
+}
+
+impl<'a> Picked<'a> {
+    /// `t` as an operand of `n` elements, if it is row-major and of that
+    /// length or of one element. (An operand that broadcasts to an output
+    /// of as many elements lies in row-major order as the output does.)
+    fn of_len(t: &'a ArcArray<f32, IxDyn>, n: usize) -> Option<Picked<'a>> {
+        match t.as_slice()? {
+            [one] => Some(Picked::One(*one)),
+            s if s.len() == n => Some(Picked::Full(s)),
+            _ => None,
+        }
+    }
+
+    /// `t` as a branch of a select of `shape`, if it is row-major and of
+    /// that shape or of one element.
+    fn of(t: &'a Tensor, shape: &[usize]) -> Option<Picked<'a>> {
+        let s = t.data.as_slice()?;
+        match s {
+            [one] => Some(Picked::One(*one)),
+            _ if same_shape(t.shape(), shape) => Some(Picked::Full(s)),
+            _ => None,
+        }
+    }
+}
+
+/// `mask ? t : f` elementwise over `mask`'s length, each loop specialised
+/// to its operands (vectorized).
+fn select_slices(mask: &[f32], t: Picked<'_>, f: Picked<'_>) -> Vec<f32> {
+    let pick = |m: f32, t: f32, f: f32| if picks(m) { t } else { f };
+    match (t, f) {
+        (Picked::Full(t), Picked::Full(f)) => (mask.iter().zip(t).zip(f))
+            .map(|((&m, &t), &f)| pick(m, t, f))
+            .collect(),
+        (Picked::Full(t), Picked::One(f)) => {
+            mask.iter().zip(t).map(|(&m, &t)| pick(m, t, f)).collect()
+        }
+        (Picked::One(t), Picked::Full(f)) => {
+            mask.iter().zip(f).map(|(&m, &f)| pick(m, t, f)).collect()
+        }
+        (Picked::One(t), Picked::One(f)) => mask.iter().map(|&m| pick(m, t, f)).collect(),
     }
 }
 
@@ -619,7 +743,8 @@ pub(crate) fn flush(x: f32) -> f32 {
 /// Whether a `where` mask value picks `on_true`: non-zero, a subnormal
 /// counting as zero as in XLA:CPU's comparisons.
 pub(crate) fn picks(m: f32) -> bool {
-    flush(m) != 0.0
+    // `flush(m) != 0.0` without a branch (vectorizes).
+    m.abs() >= f32::MIN_POSITIVE || m.is_nan()
 }
 
 /// Panics with the error's message; used by the operator overloads.
@@ -749,5 +874,74 @@ mod add_consuming_tests {
         for k in ["w", "b"] {
             assert_eq!(bits(g1.tensor(k).unwrap()), bits(g2.tensor(k).unwrap()));
         }
+    }
+}
+
+#[cfg(test)]
+mod slice_path_tests {
+    use crate::tensor::{value_and_grad, Tensor, Tree};
+
+    fn bits(t: &Tensor) -> Vec<u32> {
+        t.to_vec().iter().map(|v| v.to_bits()).collect()
+    }
+
+    /// `values` as a row-major `[4, 3]` tensor and as the transposed view
+    /// of a `[3, 4]` one (the same elements, not row-major: the broadcast
+    /// path).
+    fn both(values: &[f32]) -> [Tensor; 2] {
+        let row_major = Tensor::from_vec(values.to_vec(), &[4, 3]).unwrap();
+        let t: Vec<f32> = (0..12).map(|i| values[(i % 4) * 3 + i / 4]).collect();
+        let strided = Tensor::from_vec(t, &[3, 4]).unwrap().transpose();
+        assert!(strided.data.as_slice().is_none());
+        assert_eq!(bits(&strided), bits(&row_major));
+        [row_major, strided]
+    }
+
+    /// `select` and the products and quotients by a scalar give the same
+    /// values and gradients on row-major slices as through broadcasting,
+    /// including NaN, infinite, zero and subnormal mask values.
+    #[test]
+    fn slices_and_broadcasting_agree() {
+        let mask = [
+            1.0,
+            0.0,
+            f32::NAN,
+            1e-45,
+            -1e-45,
+            2.0,
+            -0.0,
+            f32::INFINITY,
+            1.0,
+            0.0,
+            1.0,
+            1.0,
+        ];
+        let x: Vec<f32> = (0..12).map(|i| i as f32 * 0.37 - 1.9).collect();
+        let w: Vec<f32> = (0..12).map(|i| 1.3 - i as f32 * 0.21).collect();
+        let results: Vec<(Vec<u32>, Vec<u32>)> = both(&mask)
+            .iter()
+            .zip(both(&x))
+            .map(|(m, x)| {
+                let params = Tree::new().with("x", x).with("s", Tensor::scalar(0.8));
+                let (v, g) = value_and_grad(
+                    |p| {
+                        let x = p.tensor("x")?;
+                        let s = p.tensor("s")?;
+                        let a = Tensor::select(m, &x.mul(s)?, &Tensor::zeros(&[]))?;
+                        let b =
+                            Tensor::select(m, &Tensor::scalar(3.0), &x.div(&Tensor::scalar(0.9))?)?;
+                        let c = Tensor::select(m, &x.div(s)?, &x.mul(&Tensor::scalar(-2.0))?)?;
+                        let w = Tensor::from_vec(w.clone(), &[4, 3])?;
+                        Ok(a.add(&b)?.add(&c)?.mul(&w)?.sum_all())
+                    },
+                    &params,
+                )
+                .unwrap();
+                let mut grads = bits(g.tensor("x").unwrap());
+                grads.extend(bits(g.tensor("s").unwrap()));
+                (bits(&v), grads)
+            })
+            .collect();
+        assert_eq!(results[0], results[1]);
     }
 }
