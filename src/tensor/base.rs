@@ -145,6 +145,7 @@ impl Tensor {
 
     /// A read-only view of the values.
     pub fn view(&self) -> ArrayViewD<'_, f32> {
+        self.note_read();
         self.data.view()
     }
 
@@ -157,7 +158,9 @@ impl Tensor {
     /// Notes on its tape that a traced tensor's values were read: a
     /// compiled step that did so is not replayed (it would bake in the
     /// branch taken while tracing, where JAX raises a concretization error).
-    fn note_read(&self) {
+    /// Operations whose result depends on the values without being
+    /// recorded (comparisons, `argmax`) note it too.
+    pub(crate) fn note_read(&self) {
         if let Some(tr) = &self.tracer {
             if tr.tape.is_open() {
                 tr.tape.mark_read();

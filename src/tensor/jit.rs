@@ -165,8 +165,64 @@ where
     }
 }
 
+/// [`jit_value_and_grad_with_keys`] for a function that also returns
+/// auxiliary outputs: `jax.jit(jax.value_and_grad(f, has_aux=True))(params,
+/// inputs, keys)`, where `f` returns the loss and a tree of tensors (a
+/// model's updated `batch_stats`, its predictions, metrics). Call it with
+/// [`call_with_aux`](JitValueAndGrad::call_with_aux), which returns
+/// `((loss, aux), grads)`.
+///
+/// Auxiliary outputs are outputs of the compiled program: an operation's
+/// value computed again on every call, an argument passed through, or a
+/// tensor that depends on no argument (baked in when traced, as `jax.jit`
+/// bakes in a captured constant). Computing them need not be
+/// differentiable: operations that only they use (a sum over several
+/// axes, a comparison, a reshape) have no backward to replay. Pass no keys
+/// (`&[]`) for a step that draws no random numbers.
+///
+/// ```
+/// use flaxen::tensor::{jit_value_and_grad_with_aux, value_and_grad_with_aux, Tensor, Tree};
+///
+/// let loss = |p: &Tree, b: &Tree, _: &[flaxen::random::Key]| {
+///     let pred = b.tensor("x")?.matmul(p.tensor("w")?)?;
+///     let loss = (&pred - b.tensor("y")?).square().mean_all();
+///     // Also return the predictions and their mean.
+///     let aux = Tree::new()
+///         .with("pred", pred.clone())
+///         .with("mean", pred.mean_all());
+///     Ok((loss, aux))
+/// };
+/// let mut step = jit_value_and_grad_with_aux(loss);
+/// let params = Tree::new().with("w", Tensor::full(&[3, 1], 0.5));
+/// for i in 0..3 {
+///     let batch = Tree::new()
+///         .with("x", Tensor::full(&[4, 3], i as f32))
+///         .with("y", Tensor::zeros(&[4, 1]));
+///     let ((l, aux), grads) = step.call_with_aux(&params, &batch, &[]).unwrap();
+///     // The numbers of an eager step.
+///     let ((l_eager, aux_eager), _) =
+///         value_and_grad_with_aux(|p| loss(p, &batch, &[]), &params).unwrap();
+///     assert_eq!(l.item().unwrap(), l_eager.item().unwrap());
+///     assert_eq!(aux.tensor("pred").unwrap().to_vec(), aux_eager.tensor("pred").unwrap().to_vec());
+///     assert_eq!(aux.tensor("mean").unwrap().item().unwrap(), 1.5 * i as f32);
+///     assert_eq!(grads.tensor("w").unwrap().shape(), &[3, 1]);
+/// }
+/// assert!(step.is_compiled());
+/// ```
+pub fn jit_value_and_grad_with_aux<F>(f: F) -> JitValueAndGrad<F>
+where
+    F: Fn(&Tree, &Tree, &[Key]) -> crate::Result<(Tensor, Tree)>,
+{
+    JitValueAndGrad {
+        f,
+        plan: None,
+        no_inputs: Tree::new(),
+    }
+}
+
 /// A compiled `value_and_grad` step; see [`jit_value_and_grad`],
-/// [`jit_value_and_grad_with`] and [`jit_value_and_grad_with_keys`].
+/// [`jit_value_and_grad_with`], [`jit_value_and_grad_with_keys`] and
+/// [`jit_value_and_grad_with_aux`].
 pub struct JitValueAndGrad<F> {
     f: F,
     /// The replay plan and whether it can be used (`None`: never traced).
@@ -197,7 +253,8 @@ where
     /// Fails as [`value_and_grad`](super::value_and_grad) does.
     pub fn call_with(&mut self, params: &Tree, inputs: &Tree) -> crate::Result<(Tensor, Tree)> {
         let f = &self.f;
-        compiled_call(&mut self.plan, |p, i, _| f(p, i), params, inputs, None)
+        let f = |p: &Tree, i: &Tree, _: &[Key]| Ok((f(p, i)?, Tree::new()));
+        compiled_call(&mut self.plan, f, params, inputs, None, &mut None)
     }
 }
 
@@ -218,7 +275,37 @@ where
         inputs: &Tree,
         keys: &[Key],
     ) -> crate::Result<(Tensor, Tree)> {
-        compiled_call(&mut self.plan, &self.f, params, inputs, Some(keys))
+        let f = |p: &Tree, i: &Tree, k: &[Key]| Ok(((self.f)(p, i, k)?, Tree::new()));
+        compiled_call(&mut self.plan, f, params, inputs, Some(keys), &mut None)
+    }
+}
+
+impl<F> JitValueAndGrad<F>
+where
+    F: Fn(&Tree, &Tree, &[Key]) -> crate::Result<(Tensor, Tree)>,
+{
+    /// The value of `f(params, inputs, keys)`, its auxiliary outputs and
+    /// its gradient with respect to every tensor of `params`, for a step
+    /// made by [`jit_value_and_grad_with_aux`]: `((loss, aux), grads)`.
+    ///
+    /// Fails as [`value_and_grad_with_aux`](super::value_and_grad_with_aux)
+    /// does.
+    pub fn call_with_aux(
+        &mut self,
+        params: &Tree,
+        inputs: &Tree,
+        keys: &[Key],
+    ) -> crate::Result<((Tensor, Tree), Tree)> {
+        let mut aux = None;
+        let (loss, grads) = compiled_call(
+            &mut self.plan,
+            &self.f,
+            params,
+            inputs,
+            Some(keys),
+            &mut aux,
+        )?;
+        Ok(((loss, aux.unwrap_or_default()), grads))
     }
 }
 
@@ -232,13 +319,16 @@ impl<F> JitValueAndGrad<F> {
 
 /// One call of a compiled step: a replay of `plan` when it fits, else a
 /// trace of `f` (which plans the next replays). `keys`: the step's key
-/// arguments, for a step with keys.
+/// arguments, for a step with keys. The auxiliary outputs go to `aux`
+/// (left `None` when there are none), out of the way of the result, which
+/// is moved through every call.
 fn compiled_call(
     plan: &mut Option<Result<Plan>>,
-    f: impl Fn(&Tree, &Tree, &[Key]) -> crate::Result<Tensor>,
+    f: impl Fn(&Tree, &Tree, &[Key]) -> crate::Result<(Tensor, Tree)>,
     params: &Tree,
     inputs: &Tree,
     keys: Option<&[Key]>,
+    aux_out: &mut Option<Tree>,
 ) -> crate::Result<(Tensor, Tree)> {
     // Inside another differentiation a replay would hand back constants.
     let traced_in = |t: &Tree| t.leaves().iter().any(Tensor::is_traced);
@@ -251,7 +341,7 @@ fn compiled_call(
     // function de-optimized).
     if let (Some(Ok(p)), false) = (&mut *plan, debug_nans()) {
         if p.accepts(params, inputs, keys_given.len()) {
-            return p.run(params, inputs, keys_given);
+            return p.run(params, inputs, keys_given, aux_out);
         }
     }
     // Trace: run eagerly, keeping the tape to plan the replays.
@@ -273,7 +363,7 @@ fn compiled_call(
     };
     tape.close();
     let nan = check_nans();
-    let out = result?;
+    let (out, aux) = result?;
     nan?;
     if out.ndim() != 0 {
         return Err(TensorError::NotScalar {
@@ -300,18 +390,78 @@ fn compiled_call(
         ))
     } else {
         let samplers = rngs.map(|t| t.samplers).unwrap_or_default();
-        Plan::new(
-            &tape,
-            &out,
-            params,
-            inputs,
-            samplers,
-            keys_given.len(),
-            None,
-        )
-        .map(|plan| plan.with_int_args(int_args))
+        let leaves = params.leaves().len() + inputs.leaves().len();
+        aux_outputs(&tape, leaves, &aux).and_then(|outs| {
+            let read: Vec<usize> = outs.iter().filter_map(Out::node).collect();
+            let plan = Plan::new(
+                &tape,
+                &out,
+                params,
+                inputs,
+                samplers,
+                keys_given.len(),
+                &read,
+                false,
+            )?;
+            Ok(plan.with_int_args(int_args).with_aux(&aux, outs))
+        })
     });
+    // The auxiliary outputs traced here, as constants (others as they are).
+    let on_tape = |t: &Tensor| {
+        t.tracer
+            .as_ref()
+            .is_some_and(|tr| Arc::ptr_eq(&tr.tape, &tape))
+    };
+    let aux = aux
+        .with_leaves(
+            aux.leaves()
+                .iter()
+                .map(|t| if on_tape(t) { detach(t) } else { t.clone() })
+                .collect(),
+        )
+        .expect("one tensor per leaf");
+    *aux_out = Some(aux);
     Ok((detach(&out), grads))
+}
+
+/// Where one output of a compiled program comes from, besides what it
+/// differentiates.
+pub(crate) enum Out {
+    /// An operation's value, of this shape.
+    Node(usize, Vec<usize>),
+    /// Argument (leaf) `i`, passed through.
+    Leaf(usize),
+    /// A value that depends on no argument, captured when traced.
+    Const(Tensor),
+}
+
+impl Out {
+    /// The operation this output reads, if it is one.
+    pub(crate) fn node(&self) -> Option<usize> {
+        match self {
+            Out::Node(id, _) => Some(*id),
+            _ => None,
+        }
+    }
+}
+
+/// Where each tensor of a step's auxiliary outputs comes from (the first
+/// `leaves` nodes of `tape` being the arguments); an error (the step then
+/// runs eagerly) for a tensor traced by another transformation.
+fn aux_outputs(tape: &Arc<Tape>, leaves: usize, aux: &Tree) -> Result<Vec<Out>> {
+    aux.leaves()
+        .iter()
+        .map(|t| match &t.tracer {
+            Some(tr) if !Arc::ptr_eq(&tr.tape, tape) => Err(unsupported(
+                "an auxiliary output is traced by another transformation; the function runs \
+                 eagerly on each call"
+                    .into(),
+            )),
+            Some(tr) if tr.node < leaves => Ok(Out::Leaf(tr.node)),
+            Some(tr) => Ok(Out::Node(tr.node, t.shape().to_vec())),
+            None => Ok(Out::Const(t.clone())),
+        })
+        .collect()
 }
 
 impl<F> std::fmt::Debug for JitValueAndGrad<F> {
@@ -419,9 +569,11 @@ pub(crate) struct Plan {
     /// comparison of keys.
     accepted: Option<(Structure, Structure)>,
     /// Parameter leaves are nodes `0..params`, input leaves
-    /// `params..leaves`.
+    /// `params..leaves`; the loss (the value differentiated) is node
+    /// `loss_node`.
     params: usize,
     leaves: usize,
+    loss_node: usize,
     /// Steps for nodes `leaves..=root`.
     steps: Vec<Step>,
     consts: Vec<Vec<f32>>,
@@ -454,6 +606,10 @@ pub(crate) struct Plan {
     int_args: Vec<bool>,
     /// The label operands that are integer arguments.
     labels: Vec<LabelArg>,
+    /// The auxiliary outputs: their structure (placeholder leaves) and
+    /// where each comes from.
+    aux_template: Tree,
+    aux: Vec<Out>,
 }
 
 /// A [`OpKind::LabelLogits`] step's labels that are integer array `array`
@@ -483,10 +639,12 @@ fn unsupported(message: String) -> TensorError {
 }
 
 impl Plan {
-    /// Plans the replay of `tape` up to `out`, or says why it cannot.
-    /// `forward_outputs`: a forward pass only, whose caller reads these
-    /// nodes besides `out` (this admits the steps that have no replayed
-    /// backward); `None`: a training step.
+    /// Plans the replay of `tape` up to `out` and the nodes `outputs`
+    /// (operations the caller reads besides `out`), or says why it cannot.
+    /// `forward_only`: a forward pass only (this admits the steps that have
+    /// no replayed backward); else a training step, differentiating `out`
+    /// (steps that no gradient of it passes through need no backward).
+    #[allow(clippy::too_many_arguments)]
     fn new(
         tape: &Arc<Tape>,
         out: &Tensor,
@@ -494,12 +652,12 @@ impl Plan {
         inputs: &Tree,
         samplers: Vec<Sampler>,
         keys: usize,
-        forward_outputs: Option<&[usize]>,
+        outputs: &[usize],
+        forward_only: bool,
     ) -> Result<Plan> {
-        let forward_only = forward_outputs.is_some();
         let n_params = params.leaves().len();
         let leaves = n_params + inputs.leaves().len();
-        let root = match &out.tracer {
+        let loss = match &out.tracer {
             Some(tr) if Arc::ptr_eq(&tr.tape, tape) && tr.node >= leaves => tr.node,
             _ => {
                 return Err(unsupported(
@@ -507,7 +665,19 @@ impl Plan {
                 ))
             }
         };
+        // The replay runs up to the last node anyone reads.
+        let root = outputs.iter().copied().fold(loss, usize::max);
         let nodes = tape.nodes();
+        // The nodes the loss depends on: only their steps need a backward.
+        let mut ancestor = vec![false; root + 1];
+        ancestor[loss] = !forward_only;
+        for id in (leaves..=loss).rev() {
+            if ancestor[id] {
+                for i in nodes[id].inputs.iter().flatten() {
+                    ancestor[*i] = true;
+                }
+            }
+        }
         let mut shapes: Vec<Vec<usize>> = params
             .leaves()
             .iter()
@@ -544,7 +714,10 @@ impl Plan {
                     | OpKind::Reshape(_)
                     | OpKind::BatchNorm(_)
             );
-            if backward_less && !forward_only {
+            let id = leaves + steps.len();
+            let needs_backward =
+                ancestor[id] && inputs.iter().any(|i| is_differentiable(i, &differentiable));
+            if backward_less && needs_backward {
                 return Err(unsupported(format!(
                     "{:?} is replayed forward only",
                     node.kind
@@ -709,17 +882,14 @@ impl Plan {
         }
         drop(nodes);
         let (mut edges, mut untouched) = (Vec::new(), Vec::new());
+        let mut read = outputs.to_vec();
+        read.push(loss);
         if !forward_only {
-            fold_scalings(&mut steps, &consts, leaves);
+            fold_scalings(&mut steps, &consts, leaves, &read);
         }
-        let masks = byte_masks(
-            &mut steps,
-            &samplers,
-            leaves,
-            forward_outputs.unwrap_or(&[]),
-        );
+        let masks = byte_masks(&mut steps, &samplers, leaves, &read);
         if !forward_only {
-            (edges, untouched) = backward_edges(&steps, &differentiable, leaves, n_params);
+            (edges, untouched) = backward_edges(&steps, &differentiable, leaves, n_params, loss);
         }
         for step in steps.iter_mut() {
             step.ins = std::array::from_fn(|k| In::of(step.inputs.get(k), leaves));
@@ -764,6 +934,7 @@ impl Plan {
             accepted: None,
             params: n_params,
             leaves,
+            loss_node: loss,
             steps,
             consts,
             values,
@@ -781,7 +952,19 @@ impl Plan {
             keys,
             int_args: Vec::new(),
             labels,
+            aux_template: Tree::new(),
+            aux: Vec::new(),
         })
+    }
+
+    /// The plan returning `outs`, in the structure of `aux`, besides the
+    /// loss and gradients.
+    fn with_aux(mut self, aux: &Tree, outs: Vec<Out>) -> Plan {
+        self.aux_template = aux
+            .with_leaves(vec![Tensor::scalar(0.0); outs.len()])
+            .expect("one placeholder per leaf");
+        self.aux = outs;
+        self
     }
 
     /// The plan with `int_args` (per array of the inputs: whether it is an
@@ -857,7 +1040,13 @@ impl Plan {
 
     /// Replays forward and backward on `params`, drawing again from
     /// `keys`.
-    fn run(&mut self, params: &Tree, inputs: &Tree, keys: &[Key]) -> crate::Result<(Tensor, Tree)> {
+    fn run(
+        &mut self,
+        params: &Tree,
+        inputs: &Tree,
+        keys: &[Key],
+        aux_out: &mut Option<Tree>,
+    ) -> crate::Result<(Tensor, Tree)> {
         self.read_labels(inputs)?;
         let Plan {
             template,
@@ -866,6 +1055,7 @@ impl Plan {
             accepted: _,
             params: n_params,
             leaves,
+            loss_node,
             steps,
             consts,
             values,
@@ -883,6 +1073,8 @@ impl Plan {
             keys: _,
             int_args: _,
             labels: _,
+            aux_template,
+            aux,
         } = self;
         // The routes were decided outside a `vmap` layout and for this
         // limit; otherwise each product decides again.
@@ -905,7 +1097,7 @@ impl Plan {
         // Backward, in the eager order. Parameter gradients go straight into
         // the output buffers (copied first only if the caller still holds
         // the previous results).
-        let root = leaves + steps.len() - 1;
+        let root = *loss_node;
         grads[root][0] = 1.0;
         for e in edges.iter() {
             let step = &steps[e.id - leaves];
@@ -945,6 +1137,28 @@ impl Plan {
         let grads = template
             .with_leaves(out_leaves)
             .expect("one gradient per leaf");
+        // No tree at all when there are no auxiliary outputs (an empty one
+        // is an allocation).
+        if !aux.is_empty() {
+            let all: SmallVec<[&Tensor; 16]> =
+                params.leaves().iter().chain(inputs.leaves()).collect();
+            let aux_leaves = aux
+                .iter()
+                .map(|o| match o {
+                    Out::Node(id, shape) => Tensor::constant(
+                        ArcArray::from_shape_vec(IxDyn(shape), values[*id].clone())
+                            .expect("planned shape"),
+                    ),
+                    Out::Leaf(i) => all[*i].clone(),
+                    Out::Const(t) => t.clone(),
+                })
+                .collect();
+            *aux_out = Some(
+                aux_template
+                    .with_leaves(aux_leaves)
+                    .expect("one output per leaf"),
+            );
+        }
         Ok((Tensor::constant(loss.clone()), grads))
     }
 }
@@ -971,7 +1185,8 @@ impl Plan {
             leaves,
             samplers,
             keys,
-            Some(outputs),
+            outputs,
+            true,
         )?;
         // Nothing is differentiated: free the gradient buffers.
         plan.grads = Vec::new();
@@ -1098,8 +1313,8 @@ struct Edge {
     accumulate: bool,
 }
 
-/// The cotangents of the backward pass from the root (the last step), in
-/// the eager order (nodes from the last, each node's inputs in order),
+/// The cotangents of the backward pass from the root (node `root`), in
+/// the eager order (nodes from the root down, each node's inputs in order),
 /// and the parameters (of `0..params`) none reaches. A node's gradient is
 /// carried on only if one reached it, and only to inputs a gradient can
 /// flow into (not constants, inputs, masks or labels): all known when
@@ -1109,8 +1324,8 @@ fn backward_edges(
     differentiable: &[bool],
     leaves: usize,
     params: usize,
+    root: usize,
 ) -> (Vec<Edge>, Vec<usize>) {
-    let root = leaves + steps.len() - 1;
     let mut reached = vec![false; root + 1];
     reached[root] = true;
     let mut edges = Vec::new();
@@ -1262,9 +1477,15 @@ fn is_column(b: &[usize], shape: &[usize]) -> bool {
 /// the cotangent still reaches the folded steps' input in the same place
 /// among that input's other cotangents (no other reader of it lies between
 /// the folded step and the select), the same sums.
-fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize) {
+fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize, outputs: &[usize]) {
     let root = leaves + steps.len().saturating_sub(1);
     let mut readers = vec![0usize; leaves + steps.len()];
+    // What the caller reads is read once more, so never folded.
+    for &o in outputs {
+        if let Some(r) = readers.get_mut(o) {
+            *r += 1;
+        }
+    }
     for step in steps.iter() {
         for src in &step.inputs {
             if let Src::Node(i) = *src {

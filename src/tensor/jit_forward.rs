@@ -17,20 +17,10 @@ use ndarray::{ArcArray, IxDyn};
 use super::compiled::ForwardJit;
 use super::error::TensorError;
 use super::grad::{detach, trace_on};
-use super::jit::Plan;
+use super::jit::{Out, Plan};
 use super::tape::{OpKind, Tape};
 use super::{Tensor, Tree};
 use crate::random::Key;
-
-/// Where one output of a program comes from.
-enum Out {
-    /// An operation's value, of this shape.
-    Node(usize, Vec<usize>),
-    /// Argument `i`, passed through.
-    Leaf(usize),
-    /// A value that depends on no argument, captured when traced.
-    Const(Tensor),
-}
 
 /// A traced function, replayable on arguments of the traced shapes.
 pub(crate) struct ForwardProgram {

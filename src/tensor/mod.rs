@@ -81,7 +81,8 @@ pub use error::{Result, TensorError};
 pub use forward::{jvp, linearize, Linearized};
 pub use grad::{grad, stop_gradient, value_and_grad, value_and_grad_with_aux, vjp, Pullback};
 pub use jit::{
-    jit_value_and_grad, jit_value_and_grad_with, jit_value_and_grad_with_keys, JitValueAndGrad,
+    jit_value_and_grad, jit_value_and_grad_with, jit_value_and_grad_with_aux,
+    jit_value_and_grad_with_keys, JitValueAndGrad,
 };
 pub(crate) use ops::conv::gather_windows as conv_windows;
 pub(crate) use ops::cross_entropy::label_out_of_range;

@@ -554,6 +554,11 @@ impl Tensor {
     }
 
     fn compare(&self, other: &Tensor, op: &'static str, f: fn(f32, f32) -> bool) -> Result<Tensor> {
+        // The mask is a constant, not recorded: a compiled step that
+        // compares traced values cannot replay it (it would keep the
+        // traced call's mask), so it runs eagerly.
+        self.note_read();
+        other.note_read();
         let out = zip_map(op, &self.data, &other.data, |x, y| {
             if f(flush(x), flush(y)) {
                 1.0

@@ -183,6 +183,8 @@ impl Tensor {
         axis: isize,
         better: impl Fn(f32, f32) -> bool,
     ) -> Result<ArrayD<i32>> {
+        // Indices computed from the values, not recorded (see `compare`).
+        self.note_read();
         let a = normalize_axis(op, axis, self.ndim())?;
         if self.shape()[a] == 0 {
             return Err(TensorError::Argument {

@@ -1,0 +1,145 @@
+//! `jit_value_and_grad_with_aux`: auxiliary outputs of a compiled step
+//! (operations, arguments passed through, constants) are those of an eager
+//! `value_and_grad_with_aux`, call after call; and steps whose values
+//! decide something the replay cannot repeat run eagerly instead of
+//! replaying stale values.
+
+mod tensor_common;
+
+use flaxen::core::{Rngs, Variables};
+use flaxen::nn::{Dropout, Module};
+use flaxen::random::{self, Key};
+use flaxen::tensor::{
+    jit_value_and_grad_with, jit_value_and_grad_with_aux, tree_map2, value_and_grad,
+    value_and_grad_with_aux, Tensor, Tree,
+};
+use tensor_common::{to_tensor, Gen};
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.to_vec().iter().map(|v| v.to_bits()).collect()
+}
+
+fn same_trees(a: &Tree, b: &Tree, what: &str) {
+    let (pa, pb) = (a.paths(), b.paths());
+    assert_eq!(pa.len(), pb.len(), "{what}: structure");
+    for ((path, x), (path_b, y)) in pa.into_iter().zip(pb) {
+        assert_eq!(path, path_b, "{what}");
+        assert_eq!(x.shape(), y.shape(), "{what}: shape of {path}");
+        assert_eq!(bits(x), bits(y), "{what}: {path}");
+    }
+}
+
+/// A two-layer step returning its predictions, a statistic computed after
+/// the loss over several axes (no backward to replay), a parameter and an
+/// input passed through, and a constant, over six calls with new batches
+/// and updated parameters; the dropout between the layers draws from the
+/// step's key argument (its input, a `relu`, is returned too, so it is not
+/// folded into the dropout's select).
+#[test]
+fn auxiliary_outputs_are_the_eager_ones() {
+    let mut g = Gen::new(11);
+    let mut params = Tree::new()
+        .with("w0", to_tensor(&g.array(&[4, 6], -0.5, 0.5)))
+        .with("b0", to_tensor(&g.array(&[6], -0.1, 0.1)))
+        .with("w1", to_tensor(&g.array(&[6, 3], -0.5, 0.5)));
+    let constant = to_tensor(&g.array(&[2], -1.0, 1.0));
+    let f = |p: &Tree, b: &Tree, keys: &[Key]| -> flaxen::Result<(Tensor, Tree)> {
+        let h = b
+            .tensor("x")?
+            .matmul(p.tensor("w0")?)?
+            .add(p.tensor("b0")?)?
+            .relu();
+        let rectified = h.clone();
+        let rngs = Rngs::none().with("dropout", keys[0].clone());
+        let h = Dropout::new(0.25).apply(&Variables::new(), h, rngs)?;
+        let pred = h.matmul(p.tensor("w1")?)?;
+        let loss = (&pred - b.tensor("y")?).square().mean_all();
+        let spread = pred.square().reshape(&[-1, 3, 1])?.sum(&[0, 2], false)?;
+        let aux = Tree::new()
+            .with("pred", pred)
+            .with("hidden", h)
+            .with("rectified", rectified)
+            .with("spread", spread)
+            .with("w1", p.tensor("w1")?.clone())
+            .with("x", b.tensor("x")?.clone())
+            .with("constant", constant.clone());
+        Ok((loss, aux))
+    };
+    let mut step = jit_value_and_grad_with_aux(f);
+    for i in 0..6 {
+        let batch = Tree::new()
+            .with("x", to_tensor(&g.array(&[5, 4], -1.0, 1.0)))
+            .with("y", to_tensor(&g.array(&[5, 3], -1.0, 1.0)));
+        let keys = [random::fold_in(random::key(3), i)];
+        let ((l1, aux1), g1) = step.call_with_aux(&params, &batch, &keys).unwrap();
+        let ((l2, aux2), g2) = value_and_grad_with_aux(|p| f(p, &batch, &keys), &params).unwrap();
+        assert_eq!(bits(&l1), bits(&l2), "loss at step {i}");
+        same_trees(&aux1, &aux2, &format!("aux at step {i}"));
+        same_trees(&g1, &g2, &format!("gradients at step {i}"));
+        assert!(!aux1.leaves().iter().any(Tensor::is_traced));
+        params = tree_map2(&params, &g1, |p, g| Ok(p - &(g * 0.1))).unwrap();
+    }
+    assert!(step.is_compiled());
+}
+
+/// The loss may also be an auxiliary output, and a step with no auxiliary
+/// outputs returns an empty tree.
+#[test]
+fn the_loss_itself_and_no_outputs() {
+    let params = Tree::new().with("w", Tensor::full(&[3], 2.0));
+    let f = |p: &Tree, _: &Tree, _: &[Key]| {
+        let loss = p.tensor("w")?.square().sum_all();
+        Ok((loss.clone(), Tree::new().with("loss", loss)))
+    };
+    let mut step = jit_value_and_grad_with_aux(f);
+    for _ in 0..3 {
+        let ((l, aux), _) = step.call_with_aux(&params, &Tree::new(), &[]).unwrap();
+        assert_eq!(l.item().unwrap(), 12.0);
+        assert_eq!(aux.tensor("loss").unwrap().item().unwrap(), 12.0);
+    }
+    assert!(step.is_compiled());
+    let g = |p: &Tree, _: &Tree, _: &[Key]| Ok((p.tensor("w")?.sum_all(), Tree::new()));
+    let mut step = jit_value_and_grad_with_aux(g);
+    for _ in 0..2 {
+        let ((l, aux), grads) = step.call_with_aux(&params, &Tree::new(), &[]).unwrap();
+        assert_eq!(l.item().unwrap(), 6.0);
+        assert!(aux.leaves().is_empty());
+        assert_eq!(grads.tensor("w").unwrap().to_vec(), [1.0; 3]);
+    }
+    assert!(step.is_compiled());
+}
+
+/// A comparison of traced values (a mask) or an `argmax` of them decides
+/// the result: a replay would keep the traced call's mask, so the step
+/// runs eagerly on every call, with each call's own numbers.
+#[test]
+fn comparisons_of_traced_values_run_eagerly() {
+    let f = |p: &Tree, b: &Tree| -> flaxen::Result<Tensor> {
+        let h = b.tensor("x")?.mul(p.tensor("w")?)?;
+        let positive = h.greater(&Tensor::scalar(0.0))?;
+        Ok(Tensor::select(&positive, &h, &Tensor::zeros(&[]))?.sum_all())
+    };
+    let g = |p: &Tree, b: &Tree| -> flaxen::Result<Tensor> {
+        let h = b.tensor("x")?.mul(p.tensor("w")?)?;
+        let best = h.argmax(0)?.into_raw_vec_and_offset().0[0] as f32;
+        Ok(h.sum_all().mul(&Tensor::scalar(best))?)
+    };
+    let params = Tree::new().with("w", Tensor::full(&[3], 1.0));
+    for (name, f) in [
+        (
+            "greater",
+            &f as &dyn Fn(&Tree, &Tree) -> flaxen::Result<Tensor>,
+        ),
+        ("argmax", &g),
+    ] {
+        let mut step = jit_value_and_grad_with(f);
+        for x in [[1.0f32, -1.0, 2.0], [-1.0, 1.0, -2.0], [3.0, 1.0, 0.5]] {
+            let batch = Tree::new().with("x", Tensor::from_vec(x.to_vec(), &[3]).unwrap());
+            let (l1, g1) = step.call_with(&params, &batch).unwrap();
+            let (l2, g2) = value_and_grad(|p| f(p, &batch), &params).unwrap();
+            assert_eq!(bits(&l1), bits(&l2), "{name} on {x:?}");
+            same_trees(&g1, &g2, name);
+        }
+        assert!(!step.is_compiled(), "{name}");
+    }
+}
