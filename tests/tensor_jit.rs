@@ -96,6 +96,37 @@ fn every_replayable_operation() {
     same_as_eager(f, p, 3, true);
 }
 
+/// Sums and means over several axes (kept or not), reshapes and
+/// `maximum` (with a scalar, with a tensor, with ties) on the path to the
+/// loss: replayed backward too, with eager's numbers.
+#[test]
+fn reductions_reshapes_and_maximum_replay() {
+    let mut g = Gen::new(4);
+    let p = Tree::new()
+        .with("x", to_tensor(&g.array(&[6, 4], -1.0, 1.0)))
+        .with("y", to_tensor(&g.array(&[6, 4], -1.0, 1.0)))
+        .with("z", to_tensor(&g.array(&[2, 3, 4], -1.0, 1.0)));
+    let f = |p: &Tree| {
+        let (x, y, z) = (p.tensor("x")?, p.tensor("y")?, p.tensor("z")?);
+        // A BatchNorm's statistics: mean over the batch, clipped variance.
+        let m = x.mean(&[0], true)?;
+        let centered = x - &m;
+        let var = centered.square().mean(&[0], false)?;
+        let clipped = var
+            .sub(&Tensor::scalar(0.05))?
+            .maximum(&Tensor::scalar(0.0))?;
+        let s = z.sum(&[0, 1], false)?.reshape(&[2, 2])?;
+        let t = z.mean(&[0, 2], true)?.reshape(&[3])?;
+        // Ties: `y` against itself, and `x` against `y`.
+        let both = y.maximum(y)?.maximum(x)?;
+        Ok(clipped.sum_all()
+            + s.square().sum_all()
+            + t.exp().sum_all()
+            + both.sum(&[0], false)?.mean_all())
+    };
+    same_as_eager(f, p, 3, true);
+}
+
 #[test]
 fn other_operations_fall_back_to_eager() {
     let mut g = Gen::new(3);

@@ -4,14 +4,18 @@
 //! tape. When every operation on it is one a compiled step knows (2-D
 //! `matmul`, `+ - * /` with equal shapes or a row-broadcast operand, `+ -`
 //! with a column operand no gradient flows into, `neg`, the unary
-//! functions, `sum_all`, `mean_all`, sums and means over the last axis,
+//! functions, `sum_all`, `mean_all`, sums and means over any axes,
+//! `reshape`, `maximum` (with equal shapes or a row-broadcast operand),
 //! `softmax` and `log_softmax` over the last axis, `squeeze`, `select`,
 //! random draws, and the integer-label cross-entropy's gather and
-//! stop-gradient maximum), later calls replay the tape on the new parameter
+//! stop-gradient maximum: an eager `BatchNorm`'s operations among them),
+//! later calls replay the tape on the new parameter
 //! values with buffers allocated once, instead of running `f` again.
 //! Otherwise every call runs `value_and_grad`. The `int32` arrays of the
 //! inputs that such a gather took by reference are arguments (read and
-//! checked on every call); other arrays of the inputs are baked in.
+//! checked on every call); other arrays of the inputs are baked in. A
+//! comparison or `argmax` of traced values, or a read of them, makes
+//! every call run eagerly (the replay would keep the traced call's result).
 //!
 //! Replay runs the same kernels as eager execution, in the same order, so
 //! it produces the same bits.
@@ -26,8 +30,8 @@ use super::debug_nans::{check_gradients, check_nans, debug_nans};
 use super::error::{Result, TensorError};
 use super::grad::{detach, pull, trace_on};
 use super::ops::binary::{
-    div_da, div_db, div_op, div_traced_da, div_traced_db, is_trailing, mul_da, mul_db, mul_op,
-    nan_max, picks, Rule,
+    div_da, div_db, div_op, div_traced_da, div_traced_db, is_trailing, max_da, max_db, mul_da,
+    mul_db, mul_op, nan_max, picks, Rule,
 };
 use super::ops::cross_entropy;
 use super::ops::matmul::{exact_matmul_limit, matmul_slices_into, DotRoute};
@@ -707,13 +711,7 @@ impl Plan {
                     }
                 }
             }
-            let backward_less = matches!(
-                node.kind,
-                OpKind::SumAxes { .. }
-                    | OpKind::Maximum
-                    | OpKind::Reshape(_)
-                    | OpKind::BatchNorm(_)
-            );
+            let backward_less = matches!(node.kind, OpKind::BatchNorm(_));
             let id = leaves + steps.len();
             let needs_backward =
                 ancestor[id] && inputs.iter().any(|i| is_differentiable(i, &differentiable));
@@ -1894,6 +1892,44 @@ fn scaled_into(
     }
 }
 
+/// The cotangent of a sum (or mean) over the axes in bit set `axes` of an
+/// input of `shape`: each element gets its sum's cotangent, times the `f32`
+/// reciprocal of the count for a mean, as eager `reduce_backward` computes
+/// it.
+fn sum_axes_backward(g: &[f32], shape: &[usize], axes: u32, mean: bool, dst: &mut [f32]) {
+    let reduced = |a: usize| axes & (1 << a) != 0;
+    let n: usize = (0..shape.len())
+        .filter(|&a| reduced(a))
+        .map(|a| shape[a])
+        .product();
+    let r = 1.0 / n as f32;
+    let scale = |v: f32| if mean { v * r } else { v };
+    // `g`'s stride along each axis of the input (0 along reduced ones).
+    let mut strides = vec![0usize; shape.len()];
+    let mut stride = 1;
+    for a in (0..shape.len()).rev() {
+        if !reduced(a) {
+            strides[a] = stride;
+            stride *= shape[a];
+        }
+    }
+    // Row-major over the input, an index per axis.
+    let mut index = vec![0usize; shape.len()];
+    let mut at = 0;
+    for d in dst.iter_mut() {
+        *d = scale(g[at]);
+        for a in (0..shape.len()).rev() {
+            index[a] += 1;
+            at += strides[a];
+            if index[a] < shape[a] {
+                break;
+            }
+            at -= strides[a] * shape[a];
+            index[a] = 0;
+        }
+    }
+}
+
 /// Product `which` of a matmul step (0: forward `a @ b`, 1: `g @ b^T`, 2:
 /// `a^T @ g`) of `x` and `y` into `out`, along its planned route when the
 /// routes hold.
@@ -2044,9 +2080,13 @@ fn backward_body(
             let labels = b.iter().map(|&l| l as usize);
             cross_entropy::label_logits_backward(g, last(step), labels, dst)
         }
-        OpKind::SumAxes { .. } | OpKind::Maximum | OpKind::Reshape(_) | OpKind::BatchNorm(_) => {
-            unreachable!("planned forward only")
+        OpKind::Reshape(_) => dst.copy_from_slice(g),
+        OpKind::Maximum if input == 0 => scaled_into(g, a, b, out, max_da, dst, rows),
+        OpKind::Maximum => scaled_into(g, a, b, out, max_db, dst, rows),
+        OpKind::SumAxes { axes, mean, .. } => {
+            sum_axes_backward(g, &step.in_shapes[0], axes, mean, dst)
         }
+        OpKind::BatchNorm(_) => unreachable!("planned forward only"),
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }

@@ -347,7 +347,7 @@ fn sum_tangent(a: &Tensor, b: &Tensor, negate_b: bool) -> TangentRule {
 
 /// JAX's "balanced" derivative of max/min: 1 to the chosen side, 0.5 to each
 /// on a tie, 0 where the result is NaN.
-fn balanced(x: f32, y: f32, out: f32) -> f32 {
+pub(crate) fn balanced(x: f32, y: f32, out: f32) -> f32 {
     if x == out {
         if y == out {
             0.5
@@ -357,6 +357,15 @@ fn balanced(x: f32, y: f32, out: f32) -> f32 {
     } else {
         0.0
     }
+}
+
+/// The partial derivatives of `maximum` (and `minimum`), shared with
+/// compiled steps.
+pub(crate) fn max_da(g: f32, x: f32, y: f32, o: f32) -> f32 {
+    g * balanced(x, y, o)
+}
+pub(crate) fn max_db(g: f32, x: f32, y: f32, o: f32) -> f32 {
+    g * balanced(y, x, o)
 }
 
 /// `jnp.maximum` of two elements: NaN if either is.
@@ -510,10 +519,7 @@ impl Tensor {
             self,
             other,
             nan_max,
-            (
-                |g, x, y, o| g * balanced(x, y, o),
-                |g, x, y, o| g * balanced(y, x, o),
-            ),
+            (max_da, max_db),
             Tangent::Partials,
         )
     }
