@@ -1,8 +1,8 @@
 //! `jit_value_and_grad_with_aux`: auxiliary outputs of a compiled step
 //! (operations, arguments passed through, constants) are those of an eager
-//! `value_and_grad_with_aux`, call after call; and steps whose values
-//! decide something the replay cannot repeat run eagerly instead of
-//! replaying stale values.
+//! `value_and_grad_with_aux`, call after call; comparisons are replayed;
+//! and steps whose values decide something the replay cannot repeat run
+//! eagerly instead of replaying stale values.
 
 mod tensor_common;
 
@@ -109,38 +109,42 @@ fn the_loss_itself_and_no_outputs() {
     assert!(step.is_compiled());
 }
 
-/// A comparison of traced values (a mask) or an `argmax` of them decides
-/// the result: a replay would keep the traced call's mask, so the step
-/// runs eagerly on every call, with each call's own numbers.
+/// A comparison of traced values (a mask) is an operation of the step,
+/// computed again on every call (before, the replay kept the traced call's
+/// mask); an `argmax` of them is read from the values (not an operation),
+/// so its step runs eagerly on every call. Either way, each call's numbers
+/// are the eager step's.
 #[test]
-fn comparisons_of_traced_values_run_eagerly() {
-    let f = |p: &Tree, b: &Tree| -> flaxen::Result<Tensor> {
+fn comparisons_replay_and_argmax_runs_eagerly() {
+    let masked = |p: &Tree, b: &Tree| -> flaxen::Result<Tensor> {
         let h = b.tensor("x")?.mul(p.tensor("w")?)?;
         let positive = h.greater(&Tensor::scalar(0.0))?;
-        Ok(Tensor::select(&positive, &h, &Tensor::zeros(&[]))?.sum_all())
+        let small = h.less_equal(&Tensor::scalar(1.5))?;
+        let picked = Tensor::select(&positive, &h, &Tensor::zeros(&[]))?;
+        Ok(picked.mul(&small)?.add(&h.equal(&h)?)?.sum_all())
     };
-    let g = |p: &Tree, b: &Tree| -> flaxen::Result<Tensor> {
+    let best = |p: &Tree, b: &Tree| -> flaxen::Result<Tensor> {
         let h = b.tensor("x")?.mul(p.tensor("w")?)?;
         let best = h.argmax(0)?.into_raw_vec_and_offset().0[0] as f32;
         Ok(h.sum_all().mul(&Tensor::scalar(best))?)
     };
+    type Loss<'a> = &'a dyn Fn(&Tree, &Tree) -> flaxen::Result<Tensor>;
     let params = Tree::new().with("w", Tensor::full(&[3], 1.0));
-    for (name, f) in [
-        (
-            "greater",
-            &f as &dyn Fn(&Tree, &Tree) -> flaxen::Result<Tensor>,
-        ),
-        ("argmax", &g),
-    ] {
+    for (name, f, compiled) in [("greater", &masked as Loss, true), ("argmax", &best, false)] {
         let mut step = jit_value_and_grad_with(f);
-        for x in [[1.0f32, -1.0, 2.0], [-1.0, 1.0, -2.0], [3.0, 1.0, 0.5]] {
+        for x in [
+            [1.0f32, -1.0, 2.0],
+            [-1.0, 1.0, -2.0],
+            [3.0, 1.0, 0.5],
+            [1e-45, -0.0, 1.5],
+        ] {
             let batch = Tree::new().with("x", Tensor::from_vec(x.to_vec(), &[3]).unwrap());
             let (l1, g1) = step.call_with(&params, &batch).unwrap();
             let (l2, g2) = value_and_grad(|p| f(p, &batch), &params).unwrap();
             assert_eq!(bits(&l1), bits(&l2), "{name} on {x:?}");
             same_trees(&g1, &g2, name);
         }
-        assert!(!step.is_compiled(), "{name}");
+        assert_eq!(step.is_compiled(), compiled, "{name}");
     }
 }
 

@@ -108,6 +108,7 @@ fn op_name(kind: &OpKind, at: &Location) -> String {
         OpKind::SumAxes { mean: false, .. } => "sum".into(),
         OpKind::SumAxes { mean: true, .. } => "mean".into(),
         OpKind::Maximum => "maximum".into(),
+        OpKind::Compare(c) => format!("{c:?}").to_lowercase(),
         OpKind::Reshape(_) => "reshape".into(),
         OpKind::SoftmaxLast => "softmax".into(),
         OpKind::LogSoftmaxLast => "log_softmax".into(),

@@ -5,7 +5,8 @@
 //! `matmul`, `+ - * /` with equal shapes or a row-broadcast operand, `+ -`
 //! with a column operand no gradient flows into, `neg`, the unary
 //! functions, `sum_all`, `mean_all`, sums and means over any axes,
-//! `reshape`, `maximum` (with equal shapes or a row-broadcast operand),
+//! `reshape`, `maximum` and comparisons (with equal shapes or a
+//! row-broadcast operand),
 //! `softmax` and `log_softmax` over the last axis, `squeeze`, `select`,
 //! random draws, and the integer-label cross-entropy's gather and
 //! stop-gradient maximum: an eager `BatchNorm`'s operations among them),
@@ -13,9 +14,10 @@
 //! values with buffers allocated once, instead of running `f` again.
 //! Otherwise every call runs `value_and_grad`. The `int32` arrays of the
 //! inputs that such a gather took by reference are arguments (read and
-//! checked on every call); other arrays of the inputs are baked in. A
-//! comparison or `argmax` of traced values, or a read of them, makes
-//! every call run eagerly (the replay would keep the traced call's result).
+//! checked on every call); other arrays of the inputs are baked in.
+//! Comparisons (`greater`, `less`, `equal`…) are replayed as masks with no
+//! gradient; an `argmax` of traced values, or a read of them, makes every
+//! call run eagerly (the replay would keep the traced call's result).
 //!
 //! Replay runs the same kernels as eager execution, in the same order, so
 //! it produces the same bits.
@@ -754,7 +756,8 @@ impl Plan {
                 | OpKind::Mul
                 | OpKind::Div
                 | OpKind::DivTraced
-                | OpKind::Maximum => {
+                | OpKind::Maximum
+                | OpKind::Compare(_) => {
                     let (a, b) = (&in_shapes[0], &in_shapes[1]);
                     let s = broadcast_shapes_for("jit_value_and_grad", a, b)?;
                     // A column (`[..., 1]`) right operand of a sum or
@@ -840,7 +843,10 @@ impl Plan {
                 });
             }
             differentiable.push(match node.kind {
-                OpKind::Sampled(_) | OpKind::MaxLastStopped | OpKind::StopGradient => false,
+                OpKind::Sampled(_)
+                | OpKind::MaxLastStopped
+                | OpKind::StopGradient
+                | OpKind::Compare(_) => false,
                 // The mask gets no gradient.
                 OpKind::Select => inputs[1..]
                     .iter()
@@ -1737,6 +1743,7 @@ fn forward_body(
             reduce::reduce_sum(a, &step.in_shapes[0], axes, mean, out)
         }
         OpKind::Maximum => zip_into(step, a, b, out, nan_max),
+        OpKind::Compare(c) => zip_into(step, a, b, out, |x, y| c.mask(x, y)),
         OpKind::BatchNorm(bn) => bn.forward(&step.in_shapes[0], [a, b, c], out),
         OpKind::MaxLastStopped => cross_entropy::max_rows_finite(a, last(step), out),
         OpKind::LabelLogits(_) => {
@@ -2074,7 +2081,9 @@ fn backward_body(
         },
         OpKind::Sampled(_) => unreachable!("a draw has no inputs"),
         OpKind::Squeeze(_) => dst.copy_from_slice(g),
-        OpKind::MaxLastStopped | OpKind::StopGradient => unreachable!("not differentiable"),
+        OpKind::MaxLastStopped | OpKind::StopGradient | OpKind::Compare(_) => {
+            unreachable!("not differentiable")
+        }
         // The labels (input 1) are not differentiable.
         OpKind::LabelLogits(_) => {
             let labels = b.iter().map(|&l| l as usize);

@@ -84,6 +84,42 @@ impl Backward {
     }
 }
 
+/// Which comparison a [`OpKind::Compare`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Comparison {
+    Greater,
+    GreaterEqual,
+    Less,
+    LessEqual,
+    Equal,
+}
+
+impl Comparison {
+    /// Whether `x` and `y` compare so. (Callers flush subnormals first,
+    /// as XLA:CPU compares.)
+    #[inline(always)]
+    pub(crate) fn holds(self, x: f32, y: f32) -> bool {
+        match self {
+            Comparison::Greater => x > y,
+            Comparison::GreaterEqual => x >= y,
+            Comparison::Less => x < y,
+            Comparison::LessEqual => x <= y,
+            Comparison::Equal => x == y,
+        }
+    }
+
+    /// The mask value of `x` compared with `y`: 1.0 or 0.0, subnormals
+    /// counting as zeros.
+    #[inline(always)]
+    pub(crate) fn mask(self, x: f32, y: f32) -> f32 {
+        if self.holds(super::ops::binary::flush(x), super::ops::binary::flush(y)) {
+            1.0
+        } else {
+            0.0
+        }
+    }
+}
+
 /// What an operation is, for the operations that a compiled step
 /// ([`jit_value_and_grad`](super::jit_value_and_grad)) can replay;
 /// everything else is `Other`.
@@ -112,15 +148,17 @@ pub(crate) enum OpKind {
     },
     /// Sum (or mean) over other axes: bit `a` of `axes` set for each
     /// reduced axis `a` (a BatchNorm's statistics over the batch).
-    /// Replayed forward only.
     SumAxes {
         axes: u32,
         mean: bool,
         keepdims: bool,
     },
-    /// `jnp.maximum` (a variance clipped at 0). Replayed forward only.
+    /// `jnp.maximum` (a variance clipped at 0).
     Maximum,
-    /// The same row-major values in another shape. Replayed forward only.
+    /// A comparison's mask (1.0 where it holds, else 0.0), not
+    /// differentiated.
+    Compare(Comparison),
+    /// The same row-major values in another shape.
     Reshape(Dims),
     SoftmaxLast,
     LogSoftmaxLast,

@@ -7,7 +7,7 @@ use smallvec::smallvec;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::add_tangents;
 use crate::tensor::shape::{array_from_vec, broadcast_shapes_for, same_shape, sum_to, sum_to_view};
-use crate::tensor::tape::{Backward, InputGrads, OpKind, TangentRule};
+use crate::tensor::tape::{Backward, Comparison, InputGrads, OpKind, TangentRule};
 use crate::tensor::Tensor;
 
 /// A partial derivative as a function of (lhs, rhs, output).
@@ -559,46 +559,43 @@ impl Tensor {
         )
     }
 
-    fn compare(&self, other: &Tensor, op: &'static str, f: fn(f32, f32) -> bool) -> Result<Tensor> {
-        // The mask is a constant, not recorded: a compiled step that
-        // compares traced values cannot replay it (it would keep the
-        // traced call's mask), so it runs eagerly.
-        self.note_read();
-        other.note_read();
-        let out = zip_map(op, &self.data, &other.data, |x, y| {
-            if f(flush(x), flush(y)) {
-                1.0
-            } else {
-                0.0
-            }
-        })?;
-        Ok(Tensor::constant(out.into_shared()))
+    fn compare(&self, other: &Tensor, op: &'static str, c: Comparison) -> Result<Tensor> {
+        let out = zip_map(op, &self.data, &other.data, |x, y| c.mask(x, y))?;
+        // Recorded, with no gradient, so that a compiled step computes the
+        // mask again from each call's values (as JAX traces a comparison).
+        Ok(Tensor::record_kind(
+            out.into_shared(),
+            &[self, other],
+            OpKind::Compare(c),
+            |_, _| smallvec![None, None],
+        )
+        .with_tangent(|| Box::new(|_: &[Option<Tensor>]| Ok(None))))
     }
 
     /// A mask, 1.0 where `self > other` and 0.0 elsewhere (not
     /// differentiated).
     pub fn greater(&self, other: &Tensor) -> Result<Tensor> {
-        self.compare(other, "greater", |x, y| x > y)
+        self.compare(other, "greater", Comparison::Greater)
     }
 
     /// A mask of `self >= other`.
     pub fn greater_equal(&self, other: &Tensor) -> Result<Tensor> {
-        self.compare(other, "greater_equal", |x, y| x >= y)
+        self.compare(other, "greater_equal", Comparison::GreaterEqual)
     }
 
     /// A mask of `self < other`.
     pub fn less(&self, other: &Tensor) -> Result<Tensor> {
-        self.compare(other, "less", |x, y| x < y)
+        self.compare(other, "less", Comparison::Less)
     }
 
     /// A mask of `self <= other`.
     pub fn less_equal(&self, other: &Tensor) -> Result<Tensor> {
-        self.compare(other, "less_equal", |x, y| x <= y)
+        self.compare(other, "less_equal", Comparison::LessEqual)
     }
 
     /// A mask of `self == other`.
     pub fn equal(&self, other: &Tensor) -> Result<Tensor> {
-        self.compare(other, "equal", |x, y| x == y)
+        self.compare(other, "equal", Comparison::Equal)
     }
 
     /// `jnp.where(mask, on_true, on_false)`: picks `on_true` where `mask` is
