@@ -413,16 +413,17 @@ fn compiled_call(
         })
     });
     // The auxiliary outputs traced here, as constants (others as they are).
-    let on_tape = |t: &Tensor| {
-        t.tracer
-            .as_ref()
-            .is_some_and(|tr| Arc::ptr_eq(&tr.tape, &tape))
-    };
     let aux = aux
         .with_leaves(
             aux.leaves()
                 .iter()
-                .map(|t| if on_tape(t) { detach(t) } else { t.clone() })
+                .map(|t| {
+                    if on_tape(t, &tape) {
+                        detach(t)
+                    } else {
+                        t.clone()
+                    }
+                })
                 .collect(),
         )
         .expect("one tensor per leaf");
@@ -442,6 +443,18 @@ pub(crate) enum Out {
 }
 
 impl Out {
+    /// Where `t`, a result of a trace on `tape` whose first `leaves` nodes
+    /// are the arguments, comes from; `None` for a tensor traced by another
+    /// transformation.
+    pub(crate) fn of(t: &Tensor, tape: &Arc<Tape>, leaves: usize) -> Option<Out> {
+        match &t.tracer {
+            Some(tr) if !Arc::ptr_eq(&tr.tape, tape) => None,
+            Some(tr) if tr.node < leaves => Some(Out::Leaf(tr.node)),
+            Some(tr) => Some(Out::Node(tr.node, t.shape().to_vec())),
+            None => Some(Out::Const(t.clone())),
+        }
+    }
+
     /// The operation this output reads, if it is one.
     pub(crate) fn node(&self) -> Option<usize> {
         match self {
@@ -449,6 +462,29 @@ impl Out {
             _ => None,
         }
     }
+
+    /// This output after a replay: node values from `value`, arguments
+    /// from `arg`.
+    pub(crate) fn value<'a>(
+        &self,
+        value: impl FnOnce(usize) -> &'a [f32],
+        arg: impl FnOnce(usize) -> &'a Tensor,
+    ) -> Tensor {
+        match self {
+            Out::Node(id, shape) => Tensor::constant(
+                ArcArray::from_shape_vec(IxDyn(shape), value(*id).to_vec()).expect("planned shape"),
+            ),
+            Out::Leaf(i) => arg(*i).clone(),
+            Out::Const(t) => t.clone(),
+        }
+    }
+}
+
+/// Whether `t` is traced on `tape`.
+pub(crate) fn on_tape(t: &Tensor, tape: &Arc<Tape>) -> bool {
+    t.tracer
+        .as_ref()
+        .is_some_and(|tr| Arc::ptr_eq(&tr.tape, tape))
 }
 
 /// Where each tensor of a step's auxiliary outputs comes from (the first
@@ -457,15 +493,14 @@ impl Out {
 fn aux_outputs(tape: &Arc<Tape>, leaves: usize, aux: &Tree) -> Result<Vec<Out>> {
     aux.leaves()
         .iter()
-        .map(|t| match &t.tracer {
-            Some(tr) if !Arc::ptr_eq(&tr.tape, tape) => Err(unsupported(
-                "an auxiliary output is traced by another transformation; the function runs \
-                 eagerly on each call"
-                    .into(),
-            )),
-            Some(tr) if tr.node < leaves => Ok(Out::Leaf(tr.node)),
-            Some(tr) => Ok(Out::Node(tr.node, t.shape().to_vec())),
-            None => Ok(Out::Const(t.clone())),
+        .map(|t| {
+            Out::of(t, tape, leaves).ok_or_else(|| {
+                unsupported(
+                    "an auxiliary output is traced by another transformation; the function \
+                     runs eagerly on each call"
+                        .into(),
+                )
+            })
         })
         .collect()
 }
@@ -1148,14 +1183,7 @@ impl Plan {
                 params.leaves().iter().chain(inputs.leaves()).collect();
             let aux_leaves = aux
                 .iter()
-                .map(|o| match o {
-                    Out::Node(id, shape) => Tensor::constant(
-                        ArcArray::from_shape_vec(IxDyn(shape), values[*id].clone())
-                            .expect("planned shape"),
-                    ),
-                    Out::Leaf(i) => all[*i].clone(),
-                    Out::Const(t) => t.clone(),
-                })
+                .map(|o| o.value(|id| &values[id], |i| all[i]))
                 .collect();
             *aux_out = Some(
                 aux_template

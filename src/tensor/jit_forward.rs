@@ -12,12 +12,10 @@
 
 use std::sync::Arc;
 
-use ndarray::{ArcArray, IxDyn};
-
 use super::compiled::ForwardJit;
 use super::error::TensorError;
 use super::grad::{detach, trace_on};
-use super::jit::{Out, Plan};
+use super::jit::{on_tape, Out, Plan};
 use super::tape::{OpKind, Tape};
 use super::{Tensor, Tree};
 use crate::random::Key;
@@ -95,12 +93,6 @@ pub(crate) fn trace_forward<T>(
     Ok((value, detached, program))
 }
 
-fn on_tape(t: &Tensor, tape: &Arc<Tape>) -> bool {
-    t.tracer
-        .as_ref()
-        .is_some_and(|tr| Arc::ptr_eq(&tr.tape, tape))
-}
-
 fn on_other_tape(t: &Tensor, tape: &Arc<Tape>) -> bool {
     t.tracer.is_some() && !on_tape(t, tape)
 }
@@ -114,13 +106,10 @@ fn plan(
     keys: usize,
 ) -> Result<ForwardProgram, Unplanned> {
     let n = args.leaves().len();
+    // No output is on another tape (checked by the caller).
     let outputs: Vec<Out> = outs
         .iter()
-        .map(|t| match &t.tracer {
-            Some(tr) if tr.node < n => Out::Leaf(tr.node),
-            Some(tr) => Out::Node(tr.node, t.shape().to_vec()),
-            None => Out::Const(t.clone()),
-        })
+        .map(|t| Out::of(t, tape, n).expect("on this tape or none"))
         .collect();
     // The last operation any output needs ends the replay.
     let root = outs
@@ -144,13 +133,7 @@ fn plan(
     }
     // The nodes the program returns: read from the plan, so never turned
     // into byte masks.
-    let read: Vec<usize> = outputs
-        .iter()
-        .filter_map(|o| match o {
-            Out::Node(id, _) => Some(*id),
-            _ => None,
-        })
-        .collect();
+    let read: Vec<usize> = outputs.iter().filter_map(Out::node).collect();
     let plan = match root {
         Some(root) => Some(
             Plan::forward_only(tape, root, args, samplers, keys, &read)
@@ -191,16 +174,7 @@ impl ForwardProgram {
         Ok(self
             .outputs
             .iter()
-            .map(|o| match o {
-                Out::Node(id, shape) => {
-                    let values = plan.expect("planned").value(*id).to_vec();
-                    let array =
-                        ArcArray::from_shape_vec(IxDyn(shape), values).expect("planned shape");
-                    Tensor::constant(array)
-                }
-                Out::Leaf(i) => args[*i].clone(),
-                Out::Const(t) => t.clone(),
-            })
+            .map(|o| o.value(|id| plan.expect("planned").value(id), |i| &args[i]))
             .collect())
     }
 }
