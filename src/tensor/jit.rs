@@ -921,6 +921,8 @@ impl Plan {
         }
         drop(nodes);
         let (mut edges, mut untouched) = (Vec::new(), Vec::new());
+        // What the caller reads (the last step among them: the replay ends
+        // at the last node read) is never folded or drawn as bytes.
         let mut read = outputs.to_vec();
         read.push(loss);
         if !forward_only {
@@ -1509,11 +1511,11 @@ fn is_column(b: &[usize], shape: &[usize]) -> bool {
 /// the cotangent still reaches the folded steps' input in the same place
 /// among that input's other cotangents (no other reader of it lies between
 /// the folded step and the select), the same sums.
-fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize, outputs: &[usize]) {
-    let root = leaves + steps.len().saturating_sub(1);
+/// `read`: the nodes the caller reads (the result among them), which are
+/// read once more, so never folded.
+fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize, read: &[usize]) {
     let mut readers = vec![0usize; leaves + steps.len()];
-    // What the caller reads is read once more, so never folded.
-    for &o in outputs {
+    for &o in read {
         if let Some(r) = readers.get_mut(o) {
             *r += 1;
         }
@@ -1530,7 +1532,7 @@ fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize, outputs
             continue;
         }
         // The scaling, then the relu under it.
-        if let Some((t, x)) = foldable(steps, s, leaves, root, &readers) {
+        if let Some((t, x)) = foldable(steps, s, leaves, &readers) {
             let step = &steps[t - leaves];
             let scaling = match (step.kind, step.inputs.get(1)) {
                 (OpKind::Mul, Some(&Src::Const(c))) if consts[c].len() == 1 => {
@@ -1547,7 +1549,7 @@ fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize, outputs
                 steps[t - leaves].folded = true;
             }
         }
-        if let Some((t, x)) = foldable(steps, s, leaves, root, &readers) {
+        if let Some((t, x)) = foldable(steps, s, leaves, &readers) {
             if matches!(steps[t - leaves].kind, OpKind::Unary(UnaryFn::Relu, _)) {
                 steps[s].inputs[1] = Src::Node(x);
                 steps[s].pre_relu = true;
@@ -1559,19 +1561,13 @@ fn fold_scalings(steps: &mut [Step], consts: &[Vec<f32>], leaves: usize, outputs
 
 /// The step `t` feeding select `s`'s picked branch and its first input
 /// `x`, when `t` could fold into the select: an operation of the
-/// branch's shape that only the select reads (not the result), whose input
+/// branch's shape that only the select reads (not the caller), whose input
 /// no step between `t` and the select reads.
-fn foldable(
-    steps: &[Step],
-    s: usize,
-    leaves: usize,
-    root: usize,
-    readers: &[usize],
-) -> Option<(usize, usize)> {
+fn foldable(steps: &[Step], s: usize, leaves: usize, readers: &[usize]) -> Option<(usize, usize)> {
     let Some(&Src::Node(t)) = steps[s].inputs.get(1) else {
         return None;
     };
-    if t < leaves || t == root || readers[t] != 1 || steps[s].pre_relu {
+    if t < leaves || readers[t] != 1 || steps[s].pre_relu {
         return None;
     }
     let step = &steps[t - leaves];
@@ -1593,20 +1589,20 @@ fn foldable(
 /// read, as their masks (a dropout's), to be drawn as bytes, and those
 /// selects to read them so: the float mask, four bytes per element, is
 /// then neither written by the draw nor read back forward and backward.
-/// Returns the byte buffers, reused by every call. `outputs`: nodes that
-/// the caller reads besides the last (a compiled module's outputs).
+/// Returns the byte buffers, reused by every call. `read`: the nodes the
+/// caller reads (the result, a compiled module's outputs, auxiliary
+/// outputs).
 fn byte_masks(
     steps: &mut [Step],
     samplers: &[Sampler],
     leaves: usize,
-    outputs: &[usize],
+    read: &[usize],
 ) -> Vec<Vec<u8>> {
     let nodes = leaves + steps.len();
-    // Per node: whether a step reads it other than as a select's mask (the
-    // result, the last node, is read by the caller).
+    // Per node: whether the caller or a step reads it other than as a
+    // select's mask.
     let mut other_use = vec![false; nodes];
-    other_use[nodes - 1] = true;
-    for &o in outputs {
+    for &o in read {
         if let Some(u) = other_use.get_mut(o) {
             *u = true;
         }
