@@ -119,27 +119,27 @@ fn scale_grad(
     if let (Some(gs), Some(o), Some(x), Some(y)) = (
         g.as_slice_mut(),
         out.as_slice(),
-        Picked::of_len(a, n),
-        Picked::of_len(b, n),
+        Operand::of(a, n),
+        Operand::of(b, n),
     ) {
         let gs = gs.iter_mut().zip(o);
         match (x, y) {
-            (Picked::Full(x), Picked::Full(y)) => {
+            (Operand::Full(x), Operand::Full(y)) => {
                 for (((g, &o), &x), &y) in gs.zip(x).zip(y) {
                     *g = rule(*g, x, y, o);
                 }
             }
-            (Picked::Full(x), Picked::One(y)) => {
+            (Operand::Full(x), Operand::One(y)) => {
                 for ((g, &o), &x) in gs.zip(x) {
                     *g = rule(*g, x, y, o);
                 }
             }
-            (Picked::One(x), Picked::Full(y)) => {
+            (Operand::One(x), Operand::Full(y)) => {
                 for ((g, &o), &y) in gs.zip(y) {
                     *g = rule(*g, x, y, o);
                 }
             }
-            (Picked::One(x), Picked::One(y)) => {
+            (Operand::One(x), Operand::One(y)) => {
                 for (g, &o) in gs {
                     *g = rule(*g, x, y, o);
                 }
@@ -626,8 +626,8 @@ impl Tensor {
         };
         let out = match (
             m.as_slice(),
-            Picked::of(on_true, &shape),
-            Picked::of(on_false, &shape),
+            Operand::of(&on_true.data, m.len()),
+            Operand::of(&on_false.data, m.len()),
         ) {
             (Some(ms), Some(t), Some(f)) => {
                 array_from_vec(dim, select_slices(ms, t, f)).into_shared()
@@ -690,30 +690,19 @@ impl Tensor {
 /// of it (the output's shape) or its one element (any shape of one
 /// element).
 #[derive(Clone, Copy)]
-enum Picked<'a> {
+enum Operand<'a> {
     Full(&'a [f32]),
     One(f32),
 }
 
-impl<'a> Picked<'a> {
+impl<'a> Operand<'a> {
     /// `t` as an operand of `n` elements, if it is row-major and of that
     /// length or of one element. (An operand that broadcasts to an output
     /// of as many elements lies in row-major order as the output does.)
-    fn of_len(t: &'a ArcArray<f32, IxDyn>, n: usize) -> Option<Picked<'a>> {
+    fn of(t: &'a ArcArray<f32, IxDyn>, n: usize) -> Option<Operand<'a>> {
         match t.as_slice()? {
-            [one] => Some(Picked::One(*one)),
-            s if s.len() == n => Some(Picked::Full(s)),
-            _ => None,
-        }
-    }
-
-    /// `t` as a branch of a select of `shape`, if it is row-major and of
-    /// that shape or of one element.
-    fn of(t: &'a Tensor, shape: &[usize]) -> Option<Picked<'a>> {
-        let s = t.data.as_slice()?;
-        match s {
-            [one] => Some(Picked::One(*one)),
-            _ if same_shape(t.shape(), shape) => Some(Picked::Full(s)),
+            [one] => Some(Operand::One(*one)),
+            s if s.len() == n => Some(Operand::Full(s)),
             _ => None,
         }
     }
@@ -721,19 +710,19 @@ impl<'a> Picked<'a> {
 
 /// `mask ? t : f` elementwise over `mask`'s length, each loop specialised
 /// to its operands (vectorized).
-fn select_slices(mask: &[f32], t: Picked<'_>, f: Picked<'_>) -> Vec<f32> {
+fn select_slices(mask: &[f32], t: Operand<'_>, f: Operand<'_>) -> Vec<f32> {
     let pick = |m: f32, t: f32, f: f32| if picks(m) { t } else { f };
     match (t, f) {
-        (Picked::Full(t), Picked::Full(f)) => (mask.iter().zip(t).zip(f))
+        (Operand::Full(t), Operand::Full(f)) => (mask.iter().zip(t).zip(f))
             .map(|((&m, &t), &f)| pick(m, t, f))
             .collect(),
-        (Picked::Full(t), Picked::One(f)) => {
+        (Operand::Full(t), Operand::One(f)) => {
             mask.iter().zip(t).map(|(&m, &t)| pick(m, t, f)).collect()
         }
-        (Picked::One(t), Picked::Full(f)) => {
+        (Operand::One(t), Operand::Full(f)) => {
             mask.iter().zip(f).map(|(&m, &f)| pick(m, t, f)).collect()
         }
-        (Picked::One(t), Picked::One(f)) => mask.iter().map(|&m| pick(m, t, f)).collect(),
+        (Operand::One(t), Operand::One(f)) => mask.iter().map(|&m| pick(m, t, f)).collect(),
     }
 }
 
