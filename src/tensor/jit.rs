@@ -1929,35 +1929,20 @@ fn scaled_into(
 /// it.
 fn sum_axes_backward(g: &[f32], shape: &[usize], axes: u32, mean: bool, dst: &mut [f32]) {
     let reduced = |a: usize| axes & (1 << a) != 0;
-    let n: usize = (0..shape.len())
-        .filter(|&a| reduced(a))
-        .map(|a| shape[a])
-        .product();
-    let r = 1.0 / n as f32;
-    let scale = |v: f32| if mean { v * r } else { v };
-    // `g`'s stride along each axis of the input (0 along reduced ones).
-    let mut strides = vec![0usize; shape.len()];
-    let mut stride = 1;
-    for a in (0..shape.len()).rev() {
-        if !reduced(a) {
-            strides[a] = stride;
-            stride *= shape[a];
-        }
-    }
-    // Row-major over the input, an index per axis.
-    let mut index = vec![0usize; shape.len()];
-    let mut at = 0;
-    for d in dst.iter_mut() {
-        *d = scale(g[at]);
-        for a in (0..shape.len()).rev() {
-            index[a] += 1;
-            at += strides[a];
-            if index[a] < shape[a] {
-                break;
-            }
-            at -= strides[a] * shape[a];
-            index[a] = 0;
-        }
+    let kept: SmallVec<[usize; 4]> = (0..shape.len())
+        .map(|a| if reduced(a) { 1 } else { shape[a] })
+        .collect();
+    let g = ndarray::ArrayViewD::from_shape(IxDyn(&kept), g).expect("planned shape");
+    ndarray::ArrayViewMutD::from_shape(IxDyn(shape), &mut *dst)
+        .expect("planned shape")
+        .assign(&g);
+    if mean {
+        let n: usize = (0..shape.len())
+            .filter(|&a| reduced(a))
+            .map(|a| shape[a])
+            .product();
+        let r = 1.0 / n as f32;
+        dst.iter_mut().for_each(|v| *v *= r);
     }
 }
 
