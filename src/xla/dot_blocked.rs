@@ -430,9 +430,13 @@ pub(crate) fn planned_matmul(
 }
 
 /// [`planned_matmul`] with the kernel shape of `plan`; `wide`: plans with
-/// one partial sum per output run on [`super::dot_avx512`] (its caller
-/// checked that the CPU runs it).
+/// one partial sum per output run on [`super::dot_avx512`], plans with four
+/// on [`super::dot_t4`] (its caller checked that the CPU runs them).
 fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if wide && super::dot_t4::runs(args.5, args.4 .1) {
+        return super::dot_t4::planned_t4(args, out, packed);
+    }
     // Rows per block (`MR`) and vectors per panel (`NV`). Four rows: with
     // eight, LLVM vectorized narrow panels across the rows (gathers and
     // scatters, 20x slower).

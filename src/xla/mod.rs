@@ -7,7 +7,7 @@
 //! - [`dot`]: the summation order of 2-D products that XLA hands to
 //!   YNNPACK (kernel choice, packing, `k` chunks), run by the
 //!   register-blocked kernels of [`dot_blocked`] (`dot_avx512` for
-//!   one partial sum per output on AVX-512); [`gemv`]: XLA's own
+//!   one partial sum per output on AVX-512, `dot_t4` for four); [`gemv`]: XLA's own
 //!   matrix-vector and vector-vector emitters.
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
 //!   down columns (windows of rows, YNNPACK tiles).
@@ -27,6 +27,8 @@ pub(crate) mod dot;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod dot_avx512;
 pub(crate) mod dot_blocked;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod dot_t4;
 pub(crate) mod dot_tiny;
 pub(crate) mod gemv;
 pub mod libm_f32;
