@@ -67,11 +67,11 @@ fn fits(plan: &DotPlan) -> bool {
 /// The fewest terms per chunk for which [`planned_t4`] beats the generic
 /// kernel: each chunk ends by reducing every output's partial sums across
 /// vectors (a dozen shuffles and adds per row of sixteen outputs), which
-/// shorter chunks do not pay back. Measured, 2 cores, best of many calls:
-/// at 64 terms `[2048, 64] @ [64, 10]` 35 -> 29 us, `[512, 64] @ [64, 40]`
-/// 19.8 -> 19.7 us, `[512, 64] @ [64, 100]` 24.5 -> 26.8 us; at 32 terms
-/// 1.1 to 1.4 times the generic kernel's time.
-const MIN_CHUNK: usize = 64;
+/// very short chunks do not pay back. Measured, 2 cores, best of many
+/// calls: at 16 terms `[512, 16] @ [16, 10]` 3.6 -> 2.7 us, `[2048, 16] @
+/// [16, 100]` 35.9 -> 37.6 us; at 8 terms `[512, 8] @ [8, 100]` 10.0 ->
+/// 11.7 us.
+const MIN_CHUNK: usize = 16;
 
 /// `out = a @ b` summed as `plan` says (see [`runs`]), for the operands of
 /// [`super::dot_blocked::planned_matmul`]; `packed`: scratch, grown and
@@ -281,12 +281,17 @@ fn chunk<const NG: usize>(a: &[f32], b: &[f32]) -> [[__m512; NG]; MR] {
 }
 
 /// [`chunk`] reading the block's rows in place: `rows[r]` holds row `r`'s
-/// terms of the chunk (four per group of `b`).
+/// terms, the chunk's from `s` on (four per group of `b`).
 #[target_feature(enable = "avx512f,fma")]
 #[inline]
-fn chunk_in_place<const NG: usize>(rows: [&[f32]; MR], b: &[f32]) -> [[__m512; NG]; MR] {
+fn chunk_in_place<const NG: usize>(rows: &[&[f32]; MR], s: usize, b: &[f32]) -> [[__m512; NG]; MR] {
     let nq = b.len() / PW;
-    let rows = rows.map(|r| &r[..nq * 4]);
+    // Plain loops (`array::map` was a call of its own per chunk).
+    let mut cut: [&[f32]; MR] = [&[]; MR];
+    for (c, r) in cut.iter_mut().zip(rows) {
+        *c = &r[s..s + nq * 4];
+    }
+    let rows = cut;
     let mut acc = [[_mm512_setzero_ps(); NG]; MR];
     for (q, bq) in b.chunks_exact(PW).enumerate() {
         let mut bv = [_mm512_setzero_ps(); NG];
@@ -384,11 +389,12 @@ unsafe fn rows_t4(
         let mut tails = [[0.0f32; 4]; MR];
         let in_place = match a {
             Rows::InPlace(x, stride) => {
-                let row = |r: usize| &x[(r0 + r.min(br - 1)) * stride..][..k];
-                for (r, t) in tails.iter_mut().enumerate() {
-                    t[..k - kmain].copy_from_slice(&row(r)[kmain..]);
+                let mut rows: [&[f32]; MR] = [&[]; MR];
+                for (r, (row, t)) in rows.iter_mut().zip(&mut tails).enumerate() {
+                    *row = &x[(r0 + r.min(br - 1)) * stride..][..k];
+                    t[..k - kmain].copy_from_slice(&row[kmain..]);
                 }
-                Some(std::array::from_fn::<_, MR, _>(row))
+                Some(rows)
             }
             Rows::Packed(_) => None,
         };
@@ -405,12 +411,14 @@ unsafe fn rows_t4(
                     ($ng:literal) => {
                         match (a, in_place) {
                             (_, Some(rows)) if s < kmain => {
-                                let rows = rows.map(|r| &r[s..e]);
-                                add_block(&chunk_in_place::<$ng>(rows, b), br, o, at, first)
+                                add_block(&chunk_in_place::<$ng>(&rows, s, b), br, o, at, first)
                             }
                             (_, Some(_)) => {
-                                let rows = std::array::from_fn(|r| &tails[r][..]);
-                                add_block(&chunk_in_place::<$ng>(rows, b), br, o, at, first)
+                                let mut rows: [&[f32]; MR] = [&[]; MR];
+                                for (row, t) in rows.iter_mut().zip(&tails) {
+                                    *row = t;
+                                }
+                                add_block(&chunk_in_place::<$ng>(&rows, 0, b), br, o, at, first)
                             }
                             (Rows::Packed(p), None) => {
                                 let blk = &p[r0 / MR * kq * AW..][..kq * AW];
