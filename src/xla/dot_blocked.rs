@@ -434,6 +434,15 @@ pub(crate) fn planned_matmul(
 /// on [`super::dot_t4`] (its caller checked that the CPU runs them).
 fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bool) {
     #[cfg(target_arch = "x86_64")]
+    use super::dot_avx512::{MR, MR_NARROW as NARROW};
+    // Blocks of eight rows where they pad the rows no more than blocks of
+    // six (padded rows are computed too).
+    #[cfg(target_arch = "x86_64")]
+    let eights = {
+        let m = args.4 .0;
+        m.div_ceil(NARROW) * NARROW <= m.div_ceil(MR) * MR
+    };
+    #[cfg(target_arch = "x86_64")]
     if wide && super::dot_t4::runs(args.5, args.4 .1) {
         return super::dot_t4::planned_t4(args, out, packed);
     }
@@ -442,17 +451,23 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
     // scatters, 20x slower).
     match shape(args.5) {
         #[cfg(target_arch = "x86_64")]
-        (1, 1) if wide => {
-            run::<1, { super::dot_avx512::MR }, 1>(args, out, packed, rows_tk_avx512::<1, 1>)
+        (1, 1) if wide && eights => {
+            run::<1, NARROW, 1>(args, out, packed, rows_tk_avx512::<1, NARROW, 1>)
         }
         #[cfg(target_arch = "x86_64")]
-        (1, 2) if wide => {
-            run::<1, { super::dot_avx512::MR }, 2>(args, out, packed, rows_tk_avx512::<1, 2>)
+        (1, 2) if wide && eights => {
+            run::<1, NARROW, 2>(args, out, packed, rows_tk_avx512::<1, NARROW, 2>)
         }
         #[cfg(target_arch = "x86_64")]
-        (1, 3) if wide => {
-            run::<1, { super::dot_avx512::MR }, 3>(args, out, packed, rows_tk_avx512::<1, 3>)
+        (1, 3) if wide && eights => {
+            run::<1, NARROW, 3>(args, out, packed, rows_tk_avx512::<1, NARROW, 3>)
         }
+        #[cfg(target_arch = "x86_64")]
+        (1, 1) if wide => run::<1, MR, 1>(args, out, packed, rows_tk_avx512::<1, MR, 1>),
+        #[cfg(target_arch = "x86_64")]
+        (1, 2) if wide => run::<1, MR, 2>(args, out, packed, rows_tk_avx512::<1, MR, 2>),
+        #[cfg(target_arch = "x86_64")]
+        (1, 3) if wide => run::<1, MR, 3>(args, out, packed, rows_tk_avx512::<1, MR, 3>),
         (1, 1) => run::<1, 4, 1>(args, out, packed, rows::<1, 4, 1>),
         (1, 2) => run::<1, 4, 2>(args, out, packed, rows::<1, 4, 2>),
         #[cfg(target_arch = "x86_64")]
@@ -468,15 +483,13 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
         (1, _) => run::<1, 4, 4>(args, out, packed, rows::<1, 4, 4>),
         #[cfg(target_arch = "x86_64")]
         (2, nv) if wide => match nv {
-            1 => run::<2, { super::dot_avx512::MR }, 1>(args, out, packed, rows_tk_avx512::<2, 1>),
-            _ => run::<2, { super::dot_avx512::MR }, 2>(args, out, packed, rows_tk_avx512::<2, 2>),
+            1 => run::<2, MR, 1>(args, out, packed, rows_tk_avx512::<2, MR, 1>),
+            _ => run::<2, MR, 2>(args, out, packed, rows_tk_avx512::<2, MR, 2>),
         },
         (2, 1) => run::<2, 4, 1>(args, out, packed, rows::<2, 4, 1>),
         (2, _) => run::<2, 4, 2>(args, out, packed, rows::<2, 4, 2>),
         #[cfg(target_arch = "x86_64")]
-        _ if wide => {
-            run::<4, { super::dot_avx512::MR }, 1>(args, out, packed, rows_tk_avx512::<4, 1>)
-        }
+        _ if wide => run::<4, MR, 1>(args, out, packed, rows_tk_avx512::<4, MR, 1>),
         _ => run::<4, 4, 1>(args, out, packed, rows::<4, 4, 1>),
     }
 }
@@ -541,11 +554,10 @@ fn reads_b_in_place((_, _, _, sb, (m, _, n), plan): &Operands<'_>, wide: bool) -
 }
 
 /// Rows of a product for a plan with `T` partial sums per output and
-/// panels of one or two vectors,
-/// by [`super::dot_avx512::rows_tk`] (blocks of its `MR` rows, panels of
-/// `NV` vectors).
+/// panels of one to three vectors, by [`super::dot_avx512::rows_tk`]
+/// (blocks of `R` rows, panels of `NV` vectors).
 #[cfg(target_arch = "x86_64")]
-fn rows_tk_avx512<const T: usize, const NV: usize>(
+fn rows_tk_avx512<const T: usize, const R: usize, const NV: usize>(
     apack: &[f32],
     packed: &[f32],
     kn: (usize, usize),
@@ -557,9 +569,9 @@ fn rows_tk_avx512<const T: usize, const NV: usize>(
         // SAFETY: the CPU supports AVX-512F and FMA, checked just above;
         // that is the only requirement of `rows_tk`, whose body is safe
         // code but for its bounds-checked loads and stores.
-        unsafe { super::dot_avx512::rows_tk::<T, NV>(apack, packed, kn, plan, rows, o) };
+        unsafe { super::dot_avx512::rows_tk::<T, R, NV>(apack, packed, kn, plan, rows, o) };
     } else {
-        self::rows::<T, { super::dot_avx512::MR }, NV>(apack, packed, kn, plan, rows, o);
+        self::rows::<T, R, NV>(apack, packed, kn, plan, rows, o);
     }
 }
 
