@@ -5,8 +5,8 @@
 //! in the plan's order, so the same bits as the generic kernel.
 
 use std::arch::x86_64::{
-    __m512, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mul_ps, _mm512_set1_ps,
-    _mm512_setzero_ps, _mm512_storeu_ps,
+    __m512, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps,
+    _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
 };
 
 use super::dot::{chain_start, DotPlan};
@@ -347,6 +347,174 @@ pub(crate) unsafe fn rows_tk<const T: usize, const R: usize, const NV: usize>(
     }
 }
 
+/// The most rows of A that [`few_rows_t1`] takes: they read B in place,
+/// all of them in one pass (three rows of eight vectors: 24
+/// accumulators). Its caller takes it for products that run on one
+/// thread; larger ones run on the pool, B packed.
+pub(crate) const FEW_ROWS: usize = 3;
+
+/// `out = a @ b` for a plan with one partial sum per output and at most
+/// [`FEW_ROWS`] rows of A (`x`, strides `sa`), B row-major `[k, n]` in `y`
+/// read in place: what the blocked kernels compute (each chunk from `+0`,
+/// or a chain's first term a plain product added to its start; added to
+/// the output so far), without packing B (every value of B is used once
+/// per row, so the blocked kernels' packing, and their blocks of six or
+/// eight rows, cost more than the sums: `[1, 2048] @ [2048, 100]` took
+/// 2.6 times `gemm`'s time).
+///
+/// # Safety
+///
+/// The CPU must support AVX-512F and FMA ([`available`]).
+#[target_feature(enable = "avx512f,fma")]
+pub(crate) unsafe fn few_rows_t1(
+    (x, sa): (&[f32], (usize, usize)),
+    y: &[f32],
+    (m, k, n): (usize, usize, usize),
+    plan: &DotPlan,
+    out: &mut [f32],
+) {
+    debug_assert!(plan.tile_k == 1 && (1..=FEW_ROWS).contains(&m));
+    match m {
+        1 => few_rows::<1>((x, sa), y, (k, n), plan, out),
+        2 => few_rows::<2>((x, sa), y, (k, n), plan, out),
+        _ => few_rows::<3>((x, sa), y, (k, n), plan, out),
+    }
+}
+
+/// [`few_rows_t1`] for `R` rows.
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn few_rows<const R: usize>(
+    (x, sa): (&[f32], (usize, usize)),
+    y: &[f32],
+    (k, n): (usize, usize),
+    plan: &DotPlan,
+    out: &mut [f32],
+) {
+    // Passes of up to 8 vectors (4 for three rows: 24 accumulators, the
+    // rows' values and B's vector in registers; more spilled).
+    let most = if R <= 2 { 8 } else { 4 };
+    for &(j0, j1, kc) in &plan.tiles {
+        let mut c0 = j0;
+        while c0 < j1 {
+            let nv = (j1 - c0).div_ceil(16).min(most);
+            let w = (nv * 16).min(j1 - c0);
+            let at = (c0, w, kc);
+            match nv {
+                1 => few_cols::<R, 1>((x, sa), y, (k, n), plan, at, out),
+                2 => few_cols::<R, 2>((x, sa), y, (k, n), plan, at, out),
+                3 => few_cols::<R, 3>((x, sa), y, (k, n), plan, at, out),
+                4 => few_cols::<R, 4>((x, sa), y, (k, n), plan, at, out),
+                5 => few_cols::<R, 5>((x, sa), y, (k, n), plan, at, out),
+                6 => few_cols::<R, 6>((x, sa), y, (k, n), plan, at, out),
+                7 => few_cols::<R, 7>((x, sa), y, (k, n), plan, at, out),
+                _ => few_cols::<R, 8>((x, sa), y, (k, n), plan, at, out),
+            }
+            c0 += w;
+        }
+    }
+}
+
+/// Vector `v` of `NV` of a row of B's columns: the last one has `mask`'s
+/// lanes (the row's last `w - 16 * (NV - 1)` values), zeros past them.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn row_vector<const NV: usize>(row: &[f32], v: usize, mask: u16) -> __m512 {
+    if v + 1 < NV {
+        load(row, v * 16)
+    } else {
+        let src = &row[v * 16..];
+        debug_assert_eq!(src.len(), mask.count_ones() as usize);
+        // SAFETY: the mask selects the first `mask.count_ones()` lanes,
+        // exactly the elements of `src` (the caller cut the row to `w`
+        // values, bounds checked above); masked-off lanes are not read
+        // (and are zero).
+        unsafe { _mm512_maskz_loadu_ps(mask, src.as_ptr()) }
+    }
+}
+
+/// Columns `c0..c0 + w` of [`few_rows`]'s `R` rows, in `NV` vectors (the
+/// lanes past `w` are zeros from B, never stored).
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn few_cols<const R: usize, const NV: usize>(
+    (x, sa): (&[f32], (usize, usize)),
+    y: &[f32],
+    (k, n): (usize, usize),
+    plan: &DotPlan,
+    (c0, w, kc): (usize, usize, usize),
+    out: &mut [f32],
+) {
+    // B's rows of these columns: `NV - 1` whole vectors, then `mask`'s
+    // lanes.
+    debug_assert!(w > (NV - 1) * 16 && w <= NV * 16);
+    let mask: u16 = ((1u32 << (w - (NV - 1) * 16)) - 1) as u16;
+    let row = |p: usize| &y[p * n + c0..p * n + c0 + w];
+    let a = |r: usize, p: usize| x[r * sa.0 + p * sa.1];
+    let starts: Option<[__m512; NV]> = plan.chain.then(|| {
+        std::array::from_fn(|v| {
+            let s: [f32; 16] =
+                std::array::from_fn(|l| chain_start(c0 + v * 16 + l, plan.signed_from));
+            load(&s, 0)
+        })
+    });
+    let mut s = 0;
+    while s < k {
+        let e = (s + kc).min(k);
+        let first = s == 0;
+        let mut acc = [[_mm512_setzero_ps(); NV]; R];
+        let mut p0 = s;
+        if let (Some(starts), true) = (starts.as_ref().filter(|_| first), e > s) {
+            // A chain: the first term a plain product added to the
+            // column's start.
+            for (r, accr) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(a(r, s));
+                for (v, x) in accr.iter_mut().enumerate() {
+                    let bv = row_vector::<NV>(row(s), v, mask);
+                    *x = _mm512_add_ps(_mm512_mul_ps(av, bv), starts[v]);
+                }
+            }
+            p0 = s + 1;
+        }
+        for p in p0..e {
+            // The rows' values first, then each vector of B once: three
+            // rows of eight vectors keep 24 accumulators, three values and
+            // one vector in registers (all eight vectors at once spilled).
+            let mut av = [_mm512_setzero_ps(); R];
+            for (r, x) in av.iter_mut().enumerate() {
+                *x = _mm512_set1_ps(a(r, p));
+            }
+            let row = row(p);
+            for v in 0..NV {
+                let bv = row_vector::<NV>(row, v, mask);
+                for (accr, &ar) in acc.iter_mut().zip(&av) {
+                    accr[v] = _mm512_fmadd_ps(ar, bv, accr[v]);
+                }
+            }
+        }
+        for (r, accr) in acc.iter().enumerate() {
+            for (v, &sum) in accr.iter().enumerate().take(w.div_ceil(16)) {
+                let start = r * n + c0 + v * 16;
+                let lanes = (w - v * 16).min(16);
+                let mask: u16 = ((1u32 << lanes) - 1) as u16;
+                let dst = &mut out[start..start + lanes];
+                // SAFETY: the mask selects the first `lanes` lanes, exactly
+                // the elements of `dst` (bounds checked above); masked-off
+                // lanes are neither read nor written.
+                unsafe {
+                    let x = if first {
+                        sum
+                    } else {
+                        _mm512_add_ps(sum, _mm512_maskz_loadu_ps(mask, dst.as_ptr()))
+                    };
+                    _mm512_mask_storeu_ps(dst.as_mut_ptr(), mask, x);
+                }
+            }
+        }
+        s = e;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,6 +552,10 @@ mod tests {
             (7, 130, 10),
             (20, 40, 128),
             (9, 70, 192),
+            // Few rows: B read in place (`few_rows_t1`).
+            (2, 70, 40),
+            (3, 300, 130),
+            (1, 1000, 300),
         ];
         for (m, k, n) in shapes {
             let x: Vec<f32> = (0..m * k).map(|_| value()).collect();

@@ -446,6 +446,17 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
     if wide && super::dot_t4::runs(args.5, args.4 .1) {
         return super::dot_t4::planned_t4(args, out, packed);
     }
+    #[cfg(target_arch = "x86_64")]
+    if let (true, (x, sa, y, sb, mkn, plan)) = (wide, args) {
+        let (m, k, n) = mkn;
+        // Larger products run on the pool (blocked, B packed).
+        let serial = m * k * n < PARALLEL_THRESHOLD;
+        if plan.tile_k == 1 && m <= super::dot_avx512::FEW_ROWS && sb == (n, 1) && serial {
+            // SAFETY: `wide`: the caller checked that the CPU supports
+            // AVX-512F and FMA, the only requirement of `few_rows_t1`.
+            return unsafe { super::dot_avx512::few_rows_t1((x, sa), y, mkn, plan, out) };
+        }
+    }
     // Rows per block (`MR`) and vectors per panel (`NV`). Four rows: with
     // eight, LLVM vectorized narrow panels across the rows (gathers and
     // scatters, 20x slower).
