@@ -87,8 +87,17 @@ fn row_major_gemv_body(
                 }
             }
         }
-        for (r, l) in lanes.iter().enumerate() {
-            out[t + r] = finish(t + r, l);
+        // The tails' chains side by side too, then each row's lanes
+        // reduced (a tile's rows reduce pairwise).
+        let rows: [&[f32]; TILE_ROWS] = std::array::from_fn(|r| row(t + r));
+        let mut tails = [0.0f32; TILE_ROWS];
+        for (p, &b) in v.iter().enumerate().skip(main) {
+            for (tail, r) in tails.iter_mut().zip(&rows) {
+                *tail = r[p].mul_add(b, *tail);
+            }
+        }
+        for (r, (l, &tail)) in lanes.iter().zip(&tails).enumerate() {
+            out[t + r] = if main == 0 { tail } else { pairwise(l) + tail };
         }
     }
     for (i, o) in out.iter_mut().enumerate().take(m).skip(full_rows) {
