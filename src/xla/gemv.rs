@@ -161,7 +161,13 @@ pub(crate) fn vector_dot(x: &[f32], xs: usize, y: &[f32], ys: usize, k: usize) -
     if k <= TREE_WINDOW {
         (0..k).fold(0.0f32, |acc, p| x[p * xs].mul_add(y[p * ys], acc))
     } else {
-        let products: Vec<f32> = (0..k).map(|p| x[p * xs] * y[p * ys]).collect();
+        // Contiguous operands as slices (the strided loop did not
+        // vectorize: most of a `[1, 2048] @ [2048, 1]` product).
+        let products: Vec<f32> = if xs == 1 && ys == 1 {
+            x[..k].iter().zip(&y[..k]).map(|(&a, &b)| a * b).collect()
+        } else {
+            (0..k).map(|p| x[p * xs] * y[p * ys]).collect()
+        };
         xla_row_sum(&products)
     }
 }

@@ -3,6 +3,8 @@
 //! tiles), and over all axes of an array (windows, then loop nests as LLVM
 //! vectorizes them), as measured against jaxlib 0.10.2.
 
+use smallvec::SmallVec;
+
 /// `out[r] = sum(x[r, :])` for rows of length `n`, each in XLA's order
 /// ([`xla_row_sum`]; checked against `jnp.sum(x, axis=-1)` for rows of up
 /// to 100 elements).
@@ -353,14 +355,36 @@ pub(crate) fn xla_row_sum(row: &[f32]) -> f32 {
     }
     let windows = n.div_ceil(TREE_WINDOW);
     let low = (windows * TREE_WINDOW - n) / 2;
-    let parts: Vec<f32> = (0..windows)
-        .map(|w| {
-            // Window `w` covers padded positions [32w, 32w + 32).
-            let start = (w * TREE_WINDOW).saturating_sub(low);
-            let end = ((w + 1) * TREE_WINDOW).saturating_sub(low).min(n);
-            row[start..end].iter().fold(0.0f32, |acc, &v| acc + v)
-        })
-        .collect();
+    // Window `w` covers padded positions [32w, 32w + 32).
+    let window = |w: usize| {
+        let start = (w * TREE_WINDOW).saturating_sub(low);
+        let end = ((w + 1) * TREE_WINDOW).saturating_sub(low).min(n);
+        &row[start..end]
+    };
+    let sum = |values: &[f32]| values.iter().fold(0.0f32, |acc, &v| acc + v);
+    let mut parts: SmallVec<[f32; 64]> = SmallVec::from_elem(0.0, windows);
+    // The first and last windows may be short; those between are whole and
+    // summed eight at a time, side by side (each still left to right: a
+    // window alone waited on every add's latency).
+    parts[0] = sum(window(0));
+    parts[windows - 1] = sum(window(windows - 1));
+    let mut groups = parts[1..windows - 1].chunks_exact_mut(8);
+    let mut w0 = 1;
+    for group in &mut groups {
+        let slices: [&[f32; TREE_WINDOW]; 8] =
+            std::array::from_fn(|l| window(w0 + l).try_into().expect("a whole window"));
+        let mut acc = [0.0f32; 8];
+        for i in 0..TREE_WINDOW {
+            for (a, s) in acc.iter_mut().zip(&slices) {
+                *a += s[i];
+            }
+        }
+        group.copy_from_slice(&acc);
+        w0 += 8;
+    }
+    for (l, p) in groups.into_remainder().iter_mut().enumerate() {
+        *p = sum(window(w0 + l));
+    }
     xla_row_sum(&parts)
 }
 
@@ -508,7 +532,51 @@ fn ynn_column_block<const W: usize>(g: &[f32], n: usize, c0: usize, out: &mut [f
 
 #[cfg(test)]
 mod tests {
-    use super::ynn_column_sums;
+    use super::{xla_row_sum, ynn_column_sums, TREE_WINDOW};
+
+    /// [`xla_row_sum`]'s order written out one window at a time.
+    fn row_sum_reference(row: &[f32]) -> f32 {
+        let n = row.len();
+        if n <= TREE_WINDOW {
+            return row.iter().fold(0.0, |acc, &v| acc + v);
+        }
+        let windows = n.div_ceil(TREE_WINDOW);
+        let low = (windows * TREE_WINDOW - n) / 2;
+        let parts: Vec<f32> = (0..windows)
+            .map(|w| {
+                let start = (w * TREE_WINDOW).saturating_sub(low);
+                let end = ((w + 1) * TREE_WINDOW).saturating_sub(low).min(n);
+                row[start..end].iter().fold(0.0f32, |acc, &v| acc + v)
+            })
+            .collect();
+        row_sum_reference(&parts)
+    }
+
+    #[test]
+    fn windows_side_by_side_sum_as_one_at_a_time() {
+        let mut s = 9u64;
+        // Magnitudes from 2^-20 to 2^20: sums that round differently in
+        // another order.
+        let row: Vec<f32> = (0..5000)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let e = ((s >> 59) as i32) - 20;
+                ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2f32.powi(e)
+            })
+            .collect();
+        for n in [
+            33, 63, 64, 65, 100, 289, 290, 320, 321, 1000, 1500, 2049, 5000,
+        ] {
+            let got = xla_row_sum(&row[..n]);
+            assert_eq!(
+                got.to_bits(),
+                row_sum_reference(&row[..n]).to_bits(),
+                "n = {n}"
+            );
+        }
+    }
 
     /// The order of [`ynn_column_sums`] written out column by column.
     fn reference(g: &[f32], n: usize) -> Vec<f32> {
