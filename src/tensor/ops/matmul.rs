@@ -585,11 +585,18 @@ static EXACT_MATMUL_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_EXACT_MATMUL_L
 ///
 /// On the products of that step at batch 128 (2 cores,
 /// `benches/matmul_products.rs`, the book's matmul table), the exact
-/// kernels take 0.84-0.96x JAX's time and 0.97-1.20x the gemm crate's;
-/// on products with few rows or few columns they still take up to 1.9x
-/// gemm's time (`[8, 1024] @ [1024, 48]`; `[512, 512] @ [512, 40]` 1.6x,
-/// `[2048, 512] @ [512, 36]` 1.5x, `[1000, 100] @ [100, 100]` 1.4x), which
-/// is why the default keeps a limit.
+/// kernels take 0.84-0.96x JAX's time and 0.97-1.20x the gemm crate's.
+/// Products with few rows or few columns, which took up to 1.9x gemm's
+/// time, now take about as long or less (best of many calls, exact against
+/// gemm: `[8, 1024] @ [1024, 48]` 3.8 against 3.6 us, `[512, 512] @ [512,
+/// 40]` 49 against 52, `[2048, 512] @ [512, 36]` 169 against 200, `[1000,
+/// 100] @ [100, 100]` 51 against 51, `[1, 2048] @ [2048, 100]` 6.2 against
+/// 13.4, `[2048, 100] @ [100, 1]` 8.0 against 11.2). Some are still slower:
+/// products with four partial sums per output and at most 16 terms
+/// (`[512, 16] @ [16, 40]` 6.3 against 4.2 us), a few rows of such products
+/// (`[8, 100] @ [100, 100]` 2.4 against 1.7), and dots of two long vectors
+/// (`[1, 2048] @ [2048, 1]` 0.6 against 0.2). With the eager allocator
+/// effect below, that is why the default keeps a limit.
 ///
 /// Measured on that step (`AUTODIFF_BATCHES=1 cargo bench --bench
 /// autodiff`, `AUTODIFF_LIMIT=max`, best of batches): compiled, every
