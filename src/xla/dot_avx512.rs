@@ -29,10 +29,10 @@ pub(crate) fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
 }
 
-/// Loads 16 lanes from `s[i..i + 16]`.
+/// Loads 16 lanes from `s[i..i + 16]` (the AVX-512 kernels' one load).
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn load(s: &[f32], i: usize) -> __m512 {
+pub(crate) fn load(s: &[f32], i: usize) -> __m512 {
     let v = &s[i..i + 16];
     // SAFETY: `v` is 16 initialized f32s (the slice above is bounds
     // checked); `_mm512_loadu_ps` reads exactly those 64 bytes, unaligned

@@ -21,7 +21,7 @@
 //! (here: `0 * 0` added to `+0`). So the same bits.
 
 use std::arch::x86_64::{
-    __m512, __mmask16, _mm512_add_ps, _mm512_broadcast_f32x4, _mm512_fmadd_ps, _mm512_loadu_ps,
+    __m512, __mmask16, _mm512_add_ps, _mm512_broadcast_f32x4, _mm512_fmadd_ps,
     _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_permutexvar_ps, _mm512_setr_epi32,
     _mm512_setzero_ps, _mm512_shuffle_ps, _mm512_unpackhi_ps, _mm512_unpacklo_ps, _mm_loadu_ps,
 };
@@ -29,6 +29,7 @@ use std::arch::x86_64::{
 use smallvec::SmallVec;
 
 use super::dot::DotPlan;
+use super::dot_avx512::load;
 use super::dot_blocked::{panels, Operands};
 
 /// Rows of A per block.
@@ -234,17 +235,6 @@ fn pack_rows(x: &[f32], sa: (usize, usize), k: usize, (i0, rows): (usize, usize)
             }
         }
     }
-}
-
-/// Loads 16 lanes from `s[i..i + 16]`.
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn load(s: &[f32], i: usize) -> __m512 {
-    let v = &s[i..i + 16];
-    // SAFETY: `v` is 16 initialized f32s (the slice above is bounds
-    // checked); `_mm512_loadu_ps` reads exactly those 64 bytes, unaligned
-    // reads allowed.
-    unsafe { _mm512_loadu_ps(v.as_ptr()) }
 }
 
 /// The four values `s[0..4]` in each 128-bit quarter of a vector.
