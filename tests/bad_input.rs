@@ -268,6 +268,22 @@ fn degenerate_shapes() {
             .shape(),
         &[0, 2]
     );
+    // The same on the shapes of the few-row, narrow and matrix-vector
+    // kernels.
+    for (m, k, n) in [
+        (1, 0, 40),
+        (3, 0, 100),
+        (8, 0, 48),
+        (5, 0, 1),
+        (0, 100, 40),
+        (2, 64, 0),
+    ] {
+        let p = Tensor::zeros(&[m, k])
+            .matmul(&Tensor::zeros(&[k, n]))
+            .unwrap();
+        assert_eq!(p.shape(), &[m, n]);
+        assert!(p.to_vec().iter().all(|v| v.to_bits() == 0), "{m}x{k}x{n}");
+    }
     // Scan over a scalar: Flax raises an index error; flaxen a lift error.
     let err = flaxen::nn::Scan::new(Step)
         .init(random::key(0), (Tensor::zeros(&[]), Tensor::scalar(1.0)))
