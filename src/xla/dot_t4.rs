@@ -21,9 +21,10 @@
 //! (here: `0 * 0` added to `+0`). So the same bits.
 
 use std::arch::x86_64::{
-    __m512, __mmask16, _mm512_add_ps, _mm512_broadcast_f32x4, _mm512_fmadd_ps,
-    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_permutexvar_ps, _mm512_setr_epi32,
-    _mm512_setzero_ps, _mm512_shuffle_ps, _mm512_unpackhi_ps, _mm512_unpacklo_ps, _mm_loadu_ps,
+    __m512, __m512i, __mmask16, _mm512_add_ps, _mm512_broadcast_f32x4, _mm512_fmadd_ps,
+    _mm512_loadu_epi32, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_permutex2var_ps,
+    _mm512_permutexvar_ps, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_shuffle_ps,
+    _mm512_storeu_ps, _mm512_unpackhi_ps, _mm512_unpacklo_ps, _mm_loadu_ps,
 };
 
 use smallvec::SmallVec;
@@ -158,21 +159,9 @@ enum Rows<'a> {
 /// `16g + 4j + t` holding `b[4q + t][c0 + 4g + j]`, zeros past `k` and `w`.
 fn pack_panel(y: &[f32], sb: (usize, usize), k: usize, (c0, w): (usize, usize), dst: &mut [f32]) {
     if sb.1 == 1 {
-        // B's rows contiguous: each of the group's four rows spread over
-        // its lane of every column.
-        for (q, group) in dst.chunks_exact_mut(PW).enumerate() {
-            group.fill(0.0);
-            for t in 0..4 {
-                let p = 4 * q + t;
-                if p >= k {
-                    break;
-                }
-                let src = &y[p * sb.0 + c0..p * sb.0 + c0 + w];
-                for (lanes, &v) in group.chunks_exact_mut(4).zip(src) {
-                    lanes[t] = v;
-                }
-            }
-        }
+        // SAFETY: `planned_t4`'s caller checked (`runs`) that the CPU
+        // supports AVX-512F, the only requirement of `pack_row_major`.
+        unsafe { pack_row_major(y, sb.0, k, (c0, w), dst) };
         return;
     }
     for (q, row) in dst.chunks_exact_mut(PW).enumerate() {
@@ -190,6 +179,65 @@ fn pack_panel(y: &[f32], sb: (usize, usize), k: usize, (c0, w): (usize, usize), 
                     0.0
                 };
             }
+        }
+    }
+}
+
+/// [`pack_panel`] for B's rows contiguous (`row` floats apart): per group
+/// of four terms, the four rows' 16 columns (zero past `w` and `k`) are
+/// interleaved by three two-source permutes per vector of the panel (a
+/// scalar scatter was a sixth of a `[512, 512] @ [512, 40]` product).
+///
+/// # Safety
+///
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_row_major(
+    y: &[f32],
+    row: usize,
+    k: usize,
+    (c0, w): (usize, usize),
+    dst: &mut [f32],
+) {
+    let mask: __mmask16 = ((1u32 << w) - 1) as u16;
+    // Lanes 2j, 2j + 1 of the first permute: rows t and t + 1 at column
+    // 4g + j; the second puts lane 4j + t of group g in place.
+    let pairs: [__m512i; 4] = std::array::from_fn(|g| {
+        let i: [i32; 16] = std::array::from_fn(|l| {
+            let (j, second) = (l / 2, l % 2);
+            if l < 8 {
+                (4 * g + j) as i32 + 16 * second as i32
+            } else {
+                0
+            }
+        });
+        _mm512_loadu_epi32(i.as_ptr())
+    });
+    let order: [i32; 16] = std::array::from_fn(|e| {
+        let (j, t) = (e / 4, e % 4);
+        (2 * j + t % 2 + 16 * (t / 2)) as i32
+    });
+    let order = _mm512_loadu_epi32(order.as_ptr());
+    for (q, group) in dst.chunks_exact_mut(PW).enumerate() {
+        let r: [__m512; 4] = std::array::from_fn(|t| {
+            let p = 4 * q + t;
+            if p < k {
+                let src = &y[p * row + c0..p * row + c0 + w];
+                // SAFETY: the mask selects the first `w` lanes, exactly the
+                // elements of `src` (bounds checked above); masked-off
+                // lanes are not read (and are zero).
+                unsafe { _mm512_maskz_loadu_ps(mask, src.as_ptr()) }
+            } else {
+                _mm512_setzero_ps()
+            }
+        });
+        for (g, out) in group.chunks_exact_mut(16).enumerate() {
+            let ab = _mm512_permutex2var_ps(r[0], pairs[g], r[1]);
+            let cd = _mm512_permutex2var_ps(r[2], pairs[g], r[3]);
+            let v = _mm512_permutex2var_ps(ab, order, cd);
+            // SAFETY: `out` is 16 f32s we may write (`chunks_exact_mut`);
+            // `_mm512_storeu_ps` writes exactly those 64 bytes.
+            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), v) };
         }
     }
 }
