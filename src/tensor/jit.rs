@@ -414,18 +414,7 @@ fn compiled_call(
     });
     // The auxiliary outputs traced here, as constants (others as they are).
     let aux = aux
-        .with_leaves(
-            aux.leaves()
-                .iter()
-                .map(|t| {
-                    if on_tape(t, &tape) {
-                        detach(t)
-                    } else {
-                        t.clone()
-                    }
-                })
-                .collect(),
-        )
+        .with_leaves(aux.leaves().iter().map(|t| off_tape(t, &tape)).collect())
         .expect("one tensor per leaf");
     *aux_out = Some(aux);
     Ok((detach(&out), grads))
@@ -485,6 +474,16 @@ pub(crate) fn on_tape(t: &Tensor, tape: &Arc<Tape>) -> bool {
     t.tracer
         .as_ref()
         .is_some_and(|tr| Arc::ptr_eq(&tr.tape, tape))
+}
+
+/// `t` detached from `tape` if traced on it, else as it is (a traced
+/// call's outputs handed back to the caller).
+pub(crate) fn off_tape(t: &Tensor, tape: &Arc<Tape>) -> Tensor {
+    if on_tape(t, tape) {
+        detach(t)
+    } else {
+        t.clone()
+    }
 }
 
 /// Where each tensor of a step's auxiliary outputs comes from (the first

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use super::compiled::ForwardJit;
 use super::error::TensorError;
-use super::grad::{detach, trace_on};
-use super::jit::{on_tape, Out, Plan};
+use super::grad::trace_on;
+use super::jit::{off_tape, on_tape, Out, Plan};
 use super::tape::{OpKind, Tape};
 use super::{Tensor, Tree};
 use crate::random::Key;
@@ -80,16 +80,7 @@ pub(crate) fn trace_forward<T>(
     } else {
         plan(&tape, &arg_tree, &outs, rngs.samplers, keys.len())
     };
-    let detached = outs
-        .iter()
-        .map(|t| {
-            if on_tape(t, &tape) {
-                detach(t)
-            } else {
-                t.clone()
-            }
-        })
-        .collect();
+    let detached = outs.iter().map(|t| off_tape(t, &tape)).collect();
     Ok((value, detached, program))
 }
 
