@@ -435,13 +435,6 @@ pub(crate) fn planned_matmul(
 fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bool) {
     #[cfg(target_arch = "x86_64")]
     use super::dot_avx512::{MR, MR_NARROW as NARROW};
-    // Blocks of eight rows where they pad the rows no more than blocks of
-    // six (padded rows are computed too).
-    #[cfg(target_arch = "x86_64")]
-    let eights = {
-        let m = args.4 .0;
-        m.div_ceil(NARROW) * NARROW <= m.div_ceil(MR) * MR
-    };
     #[cfg(target_arch = "x86_64")]
     if wide && super::dot_t4::runs(args.5, args.4 .1) {
         return super::dot_t4::planned_t4(args, out, packed);
@@ -457,6 +450,13 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
             return unsafe { super::dot_avx512::few_rows_t1((x, sa), y, mkn, plan, out) };
         }
     }
+    // Blocks of eight rows where they pad the rows no more than blocks of
+    // six (padded rows are computed too).
+    #[cfg(target_arch = "x86_64")]
+    let eights = {
+        let m = args.4 .0;
+        m.div_ceil(NARROW) * NARROW <= m.div_ceil(MR) * MR
+    };
     // Rows per block (`MR`) and vectors per panel (`NV`). Four rows: with
     // eight, LLVM vectorized narrow panels across the rows (gathers and
     // scatters, 20x slower).

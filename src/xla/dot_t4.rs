@@ -145,6 +145,15 @@ pub(crate) fn planned_t4(
     crate::pool::share_out(shares, rows);
 }
 
+/// Where [`rows_t4`] reads one block's rows of A.
+#[derive(Clone, Copy)]
+enum Block<'a> {
+    /// Its rows in A itself.
+    InPlace([&'a [f32]; MR]),
+    /// Its packed terms (see [`pack_rows`]).
+    Packed(&'a [f32]),
+}
+
 /// Where [`rows_t4`] reads the rows of A.
 #[derive(Clone, Copy)]
 enum Rows<'a> {
@@ -423,18 +432,19 @@ unsafe fn rows_t4(
     for r0 in (0..rows).step_by(MR) {
         let br = MR.min(rows - r0);
         // The block's rows in place (past the last row, the first again:
-        // computed, never stored), and their tail terms zero-padded.
+        // computed, never stored) with their tail terms zero-padded, or
+        // its packed terms.
         let mut tails = [[0.0f32; 4]; MR];
-        let in_place = match a {
+        let block = match a {
             Rows::InPlace(x, stride) => {
                 let mut rows: [&[f32]; MR] = [&[]; MR];
                 for (r, (row, t)) in rows.iter_mut().zip(&mut tails).enumerate() {
                     *row = &x[(r0 + r.min(br - 1)) * stride..][..k];
                     t[..k - kmain].copy_from_slice(&row[kmain..]);
                 }
-                Some(rows)
+                Block::InPlace(rows)
             }
-            Rows::Packed(_) => None,
+            Rows::Packed(p) => Block::Packed(&p[r0 / MR * kq * AW..][..kq * AW]),
         };
         for (panel, (c0, w, kc)) in bpack.chunks_exact(kq * PW).zip(panels(plan, NR)) {
             let mut s = 0;
@@ -447,23 +457,24 @@ unsafe fn rows_t4(
                 let first = s == 0;
                 macro_rules! run {
                     ($ng:literal) => {
-                        match (a, in_place) {
-                            (_, Some(rows)) if s < kmain => {
+                        match block {
+                            Block::InPlace(rows) if s < kmain => {
                                 add_block(&chunk_in_place::<$ng>(&rows, s, b), br, o, at, first)
                             }
-                            (_, Some(_)) => {
+                            Block::InPlace(_) => {
                                 let mut rows: [&[f32]; MR] = [&[]; MR];
                                 for (row, t) in rows.iter_mut().zip(&tails) {
                                     *row = t;
                                 }
                                 add_block(&chunk_in_place::<$ng>(&rows, 0, b), br, o, at, first)
                             }
-                            (Rows::Packed(p), None) => {
-                                let blk = &p[r0 / MR * kq * AW..][..kq * AW];
-                                let a = &blk[qs * AW..qe * AW];
-                                add_block(&chunk::<$ng>(a, b), br, o, at, first)
-                            }
-                            (Rows::InPlace(..), None) => unreachable!("rows in place"),
+                            Block::Packed(blk) => add_block(
+                                &chunk::<$ng>(&blk[qs * AW..qe * AW], b),
+                                br,
+                                o,
+                                at,
+                                first,
+                            ),
                         }
                     };
                 }

@@ -62,7 +62,8 @@ fn row_major_gemv_body(
         &copied
     };
     let row = |i: usize| &x[i * row_stride..i * row_stride + k];
-    // The tail's chain and the lanes' reduction of one row.
+    // The tail's chain and the lanes' reduction of a row after the last
+    // full tile (a tile's rows are finished side by side below).
     let finish = |i: usize, lanes: &[f32; LANES]| {
         let mut tail = 0.0f32;
         for (&a, &b) in row(i)[main..].iter().zip(&v[main..]) {
@@ -70,8 +71,6 @@ fn row_major_gemv_body(
         }
         if main == 0 {
             tail
-        } else if i < full_rows {
-            pairwise(lanes) + tail
         } else {
             halving(lanes) + tail
         }

@@ -555,7 +555,7 @@ mod tests {
     #[test]
     fn windows_side_by_side_sum_as_one_at_a_time() {
         let mut s = 9u64;
-        // Magnitudes from 2^-20 to 2^20: sums that round differently in
+        // Magnitudes from 2^-20 to 2^11: sums that round differently in
         // another order.
         let row: Vec<f32> = (0..5000)
             .map(|_| {
