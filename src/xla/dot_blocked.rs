@@ -663,9 +663,10 @@ fn run_body<const T: usize, const MR: usize, const NV: usize>(
         for (dst, (c0, w, _)) in bpack.chunks_exact_mut(k * nr).zip(panels(plan, nr)) {
             pack_panel(y, sb, k, (c0, w), nr, dst);
         }
-        pack_a::<MR>(x, sa, k, (0, m), apack);
         let b: &[f32] = if in_place { y } else { bpack };
-        rows_fn(apack, b, (k, n), plan, m, out);
+        by_slabs::<MR>((x, sa), (k, n), (0, m), (apack, out), |a, rows, o| {
+            rows_fn(a, b, (k, n), plan, rows, o)
+        });
         return;
     }
     // Both passes share their pieces between the calling thread and the
@@ -683,14 +684,86 @@ fn run_body<const T: usize, const MR: usize, const NV: usize>(
     let shares = out.chunks_mut(per * n).zip(apack.chunks_mut(per * k));
     crate::pool::share_out(shares.enumerate(), |(t, (o, a))| {
         let rows = o.len() / n;
-        pack_a::<MR>(x, sa, k, (t * per, rows), a);
-        rows_fn(a, bpack, (k, n), plan, rows, o)
+        by_slabs::<MR>((x, sa), (k, n), (t * per, rows), (a, o), |a, rows, o| {
+            rows_fn(a, bpack, (k, n), plan, rows, o)
+        });
     });
+}
+
+/// The packed rows of A that [`by_slabs`] keeps in the cache at a time:
+/// half of a core's L2 (1 MB on the machine measured).
+const SLAB_BYTES: usize = 512 * 1024;
+
+/// Runs `rows_fn(a, rows, o)` on rows `i0..i0 + rows` of A (`x`, strides
+/// `sa`, `k` terms; outputs `n` wide in `o`) slab by slab, each slab's rows
+/// packed into `apack` just before its run, so that the packed copy is
+/// still in the cache when the kernel reads it. Packing all the rows first
+/// wrote them to memory and read them back: with A far larger than the
+/// cache, that tripled its traffic (`[25088, 144] @ [144, 32]`, packing
+/// was 44% of the product). Slabs are whole blocks of `MR` rows and every
+/// output is computed as before, so the bits are the same.
+fn by_slabs<const MR: usize>(
+    (x, sa): (&[f32], (usize, usize)),
+    (k, n): (usize, usize),
+    (i0, rows): (usize, usize),
+    (apack, o): (&mut [f32], &mut [f32]),
+    mut rows_fn: impl FnMut(&[f32], usize, &mut [f32]),
+) {
+    let slab = (SLAB_BYTES / (4 * MR * k.max(1))).max(1) * MR;
+    for start in (0..rows).step_by(slab) {
+        let r = slab.min(rows - start);
+        // Every slab reuses the start of `apack`, still in the cache.
+        let a = &mut apack[..r.next_multiple_of(MR) * k];
+        pack_a::<MR>(x, sa, k, (i0 + start, r), a);
+        rows_fn(a, r, &mut o[start * n..(start + r) * n]);
+    }
 }
 
 #[cfg(test)]
 mod pack_tests {
     use super::{pack_a, rows, run_body, DotPlan};
+
+    /// Products whose rows are packed and run in several slabs per thread
+    /// (`by_slabs`), the last one partial, on the pool: the bits of the
+    /// per-output reference, for one and four partial sums per output and
+    /// a chain, A row-major and transposed.
+    #[test]
+    fn slabs_give_the_reference_bits() {
+        use crate::xla::dot::{plan, planned_scalar};
+        for (m, k, n) in [(1501, 200, 40), (997, 300, 33), (2003, 120, 17)] {
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7919) % 113) as f32 / 17.0 - 3.0)
+                .collect();
+            let xt: Vec<f32> = (0..k * m).map(|i| x[(i % m) * k + i / m]).collect();
+            let y: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 104729) % 97) as f32 / 13.0 - 3.5)
+                .collect();
+            assert!(m * k * n >= super::PARALLEL_THRESHOLD);
+            let plans = [
+                plan(m, k, n, false, 1, 1),
+                DotPlan::chain(k, n),
+                // Four partial sums in chunks too short for `dot_t4`.
+                DotPlan {
+                    tile_k: 4,
+                    tiles: vec![(0, n, 12)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+            ];
+            for p in &plans {
+                for (xs, sa) in [(&x, (k, 1)), (&xt, (1, m))] {
+                    let mut want = vec![0.0; m * n];
+                    planned_scalar(xs, sa, &y, (n, 1), (m, k, n), p, &mut want);
+                    let mut got = vec![f32::NAN; m * n];
+                    let mut packed = Vec::new();
+                    let (b, mkn) = (&y[..], (m, k, n));
+                    super::planned_matmul(xs, sa, b, (n, 1), mkn, p, &mut got, &mut packed);
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} {p:?} {sa:?}");
+                }
+            }
+        }
+    }
 
     /// B of one whole panel's width, read in place, gives the bits of B
     /// packed: every width from one vector to four, chunked or not.
