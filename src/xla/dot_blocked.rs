@@ -12,6 +12,9 @@
 //! the loop order or the split between threads.
 
 use std::array::from_fn;
+use std::sync::{Mutex, OnceLock};
+
+use smallvec::SmallVec;
 
 use super::dot::{chain_start, DotPlan};
 
@@ -669,25 +672,69 @@ fn run_body<const T: usize, const MR: usize, const NV: usize>(
         });
         return;
     }
-    // Both passes share their pieces between the calling thread and the
-    // pool (`share_out`): a parallel iterator would put the caller to sleep
-    // and wake it after each pass, about 10 us each time.
-    let panels_of_b = bpack.chunks_exact_mut(k * nr).zip(panels(plan, nr));
-    crate::pool::share_out(panels_of_b, |(dst, (c0, w, _))| {
-        pack_panel(y, sb, k, (c0, w), nr, dst)
-    });
-    // The blocks of `MR` rows shared out evenly, a share per thread: rows
-    // cut into more tasks than threads split unevenly (128 rows in tasks
-    // of 36: 72 rows on one core, 56 on the other).
+    // The blocks of `MR` rows shared out evenly, a share per thread (on
+    // the calling thread and the pool, `share_out`): rows cut into more
+    // tasks than threads split unevenly (128 rows in tasks of 36: 72 rows
+    // on one core, 56 on the other).
     let per = m.div_ceil(MR).div_ceil(rayon::current_num_threads()) * MR;
-    let bpack: &[f32] = if in_place { y } else { bpack };
     let shares = out.chunks_mut(per * n).zip(apack.chunks_mut(per * k));
+    if in_place {
+        crate::pool::share_out(shares.enumerate(), |(t, (o, a))| {
+            let rows = o.len() / n;
+            by_slabs::<MR>((x, sa), (k, n), (t * per, rows), (a, o), |a, rows, o| {
+                rows_fn(a, y, (k, n), plan, rows, o)
+            });
+        });
+        return;
+    }
+    // Every share runs every panel of B, one at a time; a panel is packed
+    // by the first share that needs it, the others wait for it (they start
+    // at different panels, so they rarely do). A pass packing all the
+    // panels first, then one running the rows, kept both cores waiting on
+    // memory while they packed: a tenth of a `[128, 784] @ [784, 512]`
+    // product, which gemm overlaps with its sums.
+    let panels: SmallVec<[Panel<'_>; 16]> = bpack
+        .chunks_exact_mut(k * nr)
+        .zip(panels(plan, nr))
+        .map(|(dst, (c0, w, kc))| Panel {
+            dst: Mutex::new(Some(dst)),
+            packed: OnceLock::new(),
+            plan: DotPlan {
+                tiles: vec![(c0, c0 + w, kc)],
+                ..plan.clone()
+            },
+            cols: (c0, w),
+        })
+        .collect();
+    let count = panels.len();
+    let nshares = m.div_ceil(per);
     crate::pool::share_out(shares.enumerate(), |(t, (o, a))| {
         let rows = o.len() / n;
+        let first = t * count / nshares;
         by_slabs::<MR>((x, sa), (k, n), (t * per, rows), (a, o), |a, rows, o| {
-            rows_fn(a, bpack, (k, n), plan, rows, o)
+            for i in (0..count).map(|i| (first + i) % count) {
+                let panel = &panels[i];
+                let b = panel.packed.get_or_init(|| {
+                    let dst = (panel.dst.lock().unwrap_or_else(|e| e.into_inner()))
+                        .take()
+                        .expect("a panel is packed once");
+                    pack_panel(y, sb, k, panel.cols, nr, dst);
+                    dst
+                });
+                rows_fn(a, b, (k, n), &panel.plan, rows, o);
+            }
         });
     });
+}
+
+/// One panel of B in a parallel product (see [`run_body`]): where it is
+/// packed, its packed values once packed, and the plan of its columns
+/// alone (the kernels run it as a product of one panel).
+struct Panel<'a> {
+    dst: Mutex<Option<&'a mut [f32]>>,
+    packed: OnceLock<&'a [f32]>,
+    plan: DotPlan,
+    cols: (usize, usize),
 }
 
 /// The packed rows of A that [`by_slabs`] keeps in the cache at a time:
@@ -724,13 +771,20 @@ mod pack_tests {
     use super::{pack_a, rows, run_body, DotPlan};
 
     /// Products whose rows are packed and run in several slabs per thread
-    /// (`by_slabs`), the last one partial, on the pool: the bits of the
-    /// per-output reference, for one and four partial sums per output and
-    /// a chain, A row-major and transposed.
+    /// (`by_slabs`), the last one partial, on the pool, and products of
+    /// several panels packed by whichever share needs them first: the bits
+    /// of the per-output reference, for one and four partial sums per
+    /// output and a chain, A row-major and transposed.
     #[test]
     fn slabs_give_the_reference_bits() {
         use crate::xla::dot::{plan, planned_scalar};
-        for (m, k, n) in [(1501, 200, 40), (997, 300, 33), (2003, 120, 17)] {
+        let shapes = [
+            (1501, 200, 40),
+            (997, 300, 33),
+            (2003, 120, 17),
+            (130, 160, 300),
+        ];
+        for (m, k, n) in shapes {
             let x: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 7919) % 113) as f32 / 17.0 - 3.0)
                 .collect();
