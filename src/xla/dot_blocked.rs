@@ -741,6 +741,10 @@ struct Panel<'a> {
 /// half of a core's L2 (1 MB on the machine measured).
 const SLAB_BYTES: usize = 512 * 1024;
 
+/// The largest B that [`by_slabs`] expects to find in the shared cache
+/// when a slab reads it again: half the L3 of the machine measured (32 MB).
+const B_CACHED_BYTES: usize = 16 * 1024 * 1024;
+
 /// Runs `rows_fn(a, rows, o)` on rows `i0..i0 + rows` of A (`x`, strides
 /// `sa`, `k` terms; outputs `n` wide in `o`) slab by slab, each slab's rows
 /// packed into `apack` just before its run, so that the packed copy is
@@ -749,6 +753,14 @@ const SLAB_BYTES: usize = 512 * 1024;
 /// cache, that tripled its traffic (`[25088, 144] @ [144, 32]`, packing
 /// was 44% of the product). Slabs are whole blocks of `MR` rows and every
 /// output is computed as before, so the bits are the same.
+///
+/// Every slab reads all of B again, from the shared cache while B fits
+/// in it ([`B_CACHED_BYTES`]); a larger B is read from memory, so a slab
+/// then holds at least as many bytes of A as B has (`k * n` values), so
+/// that B is not read more than A. With slabs of half an L2 only, `[64,
+/// 4096] @ [4096, 4096]` read its 64 MB B twice per thread from memory,
+/// 8.4 -> 12.7 ms; `[2048, 2048] @ [2048, 2048]`'s 16 MB B, re-read from
+/// the cache, still gains (42.5 -> 38.1 ms).
 fn by_slabs<const MR: usize>(
     (x, sa): (&[f32], (usize, usize)),
     (k, n): (usize, usize),
@@ -756,7 +768,13 @@ fn by_slabs<const MR: usize>(
     (apack, o): (&mut [f32], &mut [f32]),
     mut rows_fn: impl FnMut(&[f32], usize, &mut [f32]),
 ) {
-    let slab = (SLAB_BYTES / (4 * MR * k.max(1))).max(1) * MR;
+    let b_bytes = 4 * k * n;
+    let bytes = if b_bytes <= B_CACHED_BYTES {
+        SLAB_BYTES
+    } else {
+        SLAB_BYTES.max(b_bytes)
+    };
+    let slab = (bytes / (4 * MR * k.max(1))).max(1) * MR;
     for start in (0..rows).step_by(slab) {
         let r = slab.min(rows - start);
         // Every slab reuses the start of `apack`, still in the cache.
