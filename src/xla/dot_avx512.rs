@@ -192,7 +192,7 @@ pub(crate) unsafe fn rows_t1(
 /// far by the others.
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn add_block<const R: usize, const NV: usize>(
+pub(crate) fn add_block<const R: usize, const NV: usize>(
     acc: &[[__m512; NV]; R],
     rows: usize,
     o: &mut [f32],

@@ -463,6 +463,22 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
         let m = args.4 .0;
         m.div_ceil(NARROW) * NARROW <= m.div_ceil(MR) * MR
     };
+    // One panel, A's rows contiguous: A read in place.
+    #[cfg(target_arch = "x86_64")]
+    if wide && args.5.tile_k == 1 && args.1 .1 == 1 {
+        let nv = shape(args.5).1;
+        if panels(args.5, nv * L).count() == 1 {
+            return match (nv, eights) {
+                (1, true) => run_a_in_place::<NARROW, 1>(args, out, packed),
+                (2, true) => run_a_in_place::<NARROW, 2>(args, out, packed),
+                (3, true) => run_a_in_place::<NARROW, 3>(args, out, packed),
+                (1, false) => run_a_in_place::<MR, 1>(args, out, packed),
+                (2, false) => run_a_in_place::<MR, 2>(args, out, packed),
+                (3, false) => run_a_in_place::<MR, 3>(args, out, packed),
+                _ => run_a_in_place::<MR, 4>(args, out, packed),
+            };
+        }
+    }
     // Rows per block (`MR`) and vectors per panel (`NV`). Four rows: with
     // eight, LLVM vectorized narrow panels across the rows (gathers and
     // scatters, 20x slower).
@@ -552,6 +568,52 @@ fn rows_t1_in_place_avx512(
     // that is the only requirement of `rows_t1`, whose body is safe code
     // but for its bounds-checked loads and stores.
     unsafe { super::dot_avx512::rows_t1(apack, b, kn, plan, rows, o) };
+}
+
+/// A plan with one partial sum per output and one panel of `NV` vectors,
+/// A's rows contiguous: run by [`super::dot_a_rows::rows`] in blocks of
+/// `R` rows, A read in place, B's panel packed unless B is exactly that
+/// panel.
+#[cfg(target_arch = "x86_64")]
+fn run_a_in_place<const R: usize, const NV: usize>(
+    args: Operands<'_>,
+    out: &mut [f32],
+    packed: &mut Vec<f32>,
+) {
+    let (x, sa, y, sb, (m, k, n), plan) = args;
+    let nr = NV * L;
+    let panel: &[f32] = if is_its_own_panel(&args, nr) {
+        y
+    } else {
+        let Some((c0, w, _)) = panels(plan, nr).next() else {
+            return;
+        };
+        if packed.len() < k * nr + L {
+            packed.resize(k * nr + L, 0.0);
+        }
+        // On a 64-byte boundary, as in `run_body`.
+        let skip = packed.as_ptr().align_offset(64).min(L);
+        let dst = &mut packed[skip..skip + k * nr];
+        pack_panel(y, sb, k, (c0, w), nr, dst);
+        dst
+    };
+    // `n >= 1`: the plan has a panel.
+    let rows = |(i0, o): (usize, &mut [f32])| {
+        let rows = o.len() / n;
+        let a = (&x[i0 * sa.0..], sa.0);
+        // SAFETY: `dispatch` runs this only where the caller checked that
+        // the CPU supports AVX-512F and FMA (`wide`), the only requirement
+        // of `rows`.
+        unsafe { super::dot_a_rows::rows::<R, NV>(a, panel, (k, n), plan, rows, o) }
+    };
+    let parallel = m * n * k >= PARALLEL_THRESHOLD && rayon::current_num_threads() > 1;
+    if !parallel {
+        return rows((0, out));
+    }
+    // A share of blocks per thread (see `run_body`).
+    let per = m.div_ceil(R).div_ceil(rayon::current_num_threads()) * R;
+    let shares = out.chunks_mut(per * n).enumerate();
+    crate::pool::share_out(shares.map(|(t, o)| (t * per, o)), rows);
 }
 
 /// [`super::dot_avx512::few_rows_t1`] on the pool, for products too large
@@ -875,6 +937,53 @@ mod pack_tests {
                     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} {p:?} {sa:?}");
                 }
+            }
+        }
+    }
+
+    /// One panel of one to four vectors, A's rows read in place
+    /// (`run_a_in_place`): the bits of the per-output reference for every
+    /// panel width, blocks of six and eight rows with a partial last one,
+    /// on one thread and on the pool, chains and signed columns.
+    #[test]
+    fn a_read_in_place_gives_the_reference_bits() {
+        use crate::xla::dot::planned_scalar;
+        let shapes = [
+            (7, 33, 50),
+            (13, 70, 64),
+            (1001, 130, 16),
+            (1003, 140, 64),
+            (2001, 100, 30),
+            (999, 77, 47),
+        ];
+        for (m, k, n) in shapes {
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| match i % 13 {
+                    0 => -0.0,
+                    _ => ((i * 7919) % 113) as f32 / 17.0 - 3.0,
+                })
+                .collect();
+            let y: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 104729) % 97) as f32 / 13.0 - 3.5)
+                .collect();
+            let plans = [
+                DotPlan {
+                    tile_k: 1,
+                    tiles: vec![(0, n, 32)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+                DotPlan::chain(k, n),
+                DotPlan::chain(k, n).signed_from(n / 2),
+            ];
+            for p in &plans {
+                let mut want = vec![0.0; m * n];
+                planned_scalar(&x, (k, 1), &y, (n, 1), (m, k, n), p, &mut want);
+                let mut got = vec![f32::NAN; m * n];
+                let mkn = (m, k, n);
+                super::planned_matmul(&x, (k, 1), &y, (n, 1), mkn, p, &mut got, &mut Vec::new());
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} {p:?}");
             }
         }
     }

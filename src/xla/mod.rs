@@ -25,6 +25,8 @@ pub(crate) mod batch_norm;
 pub(crate) mod batch_norm_grad;
 pub(crate) mod dot;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod dot_a_rows;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod dot_avx512;
 pub(crate) mod dot_blocked;
 #[cfg(target_arch = "x86_64")]
