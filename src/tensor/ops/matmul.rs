@@ -2,7 +2,8 @@
 //! of `jnp.matmul`), summed in the order of XLA:CPU (jaxlib 0.10.2): the
 //! YNNPACK dot kernels for most products (see [`crate::xla::dot`]), XLA's own
 //! sequential chains for the others. Products larger than
-//! [`exact_matmul_limit`] use the `gemm` crate's faster kernels instead.
+//! [`exact_matmul_limit`] (none by default) use the `gemm` crate's kernels
+//! instead.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -569,49 +570,58 @@ pub(crate) fn dot_into(
     }
 }
 
-/// Products with more multiply-adds than this are computed by the `gemm`
-/// crate (on all cores) unless raised with [`set_exact_matmul_limit`].
-pub const DEFAULT_EXACT_MATMUL_LIMIT: usize = 1 << 22;
+/// The default [`exact_matmul_limit`]: none. Every product is summed in
+/// XLA:CPU's order, bit-exact with JAX, unless a program lowers the limit
+/// with [`set_exact_matmul_limit`]. (It was 4.2 million multiply-adds
+/// until the exact kernels caught up with gemm's on large products.)
+pub const DEFAULT_EXACT_MATMUL_LIMIT: usize = usize::MAX;
 
 static EXACT_MATMUL_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_EXACT_MATMUL_LIMIT);
 
 /// Sets the size (multiply-adds `m·k·n`) up to which matrix products are
 /// summed in XLA:CPU's order, bit-exact with JAX, for the whole process;
 /// larger ones use the `gemm` crate's kernels, not in JAX's order (results
-/// differ by a few ulp). The default, [`DEFAULT_EXACT_MATMUL_LIMIT`] (4.2
-/// million), keeps small and medium models exact; `usize::MAX` makes every
-/// product exact (a 784-512-512-10 training step then matches JAX bit for
-/// bit).
+/// differ by a few ulp). By default there is no limit
+/// ([`DEFAULT_EXACT_MATMUL_LIMIT`]): every product is exact, and a
+/// 784-512-512-10 training step matches JAX bit for bit.
 ///
-/// On the products of that step at batch 128 (2 cores,
-/// `benches/matmul_products.rs`, the book's matmul table), the exact
-/// kernels take 0.84-0.96x JAX's time and 0.97-1.20x the gemm crate's.
-/// Products with few rows or few columns, which took up to 1.9x gemm's
-/// time, now take about as long or less (best of many calls, exact against
-/// gemm: `[8, 1024] @ [1024, 48]` 3.8 against 3.6 us, `[512, 512] @ [512,
-/// 40]` 49 against 52, `[2048, 512] @ [512, 36]` 169 against 200, `[1000,
-/// 100] @ [100, 100]` 51 against 51, `[1, 2048] @ [2048, 100]` 6.2 against
-/// 13.4, `[2048, 100] @ [100, 1]` 8.0 against 11.2). Some are still slower:
-/// products with four partial sums per output and at most 16 terms
-/// (`[512, 16] @ [16, 40]` 6.3 against 4.2 us), a few rows of such products
-/// (`[8, 100] @ [100, 100]` 2.4 against 1.7), and dots of two long vectors
-/// (`[1, 2048] @ [2048, 1]` 0.6 against 0.2). With the eager allocator
-/// effect below, that is why the default keeps a limit.
+/// A lower limit trades exactness for speed on the kinds of product where
+/// gemm is still faster. Measured on 2 cores, best of many calls, exact
+/// against gemm, each pair in the same minute:
 ///
-/// Measured on that step (`AUTODIFF_BATCHES=1 cargo bench --bench
-/// autodiff`, `AUTODIFF_LIMIT=max`, best of batches): compiled, every
-/// product exact takes 1.04-1.06 ms against 1.03-1.09 ms with the default
-/// (JAX: 1.22 ms); eagerly (`value_and_grad`), 2.09 ms against 1.08-1.15
-/// ms with glibc's default allocator settings, because glibc then gives
-/// the step's freed arrays back to the system and faults them in again on
-/// every step (the gemm crate's own scratch, allocated and freed per call,
-/// happens to raise glibc's thresholds above the step's size), and 1.10
-/// ms after [`crate::memory::keep_freed_memory`].
+/// - about as fast or faster: the training step's products (`[128, 784] @
+///   [784, 512]` 223 against 213 us, `[128, 512] @ [512, 784]` with B
+///   transposed 285 against 337, `A^T @ G` `[784, 128] @ [128, 512]` 220
+///   against 226, `[128, 512] @ [512, 10]` 7.0 against 15.7), square ones
+///   (`[1024, 1024] @ [1024, 1024]` 4.25 against 4.12 ms), narrow ones
+///   (`[2048, 512] @ [512, 36]` 167 against 201, `[6272, 288] @ [288, 64]`
+///   454 against 447), few rows (`[8, 1024] @ [1024, 48]` 3.1 against 3.6,
+///   `[1, 4096] @ [4096, 4096]` 1.7 against 2.7 ms), one column (`[2048,
+///   100] @ [100, 1]` 8.0 against 11.2);
+/// - slower: tall products with two or four partial sums per output and
+///   few columns (`[25088, 144] @ [144, 32]` 614 against 463 us; with B
+///   transposed, `[25088, 32] @ [32, 144]`, 788 against 634), products
+///   with at most 16 terms (`[512, 16] @ [16, 40]` 6.3 against 4.2 us;
+///   `[128, 10] @ [10, 512]` with B transposed 10.8 against 6.5), few rows
+///   of four-partial-sum products (`[8, 100] @ [100, 100]` 2.4 against
+///   1.6), and dots of two long vectors (`[1, 2048] @ [2048, 1]` 0.7
+///   against 0.3).
+///
+/// A whole training step is not slower with every product exact: the
+/// 784-512-512-10 step at batch 128 (`AUTODIFF_BATCHES=1 cargo bench
+/// --bench autodiff`) took 0.99 ms compiled against 1.00 ms with the old
+/// 4.2M limit (JAX: 1.21 ms), and eagerly 1.03-1.04 ms either way after
+/// [`crate::memory::keep_freed_memory`]. Without that call an eager step
+/// over large arrays pays glibc's page faults: 2.19 ms every product exact,
+/// 1.05 ms with the old limit, only because the gemm crate's own scratch,
+/// allocated and freed per call, happened to raise glibc's thresholds
+/// above the step's size (convolution steps, which never call gemm, pay
+/// the same faults; see [`crate::memory`]).
 ///
 /// ```
 /// use flaxen::tensor::{set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
-/// set_exact_matmul_limit(usize::MAX); // every product bit-exact
-/// set_exact_matmul_limit(DEFAULT_EXACT_MATMUL_LIMIT);
+/// set_exact_matmul_limit(1 << 22); // gemm above 4.2M multiply-adds
+/// set_exact_matmul_limit(DEFAULT_EXACT_MATMUL_LIMIT); // every product exact
 /// ```
 pub fn set_exact_matmul_limit(multiply_adds: usize) {
     EXACT_MATMUL_LIMIT.store(multiply_adds, Ordering::Relaxed);
