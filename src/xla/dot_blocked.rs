@@ -465,17 +465,20 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
     };
     // One panel, A's rows contiguous: A read in place.
     #[cfg(target_arch = "x86_64")]
-    if wide && args.5.tile_k == 1 && args.1 .1 == 1 {
-        let nv = shape(args.5).1;
+    if wide && args.1 .1 == 1 {
+        let (t, nv) = shape(args.5);
         if panels(args.5, nv * L).count() == 1 {
-            return match (nv, eights) {
-                (1, true) => run_a_in_place::<NARROW, 1>(args, out, packed),
-                (2, true) => run_a_in_place::<NARROW, 2>(args, out, packed),
-                (3, true) => run_a_in_place::<NARROW, 3>(args, out, packed),
-                (1, false) => run_a_in_place::<MR, 1>(args, out, packed),
-                (2, false) => run_a_in_place::<MR, 2>(args, out, packed),
-                (3, false) => run_a_in_place::<MR, 3>(args, out, packed),
-                _ => run_a_in_place::<MR, 4>(args, out, packed),
+            return match (t, nv, eights) {
+                (1, 1, true) => run_a_in_place::<1, NARROW, 1>(args, out, packed),
+                (1, 2, true) => run_a_in_place::<1, NARROW, 2>(args, out, packed),
+                (1, 3, true) => run_a_in_place::<1, NARROW, 3>(args, out, packed),
+                (1, 1, false) => run_a_in_place::<1, MR, 1>(args, out, packed),
+                (1, 2, false) => run_a_in_place::<1, MR, 2>(args, out, packed),
+                (1, 3, false) => run_a_in_place::<1, MR, 3>(args, out, packed),
+                (1, _, _) => run_a_in_place::<1, MR, 4>(args, out, packed),
+                (2, 1, _) => run_a_in_place::<2, MR, 1>(args, out, packed),
+                (2, _, _) => run_a_in_place::<2, MR, 2>(args, out, packed),
+                _ => run_a_in_place::<4, MR, 1>(args, out, packed),
             };
         }
     }
@@ -570,12 +573,12 @@ fn rows_t1_in_place_avx512(
     unsafe { super::dot_avx512::rows_t1(apack, b, kn, plan, rows, o) };
 }
 
-/// A plan with one partial sum per output and one panel of `NV` vectors,
+/// A plan with `T` partial sums per output and one panel of `NV` vectors,
 /// A's rows contiguous: run by [`super::dot_a_rows::rows`] in blocks of
 /// `R` rows, A read in place, B's panel packed unless B is exactly that
 /// panel.
 #[cfg(target_arch = "x86_64")]
-fn run_a_in_place<const R: usize, const NV: usize>(
+fn run_a_in_place<const T: usize, const R: usize, const NV: usize>(
     args: Operands<'_>,
     out: &mut [f32],
     packed: &mut Vec<f32>,
@@ -604,7 +607,7 @@ fn run_a_in_place<const R: usize, const NV: usize>(
         // SAFETY: `dispatch` runs this only where the caller checked that
         // the CPU supports AVX-512F and FMA (`wide`), the only requirement
         // of `rows`.
-        unsafe { super::dot_a_rows::rows::<R, NV>(a, panel, (k, n), plan, rows, o) }
+        unsafe { super::dot_a_rows::rows::<T, R, NV>(a, panel, (k, n), plan, rows, o) }
     };
     let parallel = m * n * k >= PARALLEL_THRESHOLD && rayon::current_num_threads() > 1;
     if !parallel {
@@ -944,13 +947,15 @@ mod pack_tests {
     /// One panel of one to four vectors, A's rows read in place
     /// (`run_a_in_place`): the bits of the per-output reference for every
     /// panel width, blocks of six and eight rows with a partial last one,
-    /// on one thread and on the pool, chains and signed columns.
+    /// on one thread and on the pool, chains and signed columns, one, two
+    /// and four partial sums per output with tails.
     #[test]
     fn a_read_in_place_gives_the_reference_bits() {
         use crate::xla::dot::planned_scalar;
         let shapes = [
             (7, 33, 50),
             (13, 70, 64),
+            (9, 31, 12),
             (1001, 130, 16),
             (1003, 140, 64),
             (2001, 100, 30),
@@ -975,6 +980,26 @@ mod pack_tests {
                 },
                 DotPlan::chain(k, n),
                 DotPlan::chain(k, n).signed_from(n / 2),
+                // Two and four partial sums, chunks with and without a
+                // tail (four: chunks too short for `dot_t4`).
+                DotPlan {
+                    tile_k: 2,
+                    tiles: vec![(0, n, 32)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+                DotPlan {
+                    tile_k: 2,
+                    tiles: vec![(0, n, 10)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+                DotPlan {
+                    tile_k: 4,
+                    tiles: vec![(0, n, 12)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
             ];
             for p in &plans {
                 let mut want = vec![0.0; m * n];

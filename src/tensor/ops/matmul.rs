@@ -595,12 +595,13 @@ static EXACT_MATMUL_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_EXACT_MATMUL_L
 ///   against 226, `[128, 512] @ [512, 10]` 7.0 against 15.7), square ones
 ///   (`[1024, 1024] @ [1024, 1024]` 4.25 against 4.12 ms), narrow ones
 ///   (`[2048, 512] @ [512, 36]` 167 against 201, `[6272, 288] @ [288, 64]`
-///   454 against 447), few rows (`[8, 1024] @ [1024, 48]` 3.1 against 3.6,
-///   `[1, 4096] @ [4096, 4096]` 1.7 against 2.7 ms), one column (`[2048,
-///   100] @ [100, 1]` 8.0 against 11.2);
-/// - slower: tall products with two or four partial sums per output and
-///   few columns (`[25088, 144] @ [144, 32]` 614 against 463 us; with B
-///   transposed, `[25088, 32] @ [32, 144]`, 788 against 634), products
+///   459 against 452, `[25088, 144] @ [144, 32]` 489 against 471), few
+///   rows (`[8, 1024] @ [1024, 48]` 3.1 against 3.6, `[1, 4096] @ [4096,
+///   4096]` 1.7 against 2.7 ms), one column (`[2048, 100] @ [100, 1]` 8.0
+///   against 11.2);
+/// - slower: tall products with B transposed, several partial sums per
+///   output and few columns (`[25088, 32] @ [32, 144]` 788 against 634
+///   us), products
 ///   with at most 16 terms (`[512, 16] @ [16, 40]` 6.3 against 4.2 us;
 ///   `[128, 10] @ [10, 512]` with B transposed 10.8 against 6.5), few rows
 ///   of four-partial-sum products (`[8, 100] @ [100, 100]` 2.4 against
