@@ -599,8 +599,10 @@ static EXACT_MATMUL_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_EXACT_MATMUL_L
 ///   rows (`[8, 1024] @ [1024, 48]` 3.1 against 3.6, `[1, 4096] @ [4096,
 ///   4096]` 1.7 against 2.7 ms), one column (`[2048, 100] @ [100, 1]` 8.0
 ///   against 11.2);
-/// - slower: tall products with B transposed, several partial sums per
-///   output and few columns (`[25088, 32] @ [32, 144]` 788 against 634
+/// - slower: wide products with four partial sums per output (`[128, 512]
+///   @ [512, 784]` 251 against 222 us; the step's own, with B transposed,
+///   is faster), tall products with B transposed, several partial sums
+///   per output and few columns (`[25088, 32] @ [32, 144]` 788 against 634
 ///   us), products
 ///   with at most 16 terms (`[512, 16] @ [16, 40]` 6.3 against 4.2 us;
 ///   `[128, 10] @ [10, 512]` with B transposed 10.8 against 6.5), few rows
