@@ -14,7 +14,7 @@ use std::arch::x86_64::{
 };
 
 use super::dot::{chain_start, DotPlan};
-use super::dot_avx512::{add_block, load};
+use super::dot_avx512::{add_block, load, reduce_partials};
 use super::dot_blocked::panels;
 
 /// The `rows` rows of the product in `o` (row-major, `n` wide): A's rows
@@ -108,20 +108,7 @@ fn chunk<const T: usize, const R: usize, const NV: usize>(
     for (q, t) in (full..len).enumerate() {
         term(&mut acc[q], &b[t * nr..], a, t);
     }
-    let mut out = acc[0];
-    for (r, row) in out.iter_mut().enumerate() {
-        for (v, x) in row.iter_mut().enumerate() {
-            *x = match T {
-                1 => acc[0][r][v],
-                2 => _mm512_add_ps(acc[0][r][v], acc[1 % T][r][v]),
-                _ => _mm512_add_ps(
-                    _mm512_add_ps(acc[0][r][v], acc[1 % T][r][v]),
-                    _mm512_add_ps(acc[2 % T][r][v], acc[3 % T][r][v]),
-                ),
-            };
-        }
-    }
-    out
+    reduce_partials(&acc)
 }
 
 /// Term `t` of a block: `acc[r][v] += a[r][t] * b[v]` (fused), `b` the

@@ -267,6 +267,16 @@ fn chunk_tk<const T: usize, const R: usize, const NV: usize>(
     for (q, (bt, at)) in tail.enumerate() {
         terms(&mut acc[q], bt, at);
     }
+    reduce_partials(&acc)
+}
+
+/// A block's `T` partial sums per output reduced as YNNPACK reduces them:
+/// `T = 2` as `p0 + p1`, `T = 4` as `(p0 + p1) + (p2 + p3)`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn reduce_partials<const T: usize, const R: usize, const NV: usize>(
+    acc: &[[[__m512; NV]; R]; T],
+) -> [[__m512; NV]; R] {
     let mut out = acc[0];
     for (r, row) in out.iter_mut().enumerate() {
         for (v, x) in row.iter_mut().enumerate() {

@@ -895,6 +895,23 @@ fn by_slabs<const MR: usize>(
 mod pack_tests {
     use super::{pack_a, rows, run_body, DotPlan};
 
+    /// Asserts that `planned_matmul` gives the per-output reference's bits
+    /// for A in `x` with strides `sa` and row-major B in `y`, under `plan`.
+    fn assert_reference_bits(
+        (x, sa): (&[f32], (usize, usize)),
+        y: &[f32],
+        (m, k, n): (usize, usize, usize),
+        plan: &DotPlan,
+    ) {
+        let mut want = vec![0.0; m * n];
+        crate::xla::dot::planned_scalar(x, sa, y, (n, 1), (m, k, n), plan, &mut want);
+        let mut got = vec![f32::NAN; m * n];
+        let mkn = (m, k, n);
+        super::planned_matmul(x, sa, y, (n, 1), mkn, plan, &mut got, &mut Vec::new());
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} {plan:?} {sa:?}");
+    }
+
     /// Products whose rows are packed and run in several slabs per thread
     /// (`by_slabs`), the last one partial, on the pool, and products of
     /// several panels packed by whichever share needs them first: the bits
@@ -902,7 +919,7 @@ mod pack_tests {
     /// output and a chain, A row-major and transposed.
     #[test]
     fn slabs_give_the_reference_bits() {
-        use crate::xla::dot::{plan, planned_scalar};
+        use crate::xla::dot::plan;
         let shapes = [
             (1501, 200, 40),
             (997, 300, 33),
@@ -930,15 +947,8 @@ mod pack_tests {
                 },
             ];
             for p in &plans {
-                for (xs, sa) in [(&x, (k, 1)), (&xt, (1, m))] {
-                    let mut want = vec![0.0; m * n];
-                    planned_scalar(xs, sa, &y, (n, 1), (m, k, n), p, &mut want);
-                    let mut got = vec![f32::NAN; m * n];
-                    let mut packed = Vec::new();
-                    let (b, mkn) = (&y[..], (m, k, n));
-                    super::planned_matmul(xs, sa, b, (n, 1), mkn, p, &mut got, &mut packed);
-                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} {p:?} {sa:?}");
+                for a in [(&x[..], (k, 1)), (&xt[..], (1, m))] {
+                    assert_reference_bits(a, &y, (m, k, n), p);
                 }
             }
         }
@@ -951,7 +961,6 @@ mod pack_tests {
     /// and four partial sums per output with tails.
     #[test]
     fn a_read_in_place_gives_the_reference_bits() {
-        use crate::xla::dot::planned_scalar;
         let shapes = [
             (7, 33, 50),
             (13, 70, 64),
@@ -1002,13 +1011,7 @@ mod pack_tests {
                 },
             ];
             for p in &plans {
-                let mut want = vec![0.0; m * n];
-                planned_scalar(&x, (k, 1), &y, (n, 1), (m, k, n), p, &mut want);
-                let mut got = vec![f32::NAN; m * n];
-                let mkn = (m, k, n);
-                super::planned_matmul(&x, (k, 1), &y, (n, 1), mkn, p, &mut got, &mut Vec::new());
-                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} {p:?}");
+                assert_reference_bits((&x, (k, 1)), &y, (m, k, n), p);
             }
         }
     }
@@ -1018,7 +1021,6 @@ mod pack_tests {
     /// with chunks of their own, cut across the threads' ranges.
     #[test]
     fn few_rows_on_the_pool_give_the_reference_bits() {
-        use crate::xla::dot::planned_scalar;
         for (m, k, n) in [(1, 1000, 2100), (2, 600, 1801), (3, 999, 1000)] {
             assert!(m * k * n >= super::PARALLEL_THRESHOLD);
             let x: Vec<f32> = (0..m * k)
@@ -1041,13 +1043,7 @@ mod pack_tests {
                 },
             ];
             for p in &plans {
-                let mut want = vec![0.0; m * n];
-                planned_scalar(&x, (k, 1), &y, (n, 1), (m, k, n), p, &mut want);
-                let mut got = vec![f32::NAN; m * n];
-                let mkn = (m, k, n);
-                super::planned_matmul(&x, (k, 1), &y, (n, 1), mkn, p, &mut got, &mut Vec::new());
-                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} {p:?}");
+                assert_reference_bits((&x, (k, 1)), &y, (m, k, n), p);
             }
         }
     }
