@@ -33,6 +33,9 @@ impl Module for Mlp {
 }
 
 fn main() -> flaxen::Result<()> {
+    // An eager step over large arrays: keep glibc from giving them back to
+    // the system and faulting them in again at every step.
+    flaxen::memory::keep_freed_memory();
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str, default: usize| -> usize {
         args.iter()
