@@ -61,22 +61,27 @@ fn lanes(x: __m512) -> [f32; 16] {
 
 /// One chunk of `len` terms for one block: `a` the block's packed rows
 /// (`[len][MR]`), `b` the panel's rows (`NR` values each, `stride` apart:
-/// `NR` packed, B's row length read in place). `chain`: the first term is
-/// a plain product added to these starts (XLA's own emitter).
+/// `NR` packed, B's row length read in place), its sums from `start`.
 #[target_feature(enable = "avx512f,fma")]
 #[inline]
-fn chunk(
-    a: &[f32],
-    b: &[f32],
-    stride: usize,
-    len: usize,
-    chain: Option<&[__m512; 4]>,
-) -> [[__m512; 4]; MR] {
+fn chunk(a: &[f32], b: &[f32], stride: usize, len: usize, start: Start<'_>) -> [[__m512; 4]; MR] {
     if stride != NR {
-        return chunk_rows(a, len, chain, |t| &b[t * stride..t * stride + NR]);
+        return chunk_rows(a, len, start, |t| &b[t * stride..t * stride + NR]);
     }
     let b = &b[..len * NR];
-    chunk_rows(a, len, chain, |t| &b[t * NR..t * NR + NR])
+    chunk_rows(a, len, start, |t| &b[t * NR..t * NR + NR])
+}
+
+/// Where a chunk's sums start.
+#[derive(Clone, Copy)]
+enum Start<'a> {
+    /// From `+0`.
+    Zero,
+    /// A chain: the first term a plain product added to these starts
+    /// (XLA's own emitter).
+    Chain(&'a [__m512; 4]),
+    /// A chain continued: from these sums of its earlier terms.
+    Sums(&'a [[__m512; 4]; MR]),
 }
 
 /// [`chunk`] with term `t`'s row of the panel given by `row`.
@@ -85,11 +90,15 @@ fn chunk(
 fn chunk_rows<'b>(
     a: &[f32],
     len: usize,
-    chain: Option<&[__m512; 4]>,
+    start: Start<'_>,
     row: impl Fn(usize) -> &'b [f32],
 ) -> [[__m512; 4]; MR] {
     let a = &a[..len * MR];
-    let mut acc = [[_mm512_setzero_ps(); 4]; MR];
+    let (mut acc, chain) = match start {
+        Start::Zero => ([[_mm512_setzero_ps(); 4]; MR], None),
+        Start::Chain(starts) => ([[_mm512_setzero_ps(); 4]; MR], Some(starts)),
+        Start::Sums(sums) => (*sums, None),
+    };
     let mut t0 = 0;
     if let (Some(starts), true) = (chain, len > 0) {
         let b = row(0);
@@ -139,10 +148,46 @@ pub(crate) enum Panels<'a> {
 pub(crate) unsafe fn rows_t1(
     apack: &[f32],
     b: Panels<'_>,
+    kn: (usize, usize),
+    plan: &DotPlan,
+    rows: usize,
+    o: &mut [f32],
+) {
+    rows_t1_from(apack, b, kn, plan, rows, o, false)
+}
+
+/// [`rows_t1`] for terms that continue chains whose sums so far are in `o`
+/// (a chain cut into pieces, see `dot_blocked::run_long_chain`): each
+/// output's first chunk starts from its value in `o` instead of `+0`, so
+/// the sums are those of the whole chain, bit for bit (an `f32` stored and
+/// loaded again is the same `f32`). `plan` has one chunk per panel.
+///
+/// # Safety
+///
+/// The CPU must support AVX-512F and FMA ([`available`]).
+#[target_feature(enable = "avx512f,fma")]
+pub(crate) unsafe fn rows_t1_continued(
+    apack: &[f32],
+    b: Panels<'_>,
+    kn: (usize, usize),
+    plan: &DotPlan,
+    rows: usize,
+    o: &mut [f32],
+) {
+    debug_assert!(!plan.chain && plan.tiles.iter().all(|&(_, _, kc)| kc >= kn.0));
+    rows_t1_from(apack, b, kn, plan, rows, o, true)
+}
+
+/// [`rows_t1`], or with `continued` [`rows_t1_continued`].
+#[target_feature(enable = "avx512f,fma")]
+fn rows_t1_from(
+    apack: &[f32],
+    b: Panels<'_>,
     (k, n): (usize, usize),
     plan: &DotPlan,
     rows: usize,
     o: &mut [f32],
+    continued: bool,
 ) {
     debug_assert_eq!(plan.tile_k, 1);
     let chain = plan.chain.then_some(plan.signed_from);
@@ -168,22 +213,49 @@ pub(crate) unsafe fn rows_t1(
         while s < k {
             let e = (s + kc).min(k);
             let first = s == 0;
-            let call_chain = starts.as_ref().filter(|_| first);
             for (blk, a) in apack.chunks_exact(k * MR).enumerate() {
                 let r0 = blk * MR;
                 let br = MR.min(rows - r0);
-                let acc = chunk(
-                    &a[s * MR..],
-                    &panel[s * stride..],
-                    stride,
-                    e - s,
-                    call_chain,
-                );
-                add_block(&acc, br, o, (r0 * n + c0, n, w), first);
+                let at = (r0 * n + c0, n, w);
+                let sums;
+                let start = match (&starts, first) {
+                    (Some(starts), true) => Start::Chain(starts),
+                    (None, true) if continued => {
+                        sums = load_block(o, br, at);
+                        Start::Sums(&sums)
+                    }
+                    _ => Start::Zero,
+                };
+                let acc = chunk(&a[s * MR..], &panel[s * stride..], stride, e - s, start);
+                add_block(&acc, br, o, at, first);
             }
             s = e;
         }
     }
+}
+
+/// The first `rows` rows of a block's outputs (`o`, `n` wide, the block's
+/// first output at `start`, `w` columns of the panel's 64), as a block of
+/// sums; lanes past them are zeros (never stored).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn load_block(o: &[f32], rows: usize, (start, n, w): (usize, usize, usize)) -> [[__m512; 4]; MR] {
+    let mut out = [[_mm512_setzero_ps(); 4]; MR];
+    for (r, outr) in out.iter_mut().enumerate().take(rows) {
+        let row = &o[start + r * n..start + r * n + w];
+        for (v, x) in outr.iter_mut().enumerate() {
+            let lo = (v * 16).min(w);
+            let part = &row[lo..(lo + 16).min(w)];
+            *x = if part.len() == 16 {
+                load(part, 0)
+            } else {
+                let mut lanes = [0.0f32; 16];
+                lanes[..part.len()].copy_from_slice(part);
+                load(&lanes, 0)
+            };
+        }
+    }
+    out
 }
 
 /// A chunk's sums for the first `rows` rows of a block into the output

@@ -600,9 +600,9 @@ static EXACT_MATMUL_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_EXACT_MATMUL_L
 ///   4096]` 1.7 against 2.7 ms), one column (`[2048, 100] @ [100, 1]` 8.0
 ///   against 11.2);
 /// - slower: long chains, as in weight gradients `A^T @ G` over a large
-///   batch (`[512, 8192] @ [8192, 512]` 13.3 against 9.3 ms: every block
-///   of rows reads its whole panel of B, 8192 terms, from the shared
-///   cache), wide products with four partial sums per output (`[128, 512]
+///   batch (`[512, 8192] @ [8192, 512]` 10.7 against 9.6 ms, run in pieces
+///   of 512 terms; `[64, 8192] @ [8192, 512]`, too few rows for pieces to
+///   pay, 1.3x), wide products with four partial sums per output (`[128, 512]
 ///   @ [512, 784]` 251 against 222 us; the step's own, with B transposed,
 ///   is faster), tall products with B transposed, several partial sums
 ///   per output and few columns (`[25088, 32] @ [32, 144]` 788 against 634
