@@ -50,6 +50,37 @@ fn store(s: &mut [f32], i: usize, x: __m512) {
     unsafe { _mm512_storeu_ps(v.as_mut_ptr(), x) }
 }
 
+/// The values of `s` (at most 16) in the first lanes, zeros past them.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn load_partial(s: &[f32]) -> __m512 {
+    let s = &s[..s.len().min(16)];
+    let mask = ((1u32 << s.len()) - 1) as u16;
+    // SAFETY: the mask selects the first `s.len()` lanes, exactly the
+    // elements of `s`; masked-off lanes are not read.
+    unsafe { _mm512_maskz_loadu_ps(mask, s.as_ptr()) }
+}
+
+/// The first `dst.len()` lanes of `x` (at most 16) stored into `dst` when
+/// `first`, else added to its values.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn add_partial(dst: &mut [f32], x: __m512, first: bool) {
+    let n = dst.len().min(16);
+    let dst = &mut dst[..n];
+    let mask = ((1u32 << n) - 1) as u16;
+    // SAFETY: the mask selects the first `n` lanes, exactly the elements
+    // of `dst`; masked-off lanes are neither read nor written.
+    unsafe {
+        let x = if first {
+            x
+        } else {
+            _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, dst.as_ptr()))
+        };
+        _mm512_mask_storeu_ps(dst.as_mut_ptr(), mask, x);
+    }
+}
+
 /// The lanes of `x`.
 #[target_feature(enable = "avx512f")]
 #[inline]
@@ -245,14 +276,7 @@ fn load_block(o: &[f32], rows: usize, (start, n, w): (usize, usize, usize)) -> [
         let row = &o[start + r * n..start + r * n + w];
         for (v, x) in outr.iter_mut().enumerate() {
             let lo = (v * 16).min(w);
-            let part = &row[lo..(lo + 16).min(w)];
-            *x = if part.len() == 16 {
-                load(part, 0)
-            } else {
-                let mut lanes = [0.0f32; 16];
-                lanes[..part.len()].copy_from_slice(part);
-                load(&lanes, 0)
-            };
+            *x = load_partial(&row[lo..(lo + 16).min(w)]);
         }
     }
     out
@@ -578,19 +602,7 @@ fn few_cols<const R: usize, const NV: usize>(
             for (v, &sum) in accr.iter().enumerate().take(w.div_ceil(16)) {
                 let start = r * n + c0 + v * 16;
                 let lanes = (w - v * 16).min(16);
-                let mask: u16 = ((1u32 << lanes) - 1) as u16;
-                let dst = &mut out[start..start + lanes];
-                // SAFETY: the mask selects the first `lanes` lanes, exactly
-                // the elements of `dst` (bounds checked above); masked-off
-                // lanes are neither read nor written.
-                unsafe {
-                    let x = if first {
-                        sum
-                    } else {
-                        _mm512_add_ps(sum, _mm512_maskz_loadu_ps(mask, dst.as_ptr()))
-                    };
-                    _mm512_mask_storeu_ps(dst.as_mut_ptr(), mask, x);
-                }
+                add_partial(&mut out[start..start + lanes], sum, first);
             }
         }
         s = e;

@@ -593,12 +593,7 @@ fn run_a_in_place<const T: usize, const R: usize, const NV: usize>(
         let Some((c0, w, _)) = panels(plan, nr).next() else {
             return;
         };
-        if packed.len() < k * nr + L {
-            packed.resize(k * nr + L, 0.0);
-        }
-        // On a 64-byte boundary, as in `run_body`.
-        let skip = packed.as_ptr().align_offset(64).min(L);
-        let dst = &mut packed[skip..skip + k * nr];
+        let dst = aligned_scratch(packed, k * nr);
         pack_panel(y, sb, k, (c0, w), nr, dst);
         dst
     };
@@ -785,6 +780,21 @@ pub(crate) type Operands<'a> = (
     &'a DotPlan,
 );
 
+/// `len` floats of the scratch buffer `packed`, starting on a 64-byte
+/// boundary, so that every row of a packed panel (a multiple of 64 bytes)
+/// is whole cache lines: `malloc` aligns to 16 bytes, and vector loads
+/// straddling two lines made a product up to half again as slow, depending
+/// on where the buffer happened to lie. The buffer is grown, never cleared:
+/// the packers write every element they read (a memset of megabytes per
+/// call otherwise).
+pub(crate) fn aligned_scratch(packed: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if packed.len() < len + L {
+        packed.resize(len + L, 0.0);
+    }
+    let skip = packed.as_ptr().align_offset(64).min(L);
+    &mut packed[skip..skip + len]
+}
+
 /// [`planned_matmul`] with blocks of `MR` rows and panels of `NV` vectors.
 fn run<const T: usize, const MR: usize, const NV: usize>(
     args: Operands<'_>,
@@ -822,19 +832,9 @@ fn run_body<const T: usize, const MR: usize, const NV: usize>(
         panels(plan, nr).count()
     };
     let m_pad = m.next_multiple_of(MR);
-    // B's panels, then A's row blocks. Every element is written by the
-    // packers: the buffer is grown, never cleared (a memset of megabytes
-    // per call otherwise).
+    // B's panels, then A's row blocks.
     let (need_b, need_a) = (count * k * nr, m_pad * k);
-    if packed.len() < need_b + need_a + L {
-        packed.resize(need_b + need_a + L, 0.0);
-    }
-    // The panels start on a 64-byte boundary, so that every row of a panel
-    // (a multiple of 64 bytes) is whole cache lines: `malloc` aligns to 16
-    // bytes, and vector loads straddling two lines made a product up to
-    // half again as slow, depending on where the buffer happened to lie.
-    let skip = packed.as_ptr().align_offset(64).min(L);
-    let (bpack, apack) = packed[skip..skip + need_b + need_a].split_at_mut(need_b);
+    let (bpack, apack) = aligned_scratch(packed, need_b + need_a).split_at_mut(need_b);
     // A pool of one thread would only add a hand-off to it and back.
     let parallel = m * n * k >= PARALLEL_THRESHOLD && rayon::current_num_threads() > 1;
     if !parallel {

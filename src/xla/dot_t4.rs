@@ -22,15 +22,15 @@
 
 use std::arch::x86_64::{
     __m512, __m512i, __mmask16, _mm512_add_ps, _mm512_broadcast_f32x4, _mm512_fmadd_ps,
-    _mm512_loadu_epi32, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_permutex2var_ps,
-    _mm512_permutexvar_ps, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_shuffle_ps,
-    _mm512_storeu_ps, _mm512_unpackhi_ps, _mm512_unpacklo_ps, _mm_loadu_ps,
+    _mm512_loadu_epi32, _mm512_maskz_loadu_ps, _mm512_permutex2var_ps, _mm512_permutexvar_ps,
+    _mm512_setr_epi32, _mm512_setzero_ps, _mm512_shuffle_ps, _mm512_storeu_ps, _mm512_unpackhi_ps,
+    _mm512_unpacklo_ps, _mm_loadu_ps,
 };
 
 use smallvec::SmallVec;
 
 use super::dot::DotPlan;
-use super::dot_avx512::load;
+use super::dot_avx512::{add_partial, load};
 use super::dot_blocked::{panels, Operands};
 
 /// Rows of A per block.
@@ -93,12 +93,8 @@ pub(crate) fn planned_t4(
     let in_place = sa.1 == 1;
     let need_a = if in_place { 0 } else { blocks * kq * AW };
     let need_b = count * kq * PW;
-    if packed.len() < need_b + need_a + 16 {
-        packed.resize(need_b + need_a + 16, 0.0);
-    }
-    // Panels on 64-byte boundaries (whole cache lines per vector load).
-    let skip = packed.as_ptr().align_offset(64).min(16);
-    let (bpack, apack) = packed[skip..skip + need_b + need_a].split_at_mut(need_b);
+    let scratch = super::dot_blocked::aligned_scratch(packed, need_b + need_a);
+    let (bpack, apack) = scratch.split_at_mut(need_b);
     let parallel = m * n * k >= PARALLEL_THRESHOLD && rayon::current_num_threads() > 1;
     let panels_of_b = bpack.chunks_exact_mut(kq * PW).zip(panels(plan, NR));
     let pack =
@@ -390,23 +386,12 @@ fn add_block<const NG: usize>(
     (start, n, w): (usize, usize, usize),
     first: bool,
 ) {
-    let mask: __mmask16 = if w >= 16 { !0 } else { (1 << w) - 1 };
     for (r, accr) in acc.iter().enumerate().take(rows) {
         let mut groups = [_mm512_setzero_ps(); 4];
         groups[..NG].copy_from_slice(accr);
         let sums = column_sums(groups);
         let dst = &mut o[start + r * n..start + r * n + w.min(16)];
-        // SAFETY: the mask selects the first `w.min(16)` lanes, exactly the
-        // elements of `dst` (bounds checked above); masked-off lanes are
-        // neither read nor written, so no access falls outside `dst`.
-        unsafe {
-            let x = if first {
-                sums
-            } else {
-                _mm512_add_ps(sums, _mm512_maskz_loadu_ps(mask, dst.as_ptr()))
-            };
-            _mm512_mask_storeu_ps(dst.as_mut_ptr(), mask, x);
-        }
+        add_partial(dst, sums, first);
     }
 }
 
