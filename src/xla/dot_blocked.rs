@@ -672,7 +672,12 @@ const CHAIN_PIECE: usize = 512;
 #[cfg(target_arch = "x86_64")]
 fn is_long_chain(plan: &DotPlan, (m, k, n): (usize, usize, usize)) -> bool {
     let nr = super::dot_avx512::NR;
-    plan.chain && plan.tile_k == 1 && k >= 4096 && n > nr && m * n * CHAIN_PIECE > 1 << 24
+    plan.chain
+        && plan.tile_k == 1
+        && plan.tiles.iter().all(|&(_, _, kc)| kc >= k)
+        && k >= 4096
+        && n > nr
+        && m * n * CHAIN_PIECE > 1 << 24
 }
 
 /// A long chain per output (see [`is_long_chain`]) in pieces of

@@ -8,7 +8,9 @@
 //!   YNNPACK (kernel choice, packing, `k` chunks), run by the
 //!   register-blocked kernels of [`dot_blocked`] (`dot_avx512` for
 //!   one partial sum per output on AVX-512, `dot_t4` for four); [`gemv`]: XLA's own
-//!   matrix-vector and vector-vector emitters.
+//!   matrix-vector and vector-vector emitters; [`eigen_dot`]: the products
+//!   XLA keeps from YNNPACK (left operand transposed), blocked as Eigen's
+//!   contraction blocks them.
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
 //!   down columns (windows of rows, YNNPACK tiles).
 //! - [`batch_norm`]: BatchNorm's forward pass as XLA fuses it in a jitted
@@ -32,6 +34,7 @@ pub(crate) mod dot_blocked;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod dot_t4;
 pub(crate) mod dot_tiny;
+pub(crate) mod eigen_dot;
 pub(crate) mod gemv;
 pub mod libm_f32;
 pub(crate) mod math;

@@ -22,6 +22,7 @@ use crate::tensor::Tensor;
 use crate::xla::dot_tiny::TinySum;
 
 use crate::xla::dot::{self as ynn_dot, DotPlan};
+use crate::xla::eigen_dot;
 
 use super::dot_general::{is_canonical, jnp_matmul_dims};
 use crate::xla::dot_blocked::planned_matmul;
@@ -300,6 +301,40 @@ fn ynn_route(m: usize, k: usize, n: usize, sa: (isize, isize), sb: (isize, isize
     }
 }
 
+/// The route of a product with its left operand stored transposed that
+/// XLA hands to Eigen's contraction, where Eigen sums it in more than one
+/// block of terms (see [`crate::xla::eigen_dot`]): blocks of one length as
+/// a plan (the first block's chain, then each further block from `+0`,
+/// added), others as [`DotRoute::Eigen`]. `None` for every other product
+/// (one chain per output; inside a `vmap`, not modelled).
+fn eigen_route(
+    sa: (usize, usize),
+    (m, k, n): (usize, usize, usize),
+    (pm, pn, batches): (usize, usize, (usize, usize)),
+    offset: bool,
+) -> Option<DotRoute> {
+    let lhs_transposed = sa.1 != 1 && sa.0 == 1 && k > 1;
+    if !lhs_transposed || offset || (pm, pn) != (m, n) || batches != (1, 1) {
+        return None;
+    }
+    let sum = eigen_dot::summation(m, k, n, &eigen_dot::Machine::current());
+    let blocks = match sum {
+        eigen_dot::Summation::Emitter => return None,
+        eigen_dot::Summation::Chunks(ref c) if c.len() <= 1 => return None,
+        eigen_dot::Summation::Chunks(c) => vec![c],
+        eigen_dot::Summation::InnerDim(blocks) => blocks,
+    };
+    if let ([chunks], Some(kc)) = (&blocks[..], eigen_dot::uniform_chunk(&blocks[0])) {
+        debug_assert!(chunks.len() > 1);
+        // Each chain from `+0` (a `-0` product then gives `+0`, as XLA's).
+        return Some(DotRoute::Planned(Arc::new(DotPlan {
+            tiles: vec![(0, n, kc)],
+            ..DotPlan::chain(k, n)
+        })));
+    }
+    Some(DotRoute::Eigen(blocks.into()))
+}
+
 /// How one product of a given shape and strides is summed: decided once
 /// per shape (compiled steps keep it), then run by [`DotRoute::run`].
 #[derive(Clone, Debug)]
@@ -335,6 +370,13 @@ pub(crate) enum DotRoute {
     /// row-major matrix (its column-major GEMV), along this route of
     /// `[1, k] @ [k, m]`.
     Transposed(Box<DotRoute>),
+    /// A left operand stored transposed, summed as Eigen's contraction
+    /// sums it when its blocks of terms differ in length or it shards by
+    /// the inner dimension: each block of ranges of terms into a buffer of
+    /// its own (each range a chain from `+0`, added to the ranges before
+    /// it), the buffers then added in Eigen's order
+    /// ([`eigen_dot::combine`]).
+    Eigen(Arc<[Vec<(usize, usize)>]>),
 }
 
 impl DotRoute {
@@ -407,6 +449,9 @@ impl DotRoute {
             (sa.0 as isize, sa.1 as isize),
             (sb.0 as isize, sb.1 as isize),
         );
+        if let Some(route) = eigen_route(sa, (m, k, n), (pm, pn, batches), offset) {
+            return route;
+        }
         let plan = match route {
             None if pm * pn * k <= SMALL => {
                 let from = signed_columns(m, k, n, sb, batches);
@@ -483,6 +528,9 @@ impl DotRoute {
                 route.run(y, (k * sb.0, sb.0), x, (sa.1, 1), (1, k, m), out, packed)
             }
             DotRoute::Planned(plan) => planned_matmul(x, sa, y, sb, (m, k, n), plan, out, packed),
+            DotRoute::Eigen(blocks) => {
+                eigen_dot::sum_blocks(x, sa, y, sb, (m, k, n), blocks, out, packed)
+            }
         }
     }
 }
