@@ -12,8 +12,8 @@
 
 mod common;
 
-use common::{differing, load_fixture, Expected};
-use flaxen::tensor::{jit_value_and_grad, vjp, Tensor, Tree};
+use common::{differing, hashed_inputs, load_fixture, Expected};
+use flaxen::tensor::{jit_value_and_grad, vjp, Tree};
 use serde::Deserialize;
 
 #[derive(Deserialize, Debug, PartialEq)]
@@ -49,20 +49,6 @@ struct Fixture {
     machine: Machine,
     cases: Vec<Case>,
     vjps: Vec<Vjp>,
-}
-
-/// generate_matmul.py's `inputs`: `u * 2^e` from integer hashes.
-fn inputs(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v = (0..n as u64)
-        .map(|j| {
-            let h = (j * 2654435761 + seed * 40503) % (1 << 32);
-            let e = ((j * 40503 + seed * 2654435761) >> 7) % 13;
-            let u = h as f64 / 4294967296.0 * 4.0 - 2.0;
-            (u * 2f64.powi(e as i32 - 6)) as f32
-        })
-        .collect();
-    Tensor::from_vec(v, shape).unwrap()
 }
 
 /// The size of CPU 0's cache of `level` and `kind` (sysfs), as the oracle
@@ -125,8 +111,8 @@ fn transposed_products_are_bit_exact() {
     }
     let mut bad = Vec::new();
     for c in &fixture.cases {
-        let a = inputs(&[c.k, c.m], c.seeds[0]);
-        let b = inputs(&[c.k, c.n], c.seeds[1]);
+        let a = hashed_inputs(&[c.k, c.m], c.seeds[0]);
+        let b = hashed_inputs(&[c.k, c.n], c.seeds[1]);
         let y = a.transpose().matmul(&b).unwrap();
         if let Some(diff) = differing(&y, &c.y) {
             bad.push(format!("{}x{}x{}: {diff}", c.m, c.k, c.n));
@@ -146,9 +132,9 @@ fn weight_gradients_over_large_batches_are_bit_exact() {
     }
     for v in &fixture.vjps {
         let [sx, sw, sg] = v.seeds;
-        let x = inputs(&[v.batch, v.d_in], sx);
-        let w = inputs(&[v.d_in, v.out], sw);
-        let g = inputs(&[v.batch, v.out], sg);
+        let x = hashed_inputs(&[v.batch, v.d_in], sx);
+        let w = hashed_inputs(&[v.d_in, v.out], sw);
+        let g = hashed_inputs(&[v.batch, v.out], sg);
         let name = format!("[{}, {}] @ [{}, {}]", v.batch, v.d_in, v.d_in, v.out);
         let params = Tree::new().with("x", x).with("w", w);
         let (_, pullback) = vjp(|p| Ok(p.tensor("x")?.matmul(p.tensor("w")?)?), &params).unwrap();

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_only_known, differing, load_fixture, Expected};
+use common::{assert_only_known, differing, hashed_inputs, load_fixture, Expected};
 use flaxen::tensor::{jit_value_and_grad, vjp, Tensor, Tree};
 use serde::Deserialize;
 
@@ -27,29 +27,13 @@ struct Fixture {
     cases: Vec<Case>,
 }
 
-/// The oracle's inputs, mixed magnitudes: `u * 2^e` with `u = ((j *
-/// 2654435761 + seed * 40503) mod 2^32) / 2^32 * 4 - 2` and `e = ((j *
-/// 40503 + seed * 2654435761) >> 7) mod 13 - 6`, in f64, then f32.
-fn inputs(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v = (0..n as u64)
-        .map(|j| {
-            let h = (j * 2654435761 + seed * 40503) % (1 << 32);
-            let e = ((j * 40503 + seed * 2654435761) >> 7) % 13;
-            let u = h as f64 / 4294967296.0 * 4.0 - 2.0;
-            (u * 2f64.powi(e as i32 - 6)) as f32
-        })
-        .collect();
-    Tensor::from_vec(v, shape).unwrap()
-}
-
 /// Case `i`'s operands `a`, `b` and cotangent `g`.
 fn operands(i: usize, case: &Case, y_shape: &[usize]) -> (Tensor, Tensor, Tensor) {
     let i = i as u64;
     (
-        inputs(&case.a_shape, 3 * i),
-        inputs(&case.b_shape, 3 * i + 1),
-        inputs(y_shape, 3 * i + 2),
+        hashed_inputs(&case.a_shape, 3 * i),
+        hashed_inputs(&case.b_shape, 3 * i + 1),
+        hashed_inputs(y_shape, 3 * i + 2),
     )
 }
 
