@@ -184,7 +184,7 @@ pub(crate) unsafe fn rows_t1(
     rows: usize,
     o: &mut [f32],
 ) {
-    rows_t1_from(apack, b, kn, plan, rows, o, false)
+    rows_t1_from(apack, b, kn, plan, rows, o, First::Store)
 }
 
 /// [`rows_t1`] for terms that continue chains whose sums so far are in `o`
@@ -206,10 +206,43 @@ pub(crate) unsafe fn rows_t1_continued(
     o: &mut [f32],
 ) {
     debug_assert!(!plan.chain && plan.tiles.iter().all(|&(_, _, kc)| kc >= kn.0));
-    rows_t1_from(apack, b, kn, plan, rows, o, true)
+    rows_t1_from(apack, b, kn, plan, rows, o, First::Continue)
 }
 
-/// [`rows_t1`], or with `continued` [`rows_t1_continued`].
+/// [`rows_t1`] for whole chunks that follow chunks whose sums are already
+/// in `o` (a chunked plan cut into pieces of whole chunks, see
+/// `dot_blocked::run_long_chain`): the first chunk too is summed from `+0`
+/// and added to `o`, as every later chunk is, so the bits are those of the
+/// plan run whole.
+///
+/// # Safety
+///
+/// The CPU must support AVX-512F and FMA ([`available`]).
+#[target_feature(enable = "avx512f,fma")]
+pub(crate) unsafe fn rows_t1_added(
+    apack: &[f32],
+    b: Panels<'_>,
+    kn: (usize, usize),
+    plan: &DotPlan,
+    rows: usize,
+    o: &mut [f32],
+) {
+    debug_assert!(!plan.chain);
+    rows_t1_from(apack, b, kn, plan, rows, o, First::Add)
+}
+
+/// What [`rows_t1_from`] does with a plan's first chunk.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum First {
+    /// Sums from `+0` (or the chain's starts), stored.
+    Store,
+    /// Sums from the output's values, stored (chains continued).
+    Continue,
+    /// Sums from `+0`, added to the output (chunks continued).
+    Add,
+}
+
+/// [`rows_t1`], [`rows_t1_continued`] or [`rows_t1_added`], as `mode` says.
 #[target_feature(enable = "avx512f,fma")]
 fn rows_t1_from(
     apack: &[f32],
@@ -218,7 +251,7 @@ fn rows_t1_from(
     plan: &DotPlan,
     rows: usize,
     o: &mut [f32],
-    continued: bool,
+    mode: First,
 ) {
     debug_assert_eq!(plan.tile_k, 1);
     let chain = plan.chain.then_some(plan.signed_from);
@@ -251,14 +284,14 @@ fn rows_t1_from(
                 let sums;
                 let start = match (&starts, first) {
                     (Some(starts), true) => Start::Chain(starts),
-                    (None, true) if continued => {
+                    (None, true) if mode == First::Continue => {
                         sums = load_block(o, br, at);
                         Start::Sums(&sums)
                     }
                     _ => Start::Zero,
                 };
                 let acc = chunk(&a[s * MR..], &panel[s * stride..], stride, e - s, start);
-                add_block(&acc, br, o, at, first);
+                add_block(&acc, br, o, at, first && mode != First::Add);
             }
             s = e;
         }

@@ -661,8 +661,8 @@ fn few_rows_on_pool((x, sa, y, _, (m, k, n), plan): Operands<'_>, out: &mut [f32
 #[cfg(target_arch = "x86_64")]
 const CHAIN_PIECE: usize = 512;
 
-/// Whether `plan` (`[m, k] @ [k, n]`) is one chain per output (XLA's
-/// emitter, as for `A^T @ G` over a batch) long enough for a panel of its
+/// Whether `plan` (`[m, k] @ [k, n]`) is one chain per output, whole or
+/// in chunks (Eigen's blocks of `A^T @ G` over a batch), long enough for a panel of its
 /// terms to outgrow a core's L2 (4096 terms of 64 columns, 1 MB), over
 /// several panels, with pieces of more than 16M multiply-adds. Shorter
 /// chains, a single panel or smaller pieces gained nothing and paid each
@@ -674,7 +674,7 @@ fn is_long_chain(plan: &DotPlan, (m, k, n): (usize, usize, usize)) -> bool {
     let nr = super::dot_avx512::NR;
     plan.chain
         && plan.tile_k == 1
-        && plan.tiles.iter().all(|&(_, _, kc)| kc >= k)
+        && plan.tiles.len() == 1
         && k >= 4096
         && n > nr
         && m * n * CHAIN_PIECE > 1 << 24
@@ -691,17 +691,30 @@ fn is_long_chain(plan: &DotPlan, (m, k, n): (usize, usize, usize)) -> bool {
 #[cfg(target_arch = "x86_64")]
 fn run_long_chain(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>) {
     let (x, sa, y, sb, (m, k, n), plan) = args;
-    for p0 in (0..k).step_by(CHAIN_PIECE) {
-        let kp = CHAIN_PIECE.min(k - p0);
+    // A plan in chunks (Eigen's blocks of a transposed left operand) is cut
+    // at chunk boundaries, each piece's chunks added to the output.
+    let kc = plan.tiles.first().map_or(k, |&(_, _, kc)| kc);
+    let chunked = kc < k;
+    let piece_len = if chunked {
+        CHAIN_PIECE.div_ceil(kc) * kc
+    } else {
+        CHAIN_PIECE
+    };
+    for p0 in (0..k).step_by(piece_len) {
+        let kp = piece_len.min(k - p0);
         let piece = DotPlan {
-            tiles: plan.tiles.iter().map(|&(j0, j1, _)| (j0, j1, kp)).collect(),
+            tiles: plan
+                .tiles
+                .iter()
+                .map(|&(j0, j1, _)| (j0, j1, if chunked { kc } else { kp }))
+                .collect(),
             chain: p0 == 0,
             ..plan.clone()
         };
-        let rows_fn: RowsFn = if p0 == 0 {
-            rows_t1_avx512
-        } else {
-            rows_t1_continued_avx512
+        let rows_fn: RowsFn = match (p0 == 0, chunked) {
+            (true, _) => rows_t1_avx512,
+            (false, false) => rows_t1_continued_avx512,
+            (false, true) => rows_t1_added_avx512,
         };
         let args = (&x[p0 * sa.1..], sa, &y[p0 * sb.0..], sb, (m, kp, n), &piece);
         run_body::<1, { super::dot_avx512::MR }, 4>(args, out, packed, rows_fn, false);
@@ -724,6 +737,24 @@ fn rows_t1_continued_avx512(
     // SAFETY: the CPU supports AVX-512F and FMA, asserted just above;
     // that is the only requirement of `rows_t1_continued`.
     unsafe { super::dot_avx512::rows_t1_continued(apack, b, kn, plan, rows, o) };
+}
+
+/// [`rows_t1_avx512`] for chunks added to the sums of earlier ones in `o`.
+#[cfg(target_arch = "x86_64")]
+fn rows_t1_added_avx512(
+    apack: &[f32],
+    packed: &[f32],
+    kn: (usize, usize),
+    plan: &DotPlan,
+    rows: usize,
+    o: &mut [f32],
+) {
+    // `is_long_chain`'s caller checked the CPU (`wide`).
+    assert!(super::dot_avx512::available());
+    let b = super::dot_avx512::Panels::Packed(packed);
+    // SAFETY: the CPU supports AVX-512F and FMA, asserted just above;
+    // that is the only requirement of `rows_t1_added`.
+    unsafe { super::dot_avx512::rows_t1_added(apack, b, kn, plan, rows, o) };
 }
 
 /// Whether a plan with one partial sum per output runs on B in place
@@ -1108,10 +1139,19 @@ mod pack_tests {
             let y: Vec<f32> = (0..k * n)
                 .map(|i| ((i * 104729) % 97) as f32 / 13.0 - 3.5)
                 .collect();
+            // Whole chains, and chains in chunks of 320 or 296 terms (Eigen's
+            // blocks), the pieces then cut at chunk boundaries.
+            let chunked = |kc: usize| DotPlan {
+                tiles: vec![(0, n, kc)],
+                ..DotPlan::chain(k, n)
+            };
             for p in [
                 DotPlan::chain(k, n),
                 DotPlan::chain(k, n).signed_from(n / 2),
+                chunked(320),
+                chunked(296),
             ] {
+                assert_eq!(super::is_long_chain(&p, (m, k, n)), m > 7);
                 for a in [(&x[..], (k, 1)), (&xt[..], (1, m))] {
                     assert_reference_bits(a, &y, (m, k, n), &p);
                 }
