@@ -65,14 +65,15 @@ pub fn differing_bits(got: &[u32], want: &[u32]) -> Option<String> {
 /// recorded on (an AMD EPYC, Zen 4), else why not.
 ///
 /// XLA:CPU's `rsqrt` starts from the CPU's own approximate reciprocal
-/// square root, whose values differ between vendors, so JAX's results
-/// through `rsqrt` (normalization layers, optax's RMSProp and AdaGrad,
-/// `rsqrt` itself) depend on the CPU. flaxen's `rsqrt` reproduces XLA's on
-/// the recording CPU; on an Intel Xeon (Granite Rapids) XLA's own sequence
-/// differs again and is not yet reproduced (regenerated there, `jvp.json`
-/// differs in `rsqrt` alone). Tests through `rsqrt` check their bits where
-/// this holds and say that they did not run elsewhere. The check: `rsqrt`
-/// of tensor_ops.json's 1024 inputs against JAX's outputs.
+/// square root, whose values differ between vendors, and refines it once
+/// on AMD, twice elsewhere, so JAX's results through `rsqrt`
+/// (normalization layers, optax's RMSProp and AdaGrad, `rsqrt` itself)
+/// depend on the CPU. flaxen's `rsqrt` follows the same rule, but the
+/// fixtures hold the recording CPU's bits (regenerated on an Intel Xeon,
+/// they differ in those results alone, and flaxen matches them there), so
+/// tests through `rsqrt` check their bits where this CPU computes as the
+/// recording one and say that they did not run elsewhere. The check:
+/// `rsqrt` of tensor_ops.json's 1024 inputs against JAX's outputs.
 pub fn rsqrt_as_recorded() -> Result<(), String> {
     static SAME: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     SAME.get_or_init(|| {
