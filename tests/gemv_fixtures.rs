@@ -12,8 +12,7 @@ mod common;
 use common::{json_u32s as u32s, tensor_bits as bits};
 
 fn fixture() -> Value {
-    let path = format!("{}/tests/fixtures/gemv.json", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::load_fixture("gemv.json")
 }
 
 /// The oracle's inputs: `((i * 2654435761 + seed * 40503) mod 2^32) / 2^32

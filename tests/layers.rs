@@ -15,8 +15,7 @@ mod common;
 use common::{json_shape as shape, json_tensor as tensor, json_u32s as u32s, tensor_bits as bits};
 
 fn fixture() -> Value {
-    let path = format!("{}/tests/fixtures/layers.json", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::load_fixture("layers.json")
 }
 
 /// The largest distance in units in the last place.

@@ -12,8 +12,7 @@ mod common;
 use common::{json_shape as shape, json_tensor as tensor, json_u32s as u32s, tensor_bits as bits};
 
 fn fixture() -> Value {
-    let path = format!("{}/tests/fixtures/remat.json", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::load_fixture("remat.json")
 }
 
 fn check_tree(tree: &Tree, want: &Value, what: &str) {

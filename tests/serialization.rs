@@ -20,10 +20,7 @@ use ndarray::arr1;
 use serde_json::Value;
 
 fn file(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/tests/fixtures/checkpoints/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = common::fixture_path(&format!("checkpoints/{name}"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

@@ -56,8 +56,7 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let text = include_str!("fixtures/tensor_ops.json");
-    serde_json::from_str(text).unwrap()
+    common::load_fixture("tensor_ops.json")
 }
 
 /// Asserts `got` matches JAX's `want` to within `rel` (relative to
@@ -220,8 +219,7 @@ fn differing(got: &Tensor, want: &[u32]) -> usize {
 /// (`t + t * y` for tanh, `g / x` for log, gelu's transposed linearization).
 #[test]
 fn elementwise_values_and_backward_rules_are_bit_exact() {
-    let rules: RulesFixture =
-        serde_json::from_str(include_str!("fixtures/tensor_ops.json")).unwrap();
+    let rules: RulesFixture = common::load_fixture("tensor_ops.json");
     let rsqrt = common::rsqrt_as_recorded();
     for (name, rule) in &rules.rules {
         if let (Err(why), "rsqrt") = (&rsqrt, name.as_str()) {
@@ -275,8 +273,7 @@ fn shaped(bits: &[u32], shape: &[usize]) -> Tensor {
 /// whose exp and summation order are not reproduced: they are only run.
 #[test]
 fn softmax_and_log_softmax_are_bit_exact() {
-    let fixture: SoftmaxFixture =
-        serde_json::from_str(include_str!("fixtures/tensor_ops.json")).unwrap();
+    let fixture: SoftmaxFixture = common::load_fixture("tensor_ops.json");
     let mut report = Vec::new();
     let mut failures: Vec<String> = Vec::new();
     for case in &fixture.softmax {

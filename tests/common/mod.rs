@@ -61,48 +61,106 @@ pub fn differing_bits(got: &[u32], want: &[u32]) -> Option<String> {
     })
 }
 
-/// `Ok` if this CPU computes `rsqrt` as the CPU the fixtures were
-/// recorded on (an AMD EPYC, Zen 4), else why not.
+/// `Ok` if the fixtures read on this CPU hold its `rsqrt`, else why not.
 ///
 /// XLA:CPU's `rsqrt` starts from the CPU's own approximate reciprocal
 /// square root, whose values differ between vendors, and refines it once
 /// on AMD, twice elsewhere, so JAX's results through `rsqrt`
 /// (normalization layers, optax's RMSProp and AdaGrad, `rsqrt` itself)
-/// depend on the CPU. flaxen's `rsqrt` follows the same rule, but the
-/// fixtures hold the recording CPU's bits (regenerated on an Intel Xeon,
-/// they differ in those results alone, and flaxen matches them there), so
-/// tests through `rsqrt` check their bits where this CPU computes as the
-/// recording one and say that they did not run elsewhere. The check:
-/// `rsqrt` of tensor_ops.json's 1024 inputs against JAX's outputs.
+/// depend on the CPU. flaxen's `rsqrt` follows the same rule. The
+/// fixtures are an AMD EPYC's (Zen 4), with the files that differ on other
+/// CPUs recorded under `tests/fixtures/cpu/<signature>/` (see
+/// [`fixture_path`]); where neither matches, the tests through `rsqrt`
+/// say that they did not run. The check: `rsqrt` of tensor_ops.json's
+/// 1024 inputs against JAX's outputs in the fixture read here.
 pub fn rsqrt_as_recorded() -> Result<(), String> {
     static SAME: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     SAME.get_or_init(|| {
         let fixture: serde_json::Value = load_fixture("tensor_ops.json");
         let rule = &fixture["rules"]["rsqrt"];
-        let x: Vec<f32> = json_u32s(&rule["x"])
-            .into_iter()
-            .map(f32::from_bits)
-            .collect();
         let want = json_u32s(&rule["out"]);
-        let n = x.len();
-        let got = flaxen::tensor::Tensor::from_vec(x, &[n])
-            .unwrap()
-            .rsqrt()
-            .to_vec();
-        let differ = got
-            .iter()
-            .zip(&want)
-            .filter(|(g, w)| g.to_bits() != **w)
-            .count();
+        let got = flaxen_rsqrt_bits(&rule["x"]);
+        let differ = got.iter().zip(&want).filter(|(g, w)| g != w).count();
         if differ == 0 {
             Ok(())
         } else {
             Err(format!(
-                "this CPU's rsqrt is not the recording CPU's ({differ} of {n} values differ)"
+                "no fixtures for this CPU's rsqrt (signature {}; {differ} of {} values differ \
+                 from the recording CPU's: run tools/oracle/collect_cpu_fixtures.py)",
+                cpu_signature(),
+                want.len()
             ))
         }
     })
     .clone()
+}
+
+/// flaxen's `rsqrt` of a fixture's f32 bit patterns, as bit patterns.
+fn flaxen_rsqrt_bits(x: &serde_json::Value) -> Vec<u32> {
+    let x: Vec<f32> = json_u32s(x).into_iter().map(f32::from_bits).collect();
+    let n = x.len();
+    flaxen::tensor::Tensor::from_vec(x, &[n])
+        .unwrap()
+        .rsqrt()
+        .to_vec()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+/// This CPU's signature as tools/oracle/collect_cpu_fixtures.py names its
+/// directory: the first 12 hex digits of the SHA-1 of flaxen's `rsqrt`
+/// over tensor_ops.json's `rules.rsqrt` inputs (little-endian bits). Equal
+/// to a directory's name only where flaxen's `rsqrt` gives the bits JAX
+/// gave on the CPU that recorded it.
+pub fn cpu_signature() -> &'static str {
+    static SIGNATURE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SIGNATURE.get_or_init(|| {
+        use sha1::{Digest, Sha1};
+        let path = format!(
+            "{}/tests/fixtures/tensor_ops.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let fixture: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut sha = Sha1::new();
+        for bits in flaxen_rsqrt_bits(&fixture["rules"]["rsqrt"]["x"]) {
+            sha.update(bits.to_le_bytes());
+        }
+        let hex: String = sha.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        hex[..12].to_string()
+    })
+}
+
+/// The signature ([`cpu_signature`]) of the CPU the fixtures directly
+/// under `tests/fixtures/` were recorded on: an AMD EPYC (Zen 4).
+pub const RECORDING_CPU: &str = "76a6d45fc554";
+
+/// The signature of the Intel Xeon (Emerald Rapids) whose fixtures are
+/// under `tests/fixtures/cpu/ff47a056181a/`.
+pub const INTEL_XEON: &str = "ff47a056181a";
+
+/// The entry of `pins` for this CPU's signature: for values that depend on
+/// the CPU beyond the fixtures, such as the known distance of an inexact
+/// result from JAX's. `None` where this CPU has none.
+pub fn per_cpu<T: Copy>(pins: &[(&str, T)]) -> Option<T> {
+    pins.iter()
+        .find(|(sig, _)| *sig == cpu_signature())
+        .map(|&(_, v)| v)
+}
+
+/// The path of fixture `name` (relative to `tests/fixtures/`) for this
+/// CPU: `tests/fixtures/cpu/<cpu_signature()>/<name>` where that file
+/// exists (the fixtures that came out different on such a CPU), else
+/// `tests/fixtures/<name>` (the AMD EPYC's).
+pub fn fixture_path(name: &str) -> String {
+    let root = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let variant = format!("{root}/cpu/{}/{name}", cpu_signature());
+    if std::path::Path::new(&variant).exists() {
+        variant
+    } else {
+        format!("{root}/{name}")
+    }
 }
 
 /// The oracle scripts' hashed inputs (generate_matmul.py's `inputs`),
@@ -122,9 +180,10 @@ pub fn hashed_inputs(shape: &[usize], seed: u64) -> flaxen::tensor::Tensor {
     flaxen::tensor::Tensor::from_vec(v, shape).unwrap()
 }
 
-/// Reads `tests/fixtures/<name>` (written by tools/oracle/).
+/// Reads fixture `name` (written by tools/oracle/) for this CPU: see
+/// [`fixture_path`].
 pub fn load_fixture<T: DeserializeOwned>(name: &str) -> T {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = fixture_path(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
