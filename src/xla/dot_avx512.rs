@@ -167,10 +167,29 @@ pub(crate) enum Panels<'a> {
     InPlace(&'a [f32]),
 }
 
+/// What [`rows_t1`] does with a plan's first chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum First {
+    /// Sums from `+0` (or the chain's starts), stored: the plan run whole.
+    Store,
+    /// Sums from the output's values, stored: terms that continue chains
+    /// whose sums so far are in `o` (a chain cut into pieces, see
+    /// `dot_blocked::run_long_chain`; `plan` has one chunk per panel), so
+    /// the sums are those of the whole chain, bit for bit (an `f32` stored
+    /// and loaded again is the same `f32`).
+    Continue,
+    /// Sums from `+0`, added to the output: whole chunks that follow
+    /// chunks whose sums are already in `o` (a chunked plan cut into
+    /// pieces of whole chunks), added as every later chunk is, so the bits
+    /// are those of the plan run whole.
+    Add,
+}
+
 /// The `rows` rows of the product in `o` (row-major, `n` wide), from A's
 /// packed blocks of [`MR`] rows (`apack`) and B's panels of [`NR`]
 /// columns (`b`), for a plan with `tile_k == 1`: what
-/// `dot_blocked::rows_body::<1, MR, 4>` computes, in the same order.
+/// `dot_blocked::rows_body::<1, MR, 4>` computes, in the same order, its
+/// first chunk as `mode` says.
 ///
 /// # Safety
 ///
@@ -179,80 +198,16 @@ pub(crate) enum Panels<'a> {
 pub(crate) unsafe fn rows_t1(
     apack: &[f32],
     b: Panels<'_>,
-    kn: (usize, usize),
-    plan: &DotPlan,
-    rows: usize,
-    o: &mut [f32],
-) {
-    rows_t1_from(apack, b, kn, plan, rows, o, First::Store)
-}
-
-/// [`rows_t1`] for terms that continue chains whose sums so far are in `o`
-/// (a chain cut into pieces, see `dot_blocked::run_long_chain`): each
-/// output's first chunk starts from its value in `o` instead of `+0`, so
-/// the sums are those of the whole chain, bit for bit (an `f32` stored and
-/// loaded again is the same `f32`). `plan` has one chunk per panel.
-///
-/// # Safety
-///
-/// The CPU must support AVX-512F and FMA ([`available`]).
-#[target_feature(enable = "avx512f,fma")]
-pub(crate) unsafe fn rows_t1_continued(
-    apack: &[f32],
-    b: Panels<'_>,
-    kn: (usize, usize),
-    plan: &DotPlan,
-    rows: usize,
-    o: &mut [f32],
-) {
-    debug_assert!(!plan.chain && plan.tiles.iter().all(|&(_, _, kc)| kc >= kn.0));
-    rows_t1_from(apack, b, kn, plan, rows, o, First::Continue)
-}
-
-/// [`rows_t1`] for whole chunks that follow chunks whose sums are already
-/// in `o` (a chunked plan cut into pieces of whole chunks, see
-/// `dot_blocked::run_long_chain`): the first chunk too is summed from `+0`
-/// and added to `o`, as every later chunk is, so the bits are those of the
-/// plan run whole.
-///
-/// # Safety
-///
-/// The CPU must support AVX-512F and FMA ([`available`]).
-#[target_feature(enable = "avx512f,fma")]
-pub(crate) unsafe fn rows_t1_added(
-    apack: &[f32],
-    b: Panels<'_>,
-    kn: (usize, usize),
-    plan: &DotPlan,
-    rows: usize,
-    o: &mut [f32],
-) {
-    debug_assert!(!plan.chain);
-    rows_t1_from(apack, b, kn, plan, rows, o, First::Add)
-}
-
-/// What [`rows_t1_from`] does with a plan's first chunk.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum First {
-    /// Sums from `+0` (or the chain's starts), stored.
-    Store,
-    /// Sums from the output's values, stored (chains continued).
-    Continue,
-    /// Sums from `+0`, added to the output (chunks continued).
-    Add,
-}
-
-/// [`rows_t1`], [`rows_t1_continued`] or [`rows_t1_added`], as `mode` says.
-#[target_feature(enable = "avx512f,fma")]
-fn rows_t1_from(
-    apack: &[f32],
-    b: Panels<'_>,
     (k, n): (usize, usize),
     plan: &DotPlan,
     rows: usize,
     o: &mut [f32],
     mode: First,
 ) {
+    debug_assert!(mode != First::Add || !plan.chain);
+    debug_assert!(
+        mode != First::Continue || (!plan.chain && plan.tiles.iter().all(|&(_, _, kc)| kc >= k))
+    );
     debug_assert_eq!(plan.tile_k, 1);
     let chain = plan.chain.then_some(plan.signed_from);
     for (i, (c0, w, kc)) in panels(plan, NR).enumerate() {

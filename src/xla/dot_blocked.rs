@@ -517,7 +517,9 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
             true,
         ),
         #[cfg(target_arch = "x86_64")]
-        (1, _) if wide => run::<1, { super::dot_avx512::MR }, 4>(args, out, packed, rows_t1_avx512),
+        (1, _) if wide => {
+            run::<1, { super::dot_avx512::MR }, 4>(args, out, packed, rows_t1_avx512::<STORE>)
+        }
         (1, _) => run::<1, 4, 4>(args, out, packed, rows::<1, 4, 4>),
         #[cfg(target_arch = "x86_64")]
         (2, nv) if wide => match nv {
@@ -532,11 +534,23 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
     }
 }
 
+/// [`rows_t1_avx512`]'s `MODE`s (a const parameter, so that each mode is a
+/// plain function the blocked runners can take): [`First`](super::dot_avx512::First)'s
+/// `Store`, `Continue` and `Add`.
+#[cfg(target_arch = "x86_64")]
+const STORE: u8 = 0;
+#[cfg(target_arch = "x86_64")]
+const CONTINUE: u8 = 1;
+#[cfg(target_arch = "x86_64")]
+const ADD: u8 = 2;
+
 /// Rows of a product for a plan with one partial sum per output, by
 /// [`super::dot_avx512::rows_t1`] (blocks of its `MR` rows, panels of 64
-/// columns).
+/// columns), the first chunk as `MODE` says. Without AVX-512 only a whole
+/// plan (`STORE`) runs, on the portable kernel: the pieces of a long chain
+/// (`CONTINUE`, `ADD`) are cut only where AVX-512 is (`wide`).
 #[cfg(target_arch = "x86_64")]
-fn rows_t1_avx512(
+fn rows_t1_avx512<const MODE: u8>(
     apack: &[f32],
     packed: &[f32],
     kn: (usize, usize),
@@ -544,13 +558,20 @@ fn rows_t1_avx512(
     rows: usize,
     o: &mut [f32],
 ) {
+    use super::dot_avx512::First;
+    let mode = match MODE {
+        STORE => First::Store,
+        CONTINUE => First::Continue,
+        _ => First::Add,
+    };
     if super::dot_avx512::available() {
         // SAFETY: the CPU supports AVX-512F and FMA, checked just above;
         // that is the only requirement of `rows_t1`, whose body is safe
         // code but for its bounds-checked loads and stores.
         let b = super::dot_avx512::Panels::Packed(packed);
-        unsafe { super::dot_avx512::rows_t1(apack, b, kn, plan, rows, o) };
+        unsafe { super::dot_avx512::rows_t1(apack, b, kn, plan, rows, o, mode) };
     } else {
+        assert_eq!(mode, First::Store, "pieces of a chain need AVX-512");
         self::rows::<1, { super::dot_avx512::MR }, 4>(apack, packed, kn, plan, rows, o);
     }
 }
@@ -572,7 +593,9 @@ fn rows_t1_in_place_avx512(
     // SAFETY: the CPU supports AVX-512F and FMA, asserted just above;
     // that is the only requirement of `rows_t1`, whose body is safe code
     // but for its bounds-checked loads and stores.
-    unsafe { super::dot_avx512::rows_t1(apack, b, kn, plan, rows, o) };
+    unsafe {
+        super::dot_avx512::rows_t1(apack, b, kn, plan, rows, o, super::dot_avx512::First::Store)
+    };
 }
 
 /// A plan with `T` partial sums per output and one panel of `NV` vectors,
@@ -683,7 +706,7 @@ fn is_long_chain(plan: &DotPlan, (m, k, n): (usize, usize, usize)) -> bool {
 /// A long chain per output (see [`is_long_chain`]) in pieces of
 /// [`CHAIN_PIECE`] terms, each piece a product of its own run by the
 /// blocked kernels, the outputs holding the chains' sums between pieces
-/// ([`super::dot_avx512::rows_t1_continued`]), so the bits are those of
+/// ([`super::dot_avx512::First::Continue`]), so the bits are those of
 /// the whole chain. Run whole, every block of rows read its panel's
 /// thousands of terms from the shared cache: `[512, 8192] @ [8192, 512]`
 /// (a weight gradient over a batch of 8192) took 13.3 ms against gemm's
@@ -712,49 +735,13 @@ fn run_long_chain(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>) {
             ..plan.clone()
         };
         let rows_fn: RowsFn = match (p0 == 0, chunked) {
-            (true, _) => rows_t1_avx512,
-            (false, false) => rows_t1_continued_avx512,
-            (false, true) => rows_t1_added_avx512,
+            (true, _) => rows_t1_avx512::<STORE>,
+            (false, false) => rows_t1_avx512::<CONTINUE>,
+            (false, true) => rows_t1_avx512::<ADD>,
         };
         let args = (&x[p0 * sa.1..], sa, &y[p0 * sb.0..], sb, (m, kp, n), &piece);
         run_body::<1, { super::dot_avx512::MR }, 4>(args, out, packed, rows_fn, false);
     }
-}
-
-/// [`rows_t1_avx512`] continuing chains whose sums so far are in `o`.
-#[cfg(target_arch = "x86_64")]
-fn rows_t1_continued_avx512(
-    apack: &[f32],
-    packed: &[f32],
-    kn: (usize, usize),
-    plan: &DotPlan,
-    rows: usize,
-    o: &mut [f32],
-) {
-    // `is_long_chain`'s caller checked the CPU (`wide`).
-    assert!(super::dot_avx512::available());
-    let b = super::dot_avx512::Panels::Packed(packed);
-    // SAFETY: the CPU supports AVX-512F and FMA, asserted just above;
-    // that is the only requirement of `rows_t1_continued`.
-    unsafe { super::dot_avx512::rows_t1_continued(apack, b, kn, plan, rows, o) };
-}
-
-/// [`rows_t1_avx512`] for chunks added to the sums of earlier ones in `o`.
-#[cfg(target_arch = "x86_64")]
-fn rows_t1_added_avx512(
-    apack: &[f32],
-    packed: &[f32],
-    kn: (usize, usize),
-    plan: &DotPlan,
-    rows: usize,
-    o: &mut [f32],
-) {
-    // `is_long_chain`'s caller checked the CPU (`wide`).
-    assert!(super::dot_avx512::available());
-    let b = super::dot_avx512::Panels::Packed(packed);
-    // SAFETY: the CPU supports AVX-512F and FMA, asserted just above;
-    // that is the only requirement of `rows_t1_added`.
-    unsafe { super::dot_avx512::rows_t1_added(apack, b, kn, plan, rows, o) };
 }
 
 /// Whether a plan with one partial sum per output runs on B in place
