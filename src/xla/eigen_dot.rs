@@ -139,6 +139,38 @@ pub(crate) fn uniform_chunk(c: &[(usize, usize)]) -> Option<usize> {
     uniform.then_some(kc)
 }
 
+/// How a product `[m, k]^T @ [k, n]` runs to sum as Eigen does on
+/// `machine` (see [`eigen_run`]).
+#[derive(Clone, Debug)]
+pub(crate) enum EigenRun {
+    /// Blocks of one length: one plan on the blocked kernels, each chunk a
+    /// chain from `+0` (a `-0` product then gives `+0`, as XLA's) added
+    /// to those before it.
+    Plan(DotPlan),
+    /// Others: [`sum_blocks`] over these blocks of ranges.
+    Blocks(Vec<Vec<(usize, usize)>>),
+}
+
+/// How `x^T @ y` (`[m, k]^T @ [k, n]`) runs to give Eigen's bits on
+/// `machine`: `None` where Eigen is not involved or sums one chain per
+/// output ([`Summation::Emitter`], a single range), which the plain plans
+/// already give.
+pub(crate) fn eigen_run(m: usize, k: usize, n: usize, machine: &Machine) -> Option<EigenRun> {
+    let blocks = match summation(m, k, n, machine) {
+        Summation::Emitter => return None,
+        Summation::Chunks(c) if c.len() <= 1 => return None,
+        Summation::Chunks(c) => vec![c],
+        Summation::InnerDim(blocks) => blocks,
+    };
+    match (&blocks[..], uniform_chunk(&blocks[0])) {
+        ([_], Some(kc)) => Some(EigenRun::Plan(DotPlan {
+            tiles: vec![(0, n, kc)],
+            ..DotPlan::chain(k, n)
+        })),
+        _ => Some(EigenRun::Blocks(blocks)),
+    }
+}
+
 /// `out = x @ y` (`x` through strides `sa`, `y` through `sb`) summed as
 /// `blocks`: each block's ranges of terms into a buffer of its own, each
 /// range a chain from `+0` (run by the blocked kernels as a product of its

@@ -81,43 +81,54 @@ fn transposed_products_match_jax_on_the_recorded_machine() {
     for ((m, k, n), [sa_seed, sb_seed], want) in cases {
         let (a, b) = (inputs(k * m, sa_seed), inputs(k * n, sb_seed));
         let mut out = vec![0.0; m * n];
-        let blocks = match summation(m, k, n, &machine) {
-            Summation::Chunks(chunks) if uniform_chunk(&chunks).is_some() => {
-                // One plan, as `Tensor::matmul` runs it.
-                let kc = uniform_chunk(&chunks).expect("uniform");
-                let plan = DotPlan {
-                    tiles: vec![(0, n, kc)],
-                    ..DotPlan::chain(k, n)
-                };
+        // As `Tensor::matmul` runs it.
+        let kc = match eigen_run(m, k, n, &machine) {
+            Some(EigenRun::Plan(plan)) => {
+                let mkn = (m, k, n);
                 planned_matmul(
                     &a,
                     (1, m),
                     &b,
                     (n, 1),
-                    (m, k, n),
+                    mkn,
                     &plan,
                     &mut out,
                     &mut Vec::new(),
                 );
-                vec![chunks]
+                plan.tiles[0].2
             }
-            Summation::Chunks(chunks) => vec![chunks],
-            Summation::InnerDim(blocks) => blocks,
-            Summation::Emitter => panic!("{m}x{k}x{n}: not Eigen's"),
+            Some(EigenRun::Blocks(blocks)) => {
+                let mkn = (m, k, n);
+                sum_blocks(
+                    &a,
+                    (1, m),
+                    &b,
+                    (n, 1),
+                    mkn,
+                    &blocks,
+                    &mut out,
+                    &mut Vec::new(),
+                );
+                blocks[0][0].1
+            }
+            // One range: a chain per output, as every plain plan sums.
+            None if matches!(summation(m, k, n, &machine), Summation::Chunks(c) if c.len() == 1) => {
+                let plan = DotPlan::chain(k, n);
+                let mkn = (m, k, n);
+                planned_matmul(
+                    &a,
+                    (1, m),
+                    &b,
+                    (n, 1),
+                    mkn,
+                    &plan,
+                    &mut out,
+                    &mut Vec::new(),
+                );
+                k
+            }
+            None => panic!("{m}x{k}x{n}: not Eigen's"),
         };
-        if blocks.len() > 1 || uniform_chunk(&blocks[0]).is_none() {
-            sum_blocks(
-                &a,
-                (1, m),
-                &b,
-                (n, 1),
-                (m, k, n),
-                &blocks,
-                &mut out,
-                &mut Vec::new(),
-            );
-        }
-        let kc = blocks[0][0].1;
         assert!(
             matches(&out, &want),
             "{m}x{k}x{n} (chunks of {kc}) differs from JAX"

@@ -317,22 +317,12 @@ fn eigen_route(
     if !lhs_transposed || offset || (pm, pn) != (m, n) || batches != (1, 1) {
         return None;
     }
-    let sum = eigen_dot::summation(m, k, n, &eigen_dot::Machine::current());
-    let blocks = match sum {
-        eigen_dot::Summation::Emitter => return None,
-        eigen_dot::Summation::Chunks(ref c) if c.len() <= 1 => return None,
-        eigen_dot::Summation::Chunks(c) => vec![c],
-        eigen_dot::Summation::InnerDim(blocks) => blocks,
-    };
-    if let ([chunks], Some(kc)) = (&blocks[..], eigen_dot::uniform_chunk(&blocks[0])) {
-        debug_assert!(chunks.len() > 1);
-        // Each chain from `+0` (a `-0` product then gives `+0`, as XLA's).
-        return Some(DotRoute::Planned(Arc::new(DotPlan {
-            tiles: vec![(0, n, kc)],
-            ..DotPlan::chain(k, n)
-        })));
-    }
-    Some(DotRoute::Eigen(blocks.into()))
+    Some(
+        match eigen_dot::eigen_run(m, k, n, &eigen_dot::Machine::current())? {
+            eigen_dot::EigenRun::Plan(plan) => DotRoute::Planned(Arc::new(plan)),
+            eigen_dot::EigenRun::Blocks(blocks) => DotRoute::Eigen(blocks.into()),
+        },
+    )
 }
 
 /// How one product of a given shape and strides is summed: decided once
