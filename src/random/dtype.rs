@@ -7,8 +7,10 @@
 //! that dtype: `float32` and `float64` natively (a multiply fused into the
 //! add that consumes it), `float16` and `bfloat16` one operation at a time
 //! in `f32`, rounded back after each (XLA converts `bfloat16` operations so;
-//! LLVM promotes `half` operations so on x86 without AVX512-FP16), and the
-//! special functions of [`crate::xla::math`] in `f32` for both 16-bit types.
+//! LLVM promotes `half` operations so on x86 without AVX512-FP16; with it,
+//! `float16` is native and a multiply is fused into its add, see
+//! `native_f16`), and the special functions of [`crate::xla::math`] in
+//! `f32` for both 16-bit types.
 
 use std::fmt;
 use std::str::FromStr;
@@ -227,7 +229,8 @@ pub(crate) mod sealed {
         /// `a * b`, rounded to the dtype.
         fn mul(self, b: Self) -> Self;
         /// `u * scale + offset` as XLA computes it: one fused rounding for
-        /// `f32`/`f64`, two roundings for the 16-bit types.
+        /// `f32`/`f64` (and `float16` where it is native), two roundings
+        /// for the 16-bit types otherwise.
         fn mul_add(self, scale: Self, offset: Self) -> Self;
         /// NaN test.
         fn is_nan(self) -> bool;
@@ -295,9 +298,27 @@ pub(crate) fn xla_max<T: Float>(lo: T, x: T) -> T {
     }
 }
 
-/// The 16-bit types: every operation in `f32`, rounded back.
+/// Whether XLA computes `float16` natively on this CPU: x86 with
+/// AVX512-FP16, where LLVM keeps `half` operations in `half` and fuses a
+/// multiply into the add that consumes it (checked against JAX on an Intel
+/// Xeon, Emerald Rapids: `uniform` with a range and `truncated_normal`);
+/// elsewhere it promotes each operation to `f32` and rounds back.
+fn native_f16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static NATIVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *NATIVE.get_or_init(|| std::arch::is_x86_feature_detected!("avx512fp16"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The 16-bit types: every operation in `f32`, rounded back; where the
+/// type is native (`$native`), a multiply fused into its add.
 macro_rules! half_ops {
-    ($t:ty, $bits:ty, $shift:expr, $one:expr, $inf:expr, $inv_sqrt2:expr, $d:ident) => {
+    ($t:ty, $bits:ty, $shift:expr, $one:expr, $inf:expr, $inv_sqrt2:expr, $d:ident, $native:expr) => {
         impl FloatOps for $t {
             type Bits = $bits;
             #[inline(always)]
@@ -321,7 +342,14 @@ macro_rules! half_ops {
             }
             #[inline(always)]
             fn mul_add(self, scale: Self, offset: Self) -> Self {
-                <$t>::from_f32(FloatOps::mul(self, scale).to_f32() + offset.to_f32())
+                if $native {
+                    // One rounding: the product of two 16-bit floats is
+                    // exact in f64, and so is its sum with the offset for
+                    // the samplers' operands (within 2^31 of each other).
+                    <$t>::from_f64(self.to_f64() * scale.to_f64() + offset.to_f64())
+                } else {
+                    <$t>::from_f32(FloatOps::mul(self, scale).to_f32() + offset.to_f32())
+                }
             }
             #[inline(always)]
             fn is_nan(self) -> bool {
@@ -373,11 +401,21 @@ half_ops!(
     0x3C00,
     0x7C00,
     f16::from_f32(1.0 / 1.414_062_5).to_f32(),
-    Float16
+    Float16,
+    native_f16()
 );
 // bfloat16: 8 random bits, 7 mantissa bits. XLA multiplies by the f32
 // reciprocal of bfloat16's sqrt(2), 1 / 1.4140625 = 0.707182348.
-half_ops!(bf16, u8, 1, 0x3F80, 0x7F80, 1.0f32 / 1.414_062_5, BFloat16);
+half_ops!(
+    bf16,
+    u8,
+    1,
+    0x3F80,
+    0x7F80,
+    1.0f32 / 1.414_062_5,
+    BFloat16,
+    false
+);
 
 /// `nextafter(x, +inf)` on the bits of a 16-bit float whose `+inf` is `inf`.
 fn next_up_bits(bits: u16, inf: u16, nan: bool) -> u16 {

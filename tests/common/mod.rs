@@ -150,17 +150,22 @@ pub fn per_cpu<T: Copy>(pins: &[(&str, T)]) -> Option<T> {
 }
 
 /// The path of fixture `name` (relative to `tests/fixtures/`) for this
-/// CPU: `tests/fixtures/cpu/<cpu_signature()>/<name>` where that file
-/// exists (the fixtures that came out different on such a CPU), else
-/// `tests/fixtures/<name>` (the AMD EPYC's).
+/// CPU: the first of `tests/fixtures/cpu/<cpu_signature()>/<name>` (the
+/// fixtures that came out different through `rsqrt` on such a CPU) and,
+/// on a CPU with AVX512-FP16, `tests/fixtures/cpu/avx512fp16/<name>` (the
+/// `float16` samplers, which XLA computes natively there) that exists,
+/// else `tests/fixtures/<name>` (the AMD EPYC's).
 pub fn fixture_path(name: &str) -> String {
     let root = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
-    let variant = format!("{root}/cpu/{}/{name}", cpu_signature());
-    if std::path::Path::new(&variant).exists() {
-        variant
-    } else {
-        format!("{root}/{name}")
+    let mut dirs = vec![cpu_signature().to_string()];
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512fp16") {
+        dirs.push("avx512fp16".to_string());
     }
+    dirs.iter()
+        .map(|d| format!("{root}/cpu/{d}/{name}"))
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or_else(|| format!("{root}/{name}"))
 }
 
 /// The oracle scripts' hashed inputs (generate_matmul.py's `inputs`),

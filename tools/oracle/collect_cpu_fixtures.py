@@ -30,11 +30,14 @@ Without scripts it runs every tools/oracle/generate_*.py (not the
 TensorFlow ones, whose integer streams do not depend on the CPU).
 `--exclude` leaves a changed fixture out (a path under tests/fixtures/):
 the directory is chosen by `rsqrt` alone, so a fixture that changed for
-another reason must not be read on every CPU with this `rsqrt`. Known:
-random_dtypes.json's float16 `uniform` with a range and `truncated_normal`
-change on CPUs with AVX512-FP16, where XLA computes float16 natively and
-fuses `u * span + min` into one rounding (on others: f32, rounded after
-each operation).
+another reason must not be read on every CPU with this `rsqrt`.
+
+Fixtures that depend on a CPU feature rather than on `rsqrt` go to
+tests/fixtures/cpu/<feature>/ instead (FEATURE_FIXTURES), where the CPU
+has the feature: random_dtypes.json's float16 `uniform` with a range and
+`truncated_normal`, which XLA computes natively on CPUs with AVX512-FP16,
+a multiply fused into its add (on others: f32, rounded after each
+operation).
 """
 
 import glob
@@ -49,6 +52,9 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+# Fixture -> (the /proc/cpuinfo flag, the directory under tests/fixtures/cpu/).
+FEATURE_FIXTURES = {"random_dtypes.json": ("avx512_fp16", "avx512fp16")}
 
 
 def signature(tensor_ops_path):
@@ -70,6 +76,18 @@ def cpu_model():
     except OSError:
         pass
     return fields.get("vendor_id", "?"), fields.get("model name", platform.processor())
+
+
+def cpu_flags():
+    """The CPU's feature flags as /proc/cpuinfo lists them."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
 
 
 def main():
@@ -103,6 +121,16 @@ def main():
             rel_in_fixtures = os.path.relpath(rel, "tests/fixtures")
             if rel_in_fixtures in excluded:
                 print(f"left out (--exclude) {rel}")
+                continue
+            if rel_in_fixtures in FEATURE_FIXTURES:
+                flag, feature_dir = FEATURE_FIXTURES[rel_in_fixtures]
+                if flag in cpu_flags():
+                    target = os.path.join(ROOT, "tests", "fixtures", "cpu", feature_dir, rel_in_fixtures)
+                    os.makedirs(os.path.dirname(target), exist_ok=True)
+                    shutil.copyfile(os.path.join(tree, rel), target)
+                    print(f"copied {rel} -> {os.path.relpath(target, ROOT)}")
+                else:
+                    print(f"changed without {flag} (not copied; look into it): {rel}")
                 continue
             target = os.path.join(dest, rel_in_fixtures)
             os.makedirs(os.path.dirname(target), exist_ok=True)
