@@ -388,3 +388,37 @@ fn every_case_is_checked_or_known() {
     cases.sort();
     assert_eq!(checked, cases);
 }
+
+/// `standardize` in a compiled step gives the eager numbers on every call,
+/// whatever the batch: compiled steps do not replay it (its fused variance
+/// is computed outside the recorded operations, and before that change it
+/// was not replayed either), so the step runs eagerly (`is_compiled()` is
+/// `false`) rather than replay a variance of the first batch.
+#[test]
+fn standardize_in_a_compiled_step_follows_each_batch() {
+    use flaxen::tensor::{jit_value_and_grad_with, value_and_grad};
+    let loss = |p: &Tree, b: &Tree| -> flaxen::Result<Tensor> {
+        let y = b.tensor("x")?.mul(p.tensor("w")?)?.standardize(-1, 1e-5)?;
+        Ok(y.mul(b.tensor("c")?)?.sum_all())
+    };
+    let mut step = jit_value_and_grad_with(loss);
+    let params = Tree::new().with("w", Tensor::from_vec(vec![0.5, -1.5, 2.0], &[3]).unwrap());
+    for i in 0..3 {
+        let x: Vec<f32> = (0..6).map(|j| ((i * 7 + j * 3) % 5) as f32 - 1.7).collect();
+        let batch = Tree::new()
+            .with("x", Tensor::from_vec(x, &[2, 3]).unwrap())
+            .with(
+                "c",
+                Tensor::from_vec(vec![1.0, -2.0, 0.5, 3.0, 1.0, -1.0], &[2, 3]).unwrap(),
+            );
+        let (got, got_grads) = step.call_with(&params, &batch).unwrap();
+        let (want, want_grads) = value_and_grad(|p| loss(p, &batch), &params).unwrap();
+        assert_eq!(got.to_vec(), want.to_vec(), "call {i}");
+        assert_eq!(
+            bits(got_grads.tensor("w").unwrap()),
+            bits(want_grads.tensor("w").unwrap()),
+            "call {i}"
+        );
+    }
+    assert!(!step.is_compiled());
+}

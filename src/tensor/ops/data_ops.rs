@@ -103,6 +103,8 @@ impl Tensor {
     /// reduction, where LLVM contracts `Σx² · (1/n) - mean²` into one fused
     /// multiply-add (checked against JAX on an Intel Xeon), so that is the
     /// value computed here; the derivative is the plain expression's.
+    /// Compiled steps do not replay it: a step that calls it runs eagerly,
+    /// with the same numbers.
     pub fn standardize(&self, axis: isize, epsilon: f32) -> Result<Tensor> {
         let mean = self.mean(&[axis], true)?;
         let plain = self.square().mean(&[axis], true)?.sub(&mean.square())?;
