@@ -137,15 +137,22 @@ def main():
             shutil.copyfile(os.path.join(tree, rel), target)
             print(f"copied {rel} -> {os.path.relpath(target, ROOT)}")
         vendor, model = cpu_model()
-        with open(os.path.join(dest, "MACHINE.md"), "w") as f:
-            f.write(
-                f"# Fixtures recorded on {vendor} {model}\n\n"
-                f"rsqrt signature {sig}; written by tools/oracle/collect_cpu_fixtures.py on "
-                f"{time.strftime('%Y-%m-%d')} from the generators {', '.join(scripts)}"
-                f"{'; left out: ' + ', '.join(excluded) if excluded else ''}.\n"
-                "Each file here replaces the file of the same path under tests/fixtures/ on a CPU "
-                "whose rsqrt has this signature.\n"
-            )
+        run = (
+            f"{time.strftime('%Y-%m-%d')}: tools/oracle/collect_cpu_fixtures.py ran "
+            f"{', '.join(scripts)}{'; left out: ' + ', '.join(excluded) if excluded else ''}.\n"
+        )
+        machine = os.path.join(dest, "MACHINE.md")
+        if os.path.exists(machine):
+            # A directory's provenance stays; each run adds its line.
+            with open(machine, "a") as f:
+                f.write("\n" + run)
+        else:
+            with open(machine, "w") as f:
+                f.write(
+                    f"# Fixtures recorded on {vendor} {model}\n\n"
+                    f"rsqrt signature {sig}. Each file here replaces the file of the same path "
+                    "under tests/fixtures/ on a CPU whose rsqrt has this signature.\n\n" + run
+                )
     finally:
         subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", tree], check=False)
         shutil.rmtree(work, ignore_errors=True)
