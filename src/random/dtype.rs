@@ -306,8 +306,8 @@ pub(crate) fn xla_max<T: Float>(lo: T, x: T) -> T {
 fn native_f16() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        static NATIVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *NATIVE.get_or_init(|| std::arch::is_x86_feature_detected!("avx512fp16"))
+        // Detected once: std caches what CPUID says.
+        std::arch::is_x86_feature_detected!("avx512fp16")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

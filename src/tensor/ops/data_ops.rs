@@ -107,11 +107,11 @@ impl Tensor {
     /// with the same numbers.
     pub fn standardize(&self, axis: isize, epsilon: f32) -> Result<Tensor> {
         let mean = self.mean(&[axis], true)?;
-        let plain = self.square().mean(&[axis], true)?.sub(&mean.square())?;
+        let squares = self.square();
+        let plain = squares.mean(&[axis], true)?.sub(&mean.square())?;
+        // The fused value needs the sums of squares before the scaling.
+        let sums = squares.detached().sum(&[axis], true)?;
         let n = self.shape()[normalize_axis("standardize", axis, self.ndim())?];
-        let sums = Tensor::from_array(self.data.to_owned())
-            .square()
-            .sum(&[axis], true)?;
         let r = 1.0 / n as f32;
         let fused = ndarray::Zip::from(&sums.data)
             .and(&mean.data)
