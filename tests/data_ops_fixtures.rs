@@ -140,10 +140,7 @@ fn check_known(name: &str, f: impl Fn(&Tensor) -> flaxen::Result<Tensor>, known_
 
 #[test]
 fn activations() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     // Known: jax.nn.silu is itself jitted, so XLA fuses its backward
     // (`g * s + (g * x) * (s * (1 - s))`) with contracted multiply-adds;
     // flaxen rounds each product (1 ulp, measured).

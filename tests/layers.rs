@@ -69,10 +69,7 @@ impl Module for Root {
 
 #[test]
 fn norms_match_flax() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     let f = fixture();
     for case in f["norms"].as_array().unwrap() {
         let name = case["name"].as_str().unwrap();
@@ -274,10 +271,7 @@ fn bad_configurations_are_typed_errors() {
 /// axes, summed in XLA's order (the exact-order issue's held-out case).
 #[test]
 fn batchnorm_over_two_axes_matches_flax() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     let f = fixture();
     let c = &f["batchnorm_3d"];
     let shp = shape(&c["shape"]);

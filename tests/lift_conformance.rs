@@ -150,10 +150,7 @@ fn design_note_vmapped_mlp() {
 
 #[test]
 fn design_note_stateful_vmapped_mlp_init() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     let f: Fixture = load_fixture("modules.json");
     let v = LinenStatefulVmapMlp
         .init(random::key(0), (Tensor::ones(&[3, 5, 4]), true))
@@ -283,10 +280,7 @@ fn gradients_flow_through_vmap() {
 
 #[test]
 fn batch_norm_and_layer_norm() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     let f: Fixture = load_fixture("modules.json");
     let n = f.normalization;
     let x = tensor(&n.bn_x, &[8, 3]);
@@ -560,10 +554,7 @@ impl Module for Normed {
 
 #[test]
 fn batch_norm_inside_vmap_with_mutable_batch_stats() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     let f: MoreFixture = load_fixture("modules.json");
     let b = f.lifted_scan.vmap_batch_norm;
     let x = tensor(&b.x, &[2, 6, 4]);
@@ -903,10 +894,7 @@ impl Module for BnMlp {
 
 #[test]
 fn gradients_through_batch_norm_are_bit_exact() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     // Dense -> BatchNorm -> relu -> Dense, trained with mutable batch_stats:
     // as Flax computes |x|^2 before the means, the cotangents of x add up
     // in JAX's order.

@@ -221,10 +221,7 @@ fn net_matches_flax() {
 
 #[test]
 fn net_with_batch_norm_matches_flax() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     // XLA rewrites BatchNorm's statistics and normalization when it fuses
     // the jitted body (sums times 1/n folded into the momentum,
     // multiply-adds contracted); a `Jit`'s forward pass does as XLA does

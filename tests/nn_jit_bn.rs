@@ -18,10 +18,7 @@ use common::{
 
 #[test]
 fn batch_norm_in_a_jit_matches_jitted_flax() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     let fixture: Value = load_fixture("nn_jit_bn.json");
     let mut failures = Vec::new();
     for c in fixture["cases"].as_array().unwrap() {

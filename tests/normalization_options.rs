@@ -137,10 +137,7 @@ fn fixture_mask(name: &str) -> ArrayD<bool> {
 
 #[test]
 fn layernorm_reduction_axes() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     // The known distance depends on the CPU's rsqrt (measured).
     let Some(ulp) = common::per_cpu(&[(common::RECORDING_CPU, 3), (common::INTEL_XEON, 11)]) else {
         eprintln!("not run: no known distance for this CPU");
@@ -178,10 +175,7 @@ fn layernorm_without_fast_variance() {
 
 #[test]
 fn layernorm_with_a_mask() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     let m = fixture_mask("layernorm_mask");
     check("layernorm_mask", LayerNorm::new().mask(m), false, 2);
 }
@@ -194,10 +188,7 @@ fn batchnorm_with_a_mask() {
 
 #[test]
 fn batchnorm_without_fast_variance() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     // The known distance depends on the CPU's rsqrt (measured).
     let Some(ulp) = common::per_cpu(&[(common::RECORDING_CPU, 3), (common::INTEL_XEON, 2)]) else {
         eprintln!("not run: no known distance for this CPU");

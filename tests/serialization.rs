@@ -145,10 +145,7 @@ fn created_state() -> TrainState {
 
 #[test]
 fn a_flax_train_state_restores_and_evaluates_bit_for_bit() {
-    if let Err(why) = common::rsqrt_as_recorded() {
-        eprintln!("not run: {why}");
-        return;
-    }
+    common::require_rsqrt_as_recorded!();
     let flax = file("bn_train_state.msgpack");
     let restored = from_bytes(&created_state(), &flax).unwrap();
     assert_eq!(restored.step, 3);

@@ -95,6 +95,21 @@ pub fn rsqrt_as_recorded() -> Result<(), String> {
     .clone()
 }
 
+/// Returns from the calling test, saying why, unless the fixtures read on
+/// this CPU hold its `rsqrt` ([`rsqrt_as_recorded`]): the guard of every
+/// test through `rsqrt`.
+#[allow(unused_macros)]
+macro_rules! require_rsqrt_as_recorded {
+    () => {
+        if let Err(why) = crate::common::rsqrt_as_recorded() {
+            eprintln!("not run: {why}");
+            return;
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use require_rsqrt_as_recorded;
+
 /// flaxen's `rsqrt` of a fixture's f32 bit patterns, as bit patterns.
 fn flaxen_rsqrt_bits(x: &serde_json::Value) -> Vec<u32> {
     let x: Vec<f32> = json_u32s(x).into_iter().map(f32::from_bits).collect();
