@@ -84,16 +84,10 @@ fn same_machine(recorded: &Machine) -> Result<(), String> {
         l3: cache("3", "Unified").unwrap_or(0),
         cpus,
     };
-    let avx512 = cfg!(target_arch = "x86_64") && {
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::arch::is_x86_feature_detected!("avx512f")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
-    };
+    #[cfg(target_arch = "x86_64")]
+    let avx512 = std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx512 = false;
     if here != *recorded || !avx512 {
         return Err(format!(
             "recorded on {recorded:?} with AVX-512; this machine is {here:?}, AVX-512 {avx512}"
