@@ -65,8 +65,8 @@ def signature(tensor_ops_path):
     return hashlib.sha1(raw).hexdigest()[:12]
 
 
-def cpu_model():
-    """The CPU's vendor and model name as /proc/cpuinfo gives them."""
+def cpuinfo():
+    """The first CPU's /proc/cpuinfo fields (empty where there is none)."""
     fields = {}
     try:
         with open("/proc/cpuinfo") as f:
@@ -75,19 +75,7 @@ def cpu_model():
                 fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return fields.get("vendor_id", "?"), fields.get("model name", platform.processor())
-
-
-def cpu_flags():
-    """The CPU's feature flags as /proc/cpuinfo lists them."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return set()
+    return fields
 
 
 def main():
@@ -116,27 +104,27 @@ def main():
             print(f"this CPU's rsqrt is the recording CPU's ({sig}); nothing copied. Changed (stale?):")
             print("\n".join(changed) or "(none)")
             return
+        info = cpuinfo()
+        flags = set(info.get("flags", "").split())
         dest = os.path.join(ROOT, "tests", "fixtures", "cpu", sig)
         for rel in changed:
             rel_in_fixtures = os.path.relpath(rel, "tests/fixtures")
             if rel_in_fixtures in excluded:
                 print(f"left out (--exclude) {rel}")
                 continue
+            target_dir = dest
             if rel_in_fixtures in FEATURE_FIXTURES:
                 flag, feature_dir = FEATURE_FIXTURES[rel_in_fixtures]
-                if flag in cpu_flags():
-                    target = os.path.join(ROOT, "tests", "fixtures", "cpu", feature_dir, rel_in_fixtures)
-                    os.makedirs(os.path.dirname(target), exist_ok=True)
-                    shutil.copyfile(os.path.join(tree, rel), target)
-                    print(f"copied {rel} -> {os.path.relpath(target, ROOT)}")
-                else:
+                if flag not in flags:
                     print(f"changed without {flag} (not copied; look into it): {rel}")
-                continue
-            target = os.path.join(dest, rel_in_fixtures)
+                    continue
+                target_dir = os.path.join(ROOT, "tests", "fixtures", "cpu", feature_dir)
+            target = os.path.join(target_dir, rel_in_fixtures)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copyfile(os.path.join(tree, rel), target)
             print(f"copied {rel} -> {os.path.relpath(target, ROOT)}")
-        vendor, model = cpu_model()
+        vendor = info.get("vendor_id", "?")
+        model = info.get("model name", platform.processor())
         run = (
             f"{time.strftime('%Y-%m-%d')}: tools/oracle/collect_cpu_fixtures.py ran "
             f"{', '.join(scripts)}{'; left out: ' + ', '.join(excluded) if excluded else ''}.\n"
