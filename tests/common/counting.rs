@@ -36,6 +36,29 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
+/// The fewest allocations of `calls` calls of `f` (its result dropped
+/// outside the count), after the global thread pool's workers have started.
+///
+/// Allocations are counted process-wide, so a worker of the pool starting
+/// up (its thread-locals, its first steal's epoch registration) while a
+/// call is measured would be counted against the call: on a loaded 2-CPU
+/// machine one call in a few hundred saw 1 to 3 such allocations. Every
+/// worker runs one job before the count, and the fewest of several calls
+/// is what every call allocates; a real per-call allocation shows in each.
+pub fn fewest_allocations<T>(calls: usize, mut f: impl FnMut() -> T) -> usize {
+    rayon::broadcast(|_| ());
+    (0..calls.max(1))
+        .map(|_| {
+            let before = allocations();
+            let out = f();
+            let after = allocations();
+            drop(out);
+            after - before
+        })
+        .min()
+        .unwrap_or(0)
+}
+
 /// A tensor of `shape` with deterministic values in `[-1, 1)`.
 pub fn filled(shape: &[usize], seed: u32) -> flaxen::tensor::Tensor {
     let n: usize = shape.iter().product();
