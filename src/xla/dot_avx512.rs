@@ -43,7 +43,7 @@ pub(crate) fn load(s: &[f32], i: usize) -> __m512 {
 /// Stores 16 lanes into `s[i..i + 16]`.
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn store(s: &mut [f32], i: usize, x: __m512) {
+pub(crate) fn store(s: &mut [f32], i: usize, x: __m512) {
     let v = &mut s[i..i + 16];
     // SAFETY: `v` is 16 f32s we may write (bounds checked above);
     // `_mm512_storeu_ps` writes exactly those 64 bytes, unaligned allowed.

@@ -68,14 +68,29 @@ fn pack_panel(
             }
         }
     } else {
-        // B stored transposed (`g @ W^T`): each column contiguous; a block
-        // of 16 terms at a time, so that the reads stay in a cache line.
+        // B stored transposed (`g @ W^T`): each column contiguous; whole
+        // 16 x 16 tiles transposed in registers where the columns are
+        // contiguous, the rest a block of 16 terms at a time, so that the
+        // reads stay in a cache line.
         for row in dst.chunks_exact_mut(nr).take(k) {
             row[w..].fill(0.0);
         }
+        #[cfg(target_arch = "x86_64")]
+        let (kt, wt) = if sb.0 == 1 && super::dot_avx512::available() {
+            // SAFETY: AVX-512F (and FMA) detected just above, the only
+            // requirement of `pack_tiles`, whose body is safe code but for
+            // its bounds-checked loads and stores.
+            unsafe { super::pack_t_avx512::pack_tiles(y, sb.1, k, (c0, w), nr, dst) }
+        } else {
+            (0, 0)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let (kt, wt) = (0, 0);
         for p0 in (0..k).step_by(L) {
             let p1 = (p0 + L).min(k);
-            for j in 0..w {
+            // Columns the tiles did not cover (all of them past `kt`).
+            let j0 = if p1 <= kt { wt } else { 0 };
+            for j in j0..w {
                 let col = (c0 + j) * sb.1;
                 for p in p0..p1 {
                     dst[p * nr + j] = y[col + p * sb.0];
@@ -1208,6 +1223,37 @@ mod pack_tests {
         check::<2>(7, 5, 5);
         check::<3>(8, 1024, 100);
         check::<4>(13, 70, 70);
+    }
+
+    /// `pack_panel` of B stored transposed (`g @ W^T`) equals the same
+    /// columns packed from B stored row-major: whole 16 x 16 tiles (in
+    /// registers where AVX-512 is) and the terms and columns past them,
+    /// full and partial panels, a column stride longer than `k`.
+    #[test]
+    fn transposed_b_packs_as_row_major_b() {
+        use super::pack_panel;
+        let cases: [(usize, usize, usize, usize, usize, usize); 5] = [
+            (16, 16, 16, 0, 16, 16),
+            (512, 130, 512, 64, 64, 64),
+            (37, 70, 37, 64, 6, 64),
+            (50, 100, 53, 0, 64, 64),
+            (33, 40, 33, 0, 40, 48),
+        ];
+        for (k, n, col, c0, w, nr) in cases {
+            let b: Vec<f32> = (0..k * n).map(|i| i as f32 + 0.5).collect();
+            let mut bt = vec![f32::NAN; n * col];
+            for p in 0..k {
+                for j in 0..n {
+                    bt[j * col + p] = b[p * n + j];
+                }
+            }
+            let mut want = vec![f32::NAN; k * nr];
+            let mut got = vec![f32::NAN; k * nr];
+            pack_panel(&b, (n, 1), k, (c0, w), nr, &mut want);
+            pack_panel(&bt, (1, col), k, (c0, w), nr, &mut got);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "k {k} n {n} columns {c0}+{w}");
+        }
     }
 
     /// `pack_a` of A stored transposed equals the same rows packed from

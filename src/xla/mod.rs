@@ -7,7 +7,8 @@
 //! - [`dot`]: the summation order of 2-D products that XLA hands to
 //!   YNNPACK (kernel choice, packing, `k` chunks), run by the
 //!   register-blocked kernels of [`dot_blocked`] (`dot_avx512` for
-//!   one partial sum per output on AVX-512, `dot_t4` for four); [`gemv`]: XLA's own
+//!   one partial sum per output on AVX-512, `dot_t4` for four;
+//!   `pack_t_avx512` packs a B stored transposed); [`gemv`]: XLA's own
 //!   matrix-vector and vector-vector emitters; [`eigen_dot`]: the products
 //!   XLA keeps from YNNPACK (left operand transposed), blocked as Eigen's
 //!   contraction blocks them.
@@ -39,4 +40,6 @@ pub(crate) mod gemv;
 pub mod libm_f32;
 pub(crate) mod math;
 pub(crate) mod math_f64;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod pack_t_avx512;
 pub(crate) mod reduce;
