@@ -246,18 +246,14 @@ struct Chain {
 impl Sum for Chain {
     #[inline(always)]
     fn output(self, j: usize, k: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
+        if self.plain == Some(j) {
+            return super::gemv::plain_column_sum(chain_start(j, self.from), k, term);
+        }
         let (x, y) = term(0);
         let mut acc = x * y + chain_start(j, self.from);
-        if self.plain == Some(j) {
-            for p in 1..k {
-                let (x, y) = term(p);
-                acc += x * y;
-            }
-        } else {
-            for p in 1..k {
-                let (x, y) = term(p);
-                acc = x.mul_add(y, acc);
-            }
+        for p in 1..k {
+            let (x, y) = term(p);
+            acc = x.mul_add(y, acc);
         }
         acc
     }

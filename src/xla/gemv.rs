@@ -16,8 +16,45 @@
 //! * `[1, k] @ [k, 1]`: a reduction of the products. Up to 32 terms, one
 //!   chain of fused multiply-adds from `+0`; beyond, the products rounded
 //!   and summed in XLA's windows of 32 (see `rows::xla_row_sum`).
+//! * `[1, k] @ [k, n]` with a row-major B (a `Dense(1)` head's weight
+//!   gradient `c^T @ x`, which XLA runs as `dot(c[k, 1], x[k, n])`
+//!   contracting the batch): XLA's column-major GEMV, one chain of fused
+//!   multiply-adds per output (tiles of 8 outputs and 8 terms, stored and
+//!   reloaded between tiles: exact), but in one *plain column*
+//!   (`matmul::plain_column`: the first of the columns after the last
+//!   full tile of 8, when there are 2 columns or `8j + 1`, and `k >= 3`)
+//!   the products of terms `1..8` are rounded and added on their own
+//!   ([`plain_column_sum`]; measured with a helper's probe of 118,140
+//!   outputs, `k` from 2 to 8192, and the oracle's `head_grads`).
 
 use super::reduce::{xla_row_sum, TREE_WINDOW};
+
+/// The terms of a plain column (see the module's notes) whose products
+/// XLA's column-major GEMV rounds and adds on their own: `1..PLAIN_TERMS`
+/// (the first tile of 8 terms, as LLVM compiles its epilogue for one
+/// leftover output); later terms are fused multiply-adds.
+pub(crate) const PLAIN_TERMS: usize = 8;
+
+/// The sum of a plain column's output: `term(p)` gives term `p`'s two
+/// factors; the first product plus `start` (`+0`, or `-0` to keep a `-0`
+/// product), terms `1..PLAIN_TERMS` rounded and added, the rest fused.
+#[inline(always)]
+pub(crate) fn plain_column_sum(start: f32, k: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
+    if k == 0 {
+        return 0.0;
+    }
+    let (x, y) = term(0);
+    let mut acc = x * y + start;
+    for p in 1..k.min(PLAIN_TERMS) {
+        let (x, y) = term(p);
+        acc += x * y;
+    }
+    for p in PLAIN_TERMS..k {
+        let (x, y) = term(p);
+        acc = x.mul_add(y, acc);
+    }
+    acc
+}
 
 /// Lanes of one GEMV accumulator vector.
 const LANES: usize = 8;

@@ -1,7 +1,11 @@
 """Conformance fixtures for XLA:CPU's matrix-vector products (the order
 src/xla/gemv.rs reproduces): `[m, k] @ [k, 1]` for many `m` and `k`,
-vector dots `[1, k] @ [k, 1]`, and a Flax `Dense(1)` head (output and
-gradients). Inputs are not stored: both sides make them with `inputs` below
+vector dots `[1, k] @ [k, 1]`, a Flax `Dense(1)` head (output and
+gradients), and the weight gradient of a `Dense(1)` head over many batch
+sizes `k` and feature counts `m` (`head_grads`: eager `jax.grad` of
+`sum((x @ w) * c)`, which XLA runs as `dot(c[k, 1], x[k, m])` contracting
+the batch: its column-major GEMV; the jitted gradient compiles to the same
+kernel, checked here). Inputs are not stored: both sides make them with `inputs` below
 (an integer hash, exact in f64), so the fixture keeps only expected bits.
 
 Pinned: jax==0.10.2, jaxlib==0.10.2, flax==0.12.8 (CPU). From the
@@ -63,8 +67,23 @@ def main():
     gp, gx = jax.grad(loss, argnums=(0, 1))(v["params"], x)
     dense = {"params": tree_bits(v["params"]), "y": f32_bits(head.apply(v, x)),
              "grad_params": tree_bits(gp), "grad_x": f32_bits(gx)}
+    head_grads = []
+    for m in [2, 3, 8, 9, 10, 16, 17, 25, 33]:
+        for k in [2, 3, 5, 8, 9, 12, 33, 127, 321, 383, 1000, 4096]:
+            x = jnp.asarray(inputs((k, m), 7 * m + k))
+            c = jnp.asarray(inputs((k, 1), 7 * m + k + 1))
+
+            def head_loss(w, x, c):
+                return jnp.sum((x @ w) * c)
+
+            w0 = jnp.zeros((m, 1), jnp.float32)
+            g = jax.grad(head_loss)(w0, x, c)
+            # x and c as arguments (closed over, they are constants XLA folds).
+            g_jit = jax.jit(jax.grad(head_loss))(w0, x, c)
+            assert f32_bits(g) == f32_bits(g_jit), (m, k)
+            head_grads.append({"m": m, "k": k, "grad": f32_bits(g)})
     with open(OUT, "w") as f:
-        json.dump({"gemv": gemv, "dots": dots, "dense_head": dense}, f)
+        json.dump({"gemv": gemv, "dots": dots, "dense_head": dense, "head_grads": head_grads}, f)
     print(f"wrote {OUT}")
 
 

@@ -43,9 +43,10 @@ const SMALL: usize = 16 * 16 * 16;
 /// for small dots, so that results match JAX bit for bit: each output is a
 /// sequential chain `x0*y0`, then fused multiply-adds `fma(x_t, y_t, acc)`.
 /// One measured exception (jaxlib 0.10.2, x86-64): for a single row
-/// (`m == 1`) with 3 to 8 terms, XLA's column-major GEMV epilogue rounds
-/// every product and sum separately in its first leftover column when there
-/// are 2 columns, or `8k + 1` columns (k >= 1).
+/// (`m == 1`) with at least 3 terms, XLA's column-major GEMV epilogue
+/// rounds the products and sums of terms `1..8` separately
+/// ([`gemv::plain_column_sum`]) in its first leftover column when there
+/// are 2 columns, or `8j + 1` columns (j >= 1).
 fn plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
     // Inside a `vmap`, as part of JAX's batched product (see
     // `tensor::batched`).
@@ -61,7 +62,7 @@ fn plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
 
 /// [`plain_column`] of a product computed on its own.
 fn gemv_plain_column(m: usize, k: usize, n: usize) -> Option<usize> {
-    if m != 1 || !(3..=8).contains(&k) {
+    if m != 1 || k < 3 {
         None
     } else if n == 2 {
         Some(0)
@@ -155,7 +156,7 @@ fn dot_step(
         // XLA's accumulator starts at +0 (but in the columns `from` on):
         // the first product is exact, but a -0 product becomes +0.
         x * y + start(j, from)
-    } else if plain == Some(j) {
+    } else if plain == Some(j) && p < gemv::PLAIN_TERMS {
         acc + x * y
     } else {
         x.mul_add(y, acc)
@@ -189,17 +190,16 @@ fn small_matmul_body(
         let xrow = i * sa.0;
         for (j, out) in o[i * n..(i + 1) * n].iter_mut().enumerate() {
             let ycol = j * sb.1;
+            let term = |p: usize| (x[xrow + p * sa.1], y[p * sb.0 + ycol]);
+            if plain == Some(j) {
+                *out = gemv::plain_column_sum(start(j, from), k, term);
+                continue;
+            }
             // From +0 (or the first product), as XLA accumulates (see
             // `dot_step`).
             let mut acc = x[xrow] * y[ycol] + start(j, from);
-            if plain == Some(j) {
-                for p in 1..k {
-                    acc += x[xrow + p * sa.1] * y[p * sb.0 + ycol];
-                }
-            } else {
-                for p in 1..k {
-                    acc = x[xrow + p * sa.1].mul_add(y[p * sb.0 + ycol], acc);
-                }
+            for p in 1..k {
+                acc = x[xrow + p * sa.1].mul_add(y[p * sb.0 + ycol], acc);
             }
             *out = acc;
         }
@@ -360,6 +360,11 @@ pub(crate) enum DotRoute {
     /// row-major matrix (its column-major GEMV), along this route of
     /// `[1, k] @ [k, m]`.
     Transposed(Box<DotRoute>),
+    /// This route's chains, then output column `.1` summed again as XLA's
+    /// column-major GEMV sums its plain column ([`plain_column`],
+    /// [`gemv::plain_column_sum`]) from the start [`signed_from`] (`.2`)
+    /// gives it: the blocked kernels have no such column.
+    PlainColumn(Box<DotRoute>, usize, usize),
     /// A left operand stored transposed, summed as Eigen's contraction
     /// sums it when its blocks of terms differ in length or it shards by
     /// the inner dimension: each block of ranges of terms into a buffer of
@@ -455,7 +460,14 @@ impl DotRoute {
                 } else {
                     usize::MAX
                 };
-                Arc::new(DotPlan::chain(k, pn).signed_from(from))
+                let plan = Arc::new(DotPlan::chain(k, pn).signed_from(from));
+                // XLA's GEMV epilogue's plain column, when this product is
+                // the one XLA sees.
+                let alone = !offset && (pm, pn) == (m, n) && batches == (1, 1);
+                if let (true, Some(j)) = (alone, plain_column(m, k, n)) {
+                    return DotRoute::PlainColumn(Box::new(DotRoute::Planned(plan)), j, from);
+                }
+                plan
             }
             Some(b_transposed) => {
                 ynn_dot::cached_plan(pm, k, pn, b_transposed, batches.0, batches.1)
@@ -518,6 +530,13 @@ impl DotRoute {
                 route.run(y, (k * sb.0, sb.0), x, (sa.1, 1), (1, k, m), out, packed)
             }
             DotRoute::Planned(plan) => planned_matmul(x, sa, y, sb, (m, k, n), plan, out, packed),
+            DotRoute::PlainColumn(route, j, from) => {
+                route.run(x, sa, y, sb, (m, k, n), out, packed);
+                for (i, row) in out.chunks_exact_mut(n).enumerate() {
+                    let term = |p: usize| (x[i * sa.0 + p * sa.1], y[p * sb.0 + j * sb.1]);
+                    row[*j] = gemv::plain_column_sum(start(*j, *from), k, term);
+                }
+            }
             DotRoute::Eigen(blocks) => {
                 eigen_dot::sum_blocks(x, sa, y, sb, (m, k, n), blocks, out, packed)
             }
