@@ -127,3 +127,39 @@ fn dense_head_weight_gradients_match_xla() {
         }
     }
 }
+
+/// An ensemble of `Dense(1)` heads (`Vmap`, parameters split over axis 0,
+/// each member its own input): the kernel's gradient is JAX's batched dot,
+/// each member summed as the column-major GEMV of one head (plain columns
+/// included).
+#[test]
+fn vmapped_dense_head_weight_gradients_match_xla() {
+    use flaxen::nn::Vmap;
+    let f = fixture();
+    for case in f["vmap_heads"].as_array().unwrap() {
+        let (b, m, k) = (n(&case["b"]), n(&case["m"]), n(&case["k"]));
+        let seed = (11 * m + k) as u64;
+        let x = inputs(&[b, k, m], seed);
+        let c = inputs(&[b, k, 1], seed + 1);
+        let heads = || {
+            Vmap::new(Dense::new(1))
+                .variable_axes("params", Some(0))
+                .split_rngs("params", true)
+        };
+        let v = heads().init(random::key(0), x.clone()).unwrap();
+        let g = grad(
+            |p: &Tree| {
+                let vs = Variables::new().with("params", p.clone());
+                Ok(heads().apply(&vs, x.clone(), ())?.mul(&c)?.sum_all())
+            },
+            &v.params(),
+        )
+        .unwrap();
+        let kernel = g.tensor("kernel").unwrap();
+        assert_eq!(
+            bits(kernel),
+            u32s(&case["grad_kernel"]),
+            "b {b} m {m} k {k}"
+        );
+    }
+}

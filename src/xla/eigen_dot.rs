@@ -115,8 +115,9 @@ fn index_size(dir: &std::path::Path, level: u32, kind: &str) -> Option<usize> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Summation {
     /// Not Eigen's: XLA's own emitter (a matrix-vector product, or one
-    /// smaller than 3 x 3), one chain per output (but for `n == 1`, not
-    /// modelled).
+    /// smaller than 3 x 3), one chain per output (for `n == 1`, XLA's
+    /// column-major GEMV of `g^T @ A`, with its plain column: see
+    /// [`super::gemv`]).
     Emitter,
     /// One buffer: these ranges of terms in order, each summed from `+0`
     /// and added to the sums of those before it.

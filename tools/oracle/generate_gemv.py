@@ -5,7 +5,8 @@ gradients), and the weight gradient of a `Dense(1)` head over many batch
 sizes `k` and feature counts `m` (`head_grads`: eager `jax.grad` of
 `sum((x @ w) * c)`, which XLA runs as `dot(c[k, 1], x[k, m])` contracting
 the batch: its column-major GEMV; the jitted gradient compiles to the same
-kernel, checked here). Inputs are not stored: both sides make them with `inputs` below
+kernel, checked here), and the same for an ensemble of heads under
+`nn.vmap` (`vmap_heads`: the kernel's gradient only). Inputs are not stored: both sides make them with `inputs` below
 (an integer hash, exact in f64), so the fixture keeps only expected bits.
 
 Pinned: jax==0.10.2, jaxlib==0.10.2, flax==0.12.8 (CPU). From the
@@ -82,8 +83,25 @@ def main():
             g_jit = jax.jit(jax.grad(head_loss))(w0, x, c)
             assert f32_bits(g) == f32_bits(g_jit), (m, k)
             head_grads.append({"m": m, "k": k, "grad": f32_bits(g)})
+    # An ensemble of Dense(1) heads (nn.vmap, parameters split over axis 0,
+    # each member its own input): the kernel's gradient is one batched dot,
+    # each member summed as the unbatched column-major GEMV.
+    vmap_heads = []
+    for b, m, k in [(2, 2, 9), (3, 9, 33), (2, 17, 321), (2, 25, 383), (3, 16, 100), (2, 3, 5)]:
+        x = jnp.asarray(inputs((b, k, m), 11 * m + k))
+        c = jnp.asarray(inputs((b, k, 1), 11 * m + k + 1))
+        heads = nn.vmap(nn.Dense, variable_axes={"params": 0}, split_rngs={"params": True},
+                        in_axes=0, out_axes=0)(features=1)
+        v = heads.init(jax.random.key(0), x)
+
+        def heads_loss(p, x, c, heads=heads):
+            return jnp.sum(heads.apply({"params": p}, x) * c)
+
+        gp = jax.grad(heads_loss)(v["params"], x, c)
+        vmap_heads.append({"b": b, "m": m, "k": k, "grad_kernel": f32_bits(gp["kernel"])})
     with open(OUT, "w") as f:
-        json.dump({"gemv": gemv, "dots": dots, "dense_head": dense, "head_grads": head_grads}, f)
+        json.dump({"gemv": gemv, "dots": dots, "dense_head": dense, "head_grads": head_grads,
+                   "vmap_heads": vmap_heads}, f)
     print(f"wrote {OUT}")
 
 

@@ -424,7 +424,12 @@ impl DotRoute {
             if sa.1 == 1 {
                 return DotRoute::RowGemv;
             }
-            if sa.0 == 1 && batches == (1, 1) {
+            // Alone, or an item of a `vmap` whose operands are all its own:
+            // JAX's batched dot sums each item as this product alone
+            // (measured: an ensemble of `Dense(1)` heads' weight gradients).
+            let own =
+                batches == (1, 1) || matches!(current_layout(), Some(Virtual::Batched { .. }));
+            if sa.0 == 1 && own {
                 // Each output's sum is the same chain of products either
                 // way round; the transposed product has XLA's GEMV epilogue
                 // (`plain_column`, `signed_from`), measured for `A^T @ g`.
