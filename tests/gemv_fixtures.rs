@@ -163,3 +163,48 @@ fn vmapped_dense_head_weight_gradients_match_xla() {
         );
     }
 }
+
+/// The same ensemble on one shared input (`in_axes(None)`), heads of 1 to 4
+/// features: JAX folds the members into the rows of one product
+/// `c'[b * n, k] @ x[k, m]`, summed as a plain `[b * n, k] @ [k, m]`, and
+/// the input's gradient sums the members' cotangents.
+#[test]
+fn vmapped_heads_on_a_shared_input_match_xla() {
+    use flaxen::nn::Vmap;
+    let f = fixture();
+    let mut failed = Vec::new();
+    for case in f["vmap_shared_heads"].as_array().unwrap() {
+        let (b, m, k, feats) = (n(&case["b"]), n(&case["m"]), n(&case["k"]), n(&case["n"]));
+        let seed = (13 * m + k) as u64;
+        let x = inputs(&[k, m], seed);
+        let c = inputs(&[b, k, feats], seed + 1);
+        let heads = || {
+            Vmap::new(Dense::new(feats))
+                .variable_axes("params", Some(0))
+                .split_rngs("params", true)
+                .in_axes(None)
+                .axis_size(b)
+        };
+        let v = heads().init(random::key(0), x.clone()).unwrap();
+        let both = Tree::new().with("params", v.params()).with("x", x.clone());
+        let g = grad(
+            |t: &Tree| {
+                let vs = Variables::new().with("params", t.subtree("params").unwrap());
+                Ok(heads()
+                    .apply(&vs, t.tensor("x")?.clone(), ())?
+                    .mul(&c)?
+                    .sum_all())
+            },
+            &both,
+        )
+        .unwrap();
+        let kernel = g.tensor("params/kernel").unwrap();
+        if bits(kernel) != u32s(&case["grad_kernel"]) {
+            failed.push(format!("kernel b {b} m {m} k {k} n {feats}"));
+        }
+        if bits(g.tensor("x").unwrap()) != u32s(&case["grad_x"]) {
+            failed.push(format!("x b {b} m {m} k {k} n {feats}"));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}

@@ -24,8 +24,9 @@ enum Contribution {
     /// The product `a^T @ b` (contraction over the rows of both), summed
     /// over the items by one product over their rows stacked in item
     /// order, as JAX's product over the folded axis; then given the shape
-    /// (the view's).
-    Dot(ArrayD<f32>, ArrayD<f32>, Vec<usize>),
+    /// (the view's). The flag: the shared tensor is the product's left
+    /// operand (its cotangent is `g @ B^T`, `a` the items' `g^T`).
+    Dot(ArrayD<f32>, ArrayD<f32>, Vec<usize>, bool),
 }
 
 /// Runs the backward pass from node `root` with output gradient `seed`;
@@ -108,7 +109,7 @@ fn backward_seeded(
                     views
                         .entry(i)
                         .or_default()
-                        .push(Contribution::Dot(a, b, shape));
+                        .push(Contribution::Dot(a, b, shape, k == 0));
                     needs[k] = false;
                 }
             }
@@ -209,7 +210,7 @@ fn combine_items(lists: Vec<Vec<Contribution>>) -> Option<ArrayD<f32>> {
 fn evaluate(c: Contribution) -> ArrayD<f32> {
     match c {
         Contribution::Dense(g) => g,
-        Contribution::Dot(a, b, shape) => matmul_raw(a.t().into_dyn(), b.view())
+        Contribution::Dot(a, b, shape, _) => matmul_raw(a.t().into_dyn(), b.view())
             .expect("factor shapes agree")
             .into_shape_with_order(IxDyn(&shape))
             .expect("the view's size"),
@@ -230,12 +231,13 @@ fn reduce_items(column: Vec<Contribution>) -> ArrayD<f32> {
             .data
             .into_owned();
     }
-    let (mut lhs, mut rhs, mut shape) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut lhs, mut rhs, mut shape, mut left) = (Vec::new(), Vec::new(), Vec::new(), false);
     for c in column {
-        if let Contribution::Dot(a, b, s) = c {
+        if let Contribution::Dot(a, b, s, l) = c {
             lhs.push(a);
             rhs.push(b);
             shape = s;
+            left = l;
         }
     }
     let cat = |parts: &[ArrayD<f32>]| {
@@ -243,7 +245,17 @@ fn reduce_items(column: Vec<Contribution>) -> ArrayD<f32> {
         ndarray::concatenate(Axis(0), &views).expect("factors agree but for their rows")
     };
     let (a, b) = (cat(&lhs), cat(&rhs));
-    matmul_raw(a.t().into_dyn(), b.view())
+    // A shared left operand's cotangent is JAX's `G[rows, items * n] @
+    // W'[items * n, k]` with the stacked output cotangent `G` row-major (a
+    // bitcast of the batched cotangent): a plain product. A shared right
+    // operand's, `X'^T @ G'` over the items' stacked rows, keeps its
+    // transposed left operand, as XLA's dot contracting dimension 0 does.
+    let at = if left {
+        a.t().as_standard_layout().into_owned()
+    } else {
+        a.reversed_axes()
+    };
+    matmul_raw(at.view(), b.view())
         .expect("factor shapes agree")
         .into_shape_with_order(IxDyn(&shape))
         .expect("the view's size")

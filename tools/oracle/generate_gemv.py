@@ -6,7 +6,9 @@ sizes `k` and feature counts `m` (`head_grads`: eager `jax.grad` of
 `sum((x @ w) * c)`, which XLA runs as `dot(c[k, 1], x[k, m])` contracting
 the batch: its column-major GEMV; the jitted gradient compiles to the same
 kernel, checked here), and the same for an ensemble of heads under
-`nn.vmap` (`vmap_heads`: the kernel's gradient only). Inputs are not stored: both sides make them with `inputs` below
+`nn.vmap` (`vmap_heads`: the kernel's gradient only; `vmap_shared_heads`:
+heads of 1 to 4 features on one shared input, the kernel's and the input's
+gradients). Inputs are not stored: both sides make them with `inputs` below
 (an integer hash, exact in f64), so the fixture keeps only expected bits.
 
 Pinned: jax==0.10.2, jaxlib==0.10.2, flax==0.12.8 (CPU). From the
@@ -99,9 +101,29 @@ def main():
 
         gp = jax.grad(heads_loss)(v["params"], x, c)
         vmap_heads.append({"b": b, "m": m, "k": k, "grad_kernel": f32_bits(gp["kernel"])})
+    # The same ensemble on one shared input (in_axes None): JAX folds the
+    # members into the rows of one dot, c'[b * n, k] @ x[k, m]; the input's
+    # gradient sums the members' cotangents.
+    vmap_shared_heads = []
+    for b, m, k, n in [(2, 2, 9, 1), (3, 9, 33, 1), (2, 17, 321, 1), (8, 25, 383, 1),
+                       (3, 3, 3, 1), (2, 2, 3, 1), (16, 64, 128, 1), (3, 9, 33, 3),
+                       (2, 17, 100, 4), (4, 40, 64, 2)]:
+        x = jnp.asarray(inputs((k, m), 13 * m + k))
+        c = jnp.asarray(inputs((b, k, n), 13 * m + k + 1))
+        heads = nn.vmap(nn.Dense, variable_axes={"params": 0}, split_rngs={"params": True},
+                        in_axes=None, out_axes=0, axis_size=b)(features=n)
+        v = heads.init(jax.random.key(0), x)
+
+        def shared_loss(p, x, c, heads=heads):
+            return jnp.sum(heads.apply({"params": p}, x) * c)
+
+        gp, gx = jax.grad(shared_loss, argnums=(0, 1))(v["params"], x, c)
+        vmap_shared_heads.append({"b": b, "m": m, "k": k, "n": n,
+                                  "grad_kernel": f32_bits(gp["kernel"]),
+                                  "grad_x": f32_bits(gx)})
     with open(OUT, "w") as f:
         json.dump({"gemv": gemv, "dots": dots, "dense_head": dense, "head_grads": head_grads,
-                   "vmap_heads": vmap_heads}, f)
+                   "vmap_heads": vmap_heads, "vmap_shared_heads": vmap_shared_heads}, f)
     print(f"wrote {OUT}")
 
 

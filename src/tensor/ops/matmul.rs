@@ -712,6 +712,26 @@ fn planned_shape(m: usize, n: usize, batches: (usize, usize)) -> (usize, usize, 
     }
 }
 
+/// `A^T @ g` for a `vmap` item whose left operand `a` (`[m, k]`) is shared
+/// by the items and whose right one is its own, its `n` columns at
+/// `offset` of the `cols` that JAX folds the items' into (the forward's
+/// [`Virtual::Cols`]). JAX's batched transpose computes every item's at
+/// once as the rows of one plain product, `g'[cols, m] @ a[m, k]` (the
+/// stacked cotangents copied row-major: a `[b * n, m] @ [m, k]` dot, then
+/// a transpose), so this item's is its rows `offset..offset + n` of it,
+/// in that product's order, transposed.
+fn shared_left_cotangent(
+    a: ArrayViewD<'_, f32>,
+    g: ArrayViewD<'_, f32>,
+    cols: usize,
+    offset: usize,
+) -> ArrayD<f32> {
+    let gt = g.t().as_standard_layout().into_owned();
+    let rows = Some(Virtual::Rows { rows: cols, offset });
+    let r = with_layout(rows, || matmul_raw(gt.view(), a)).expect("shapes checked");
+    r.t().as_standard_layout().into_owned()
+}
+
 /// [`matmul2d_into`] for operands given as contiguous slices with
 /// non-negative (row, column) strides; skips building views for small
 /// products (compiled steps). Same arithmetic, same bits.
@@ -1093,6 +1113,9 @@ impl Tensor {
                     reshaped(ga, &sa)
                 });
                 let gb = needs[1].then(|| {
+                    if let Some(Virtual::Cols { cols, offset }) = cols {
+                        return shared_left_cotangent(ad.view(), g.view(), cols, offset);
+                    }
                     let mut at = ad.view();
                     let r = at.ndim();
                     at.swap_axes(r - 2, r - 1);
