@@ -518,3 +518,39 @@ fn empty_axes_reduce_to_zeros() {
     .unwrap();
     assert_eq!(g.as_tensor().unwrap().shape(), &[3, 0]);
 }
+
+/// A product reads a joined tensor as the row-major array XLA's
+/// `concatenate` and `stack` write, whatever the axis: the same bits as the
+/// same values made directly (a column-major join had been read as a
+/// transposed operand, in that operand's XLA order).
+#[test]
+fn joined_tensors_multiply_like_their_values() {
+    let (m, k, n) = (2, 9, 3);
+    let vals: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
+        .collect();
+    let w: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 53 % 29) as f32 - 14.0) / 9.0)
+        .collect();
+    let w = t(&w, &[k, n]);
+    let direct = t(&vals, &[m, k]).matmul(&w).unwrap().to_vec();
+    let part = |c0: usize, c1: usize| {
+        let v: Vec<f32> = (0..m)
+            .flat_map(|r| vals[r * k + c0..r * k + c1].to_vec())
+            .collect();
+        t(&v, &[m, c1 - c0])
+    };
+    let joined = Tensor::concatenate(&[part(0, 3), part(3, 7), part(7, 9)], -1).unwrap();
+    assert_eq!(joined.to_vec(), vals);
+    let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(joined.matmul(&w).unwrap().to_vec()),
+        bits(direct.clone())
+    );
+    let columns: Vec<Tensor> = (0..k)
+        .map(|c| part(c, c + 1).reshape(&[m as isize]).unwrap())
+        .collect();
+    let stacked = Tensor::stack(&columns, -1).unwrap();
+    assert_eq!(stacked.to_vec(), vals);
+    assert_eq!(bits(stacked.matmul(&w).unwrap().to_vec()), bits(direct));
+}

@@ -295,25 +295,16 @@ fn scan_with_a_tree_carry_broadcast_input_and_out_axes() {
         .unwrap();
     assert_variables(&v, &f.variables);
     assert_int(c.array("count").unwrap(), &f.carry["count"], "count");
-    // The values: the step's product (2, 9) @ (9, 3) is one whose summation
-    // order flaxen does not reproduce yet (XLA:CPU's small-dot emitter; see
-    // the matmul exactness issue): measured on this fixture, JAX's eager
-    // `jnp.dot` of the same rows matches Flax's scan bit for bit and flaxen's
-    // product differs by up to 42 ulp (an output near -0.016 after
-    // cancellation), which tanh and the later steps carry along.
-    let worst = |got: &Tensor, want: &[f32]| {
-        got.to_vec()
-            .iter()
-            .zip(want)
-            .map(|(a, b)| common::ulp_distance(*a, *b))
-            .max()
-            .unwrap()
-    };
-    assert!(worst(c.tensor("h").unwrap(), &f.carry["h"].data) <= 42);
+    // The values, bit for bit: Flax's scan compiles the step, but XLA runs
+    // it as the eager operations (the concatenation written row-major, the
+    // `(2, 9) @ (9, 3)` product in YNNPACK's order, then the bias and tanh).
+    let bits = |t: &Tensor| -> Vec<u32> { t.to_vec().iter().map(|v| v.to_bits()).collect() };
+    let want_bits = |w: &[f32]| -> Vec<u32> { w.iter().map(|v| v.to_bits()).collect() };
+    assert_eq!(bits(c.tensor("h").unwrap()), want_bits(&f.carry["h"].data));
     for (k, want) in &f.ys {
         let got = ys.tensor(k).unwrap();
         assert_eq!(got.shape(), want.shape.as_slice(), "{k}");
-        assert!(worst(got, &want.data) <= 42, "{k}");
+        assert_eq!(bits(got), want_bits(&want.data), "{k}");
     }
     assert_eq!(ys.tensor("h").unwrap().shape(), [2, 4, 3]);
 }

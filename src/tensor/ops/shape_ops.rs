@@ -304,7 +304,7 @@ impl Tensor {
             }
         }
         let views: Vec<ArrayViewD<'_, f32>> = tensors.iter().map(|t| t.data.view()).collect();
-        let out = ndarray::concatenate(Axis(a), &views).expect("shapes checked");
+        let out = row_major(ndarray::concatenate(Axis(a), &views).expect("shapes checked"));
         let bounds: SmallVec<[(usize, usize); 4]> = tensors
             .iter()
             .scan(0, |start, t| {
@@ -328,6 +328,18 @@ impl Tensor {
     }
 }
 
+/// `x` in row-major memory order. `ndarray` joins along the last axis into
+/// column-major memory, which a product would read as a transposed
+/// operand and sum in that operand's XLA order; XLA's `concatenate` writes
+/// a row-major array.
+fn row_major(x: ArrayD<f32>) -> ArrayD<f32> {
+    if x.is_standard_layout() {
+        x
+    } else {
+        x.as_standard_layout().into_owned()
+    }
+}
+
 /// The stacked values of equally shaped `tensors` along new axis `a`: for
 /// row-major inputs, each input's block below the axis is copied in turn
 /// (vmap stacks every output this way); otherwise ndarray's `stack`.
@@ -338,9 +350,7 @@ fn stack_data(tensors: &[Tensor], a: usize) -> ArcArray<f32, IxDyn> {
     let slices: Option<Vec<&[f32]>> = tensors.iter().map(|t| t.data.as_slice()).collect();
     let Some(slices) = slices else {
         let views: Vec<ArrayViewD<'_, f32>> = tensors.iter().map(|t| t.data.view()).collect();
-        return ndarray::stack(Axis(a), &views)
-            .expect("shapes checked")
-            .into_shared();
+        return row_major(ndarray::stack(Axis(a), &views).expect("shapes checked")).into_shared();
     };
     let block: usize = shape[a..].iter().product();
     let outer: usize = shape[..a].iter().product();
