@@ -106,6 +106,10 @@ CONVS = [
     ("conv2d_circular", dict(features=2, kernel_size=(3, 3), padding="CIRCULAR"), (1, 4, 4, 1)),
     ("conv1d_no_batch", dict(features=3, kernel_size=(2,)), (5, 2)),
     ("conv2d_two_batch_dims", dict(features=2, kernel_size=(2, 2), use_bias=False), (2, 3, 4, 4, 1)),
+    # A kernel with more taps than the output has positions (16 > 4 x 3):
+    # XLA swaps the operands of the input's cotangent.
+    ("conv2d_kernel_over_cotangent", dict(features=4, kernel_size=(4, 4), strides=2, padding="VALID"),
+     (2, 11, 9, 3)),
 ]
 
 

@@ -212,6 +212,124 @@ impl Dims {
     }
 }
 
+/// Which of a convolution's two cotangents XLA computes with the operands
+/// of their convolution swapped. JAX computes each cotangent as another
+/// convolution; XLA's `ConvOperandSwapper` (one feature group only) swaps
+/// its operands when the product of its window's sizes exceeds that of its
+/// input's spatial sizes, and the swapped convolution (its window reversed)
+/// runs as XLA's emitted loop, which visits the terms in another order
+/// (measured: jaxlib 0.10.2, `tools/oracle/generate_layers.py`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Swaps {
+    /// The input's cotangent (a convolution of the output's cotangent with
+    /// the flipped kernel, window = the kernel): taps in increasing order.
+    input_grad: bool,
+    /// The kernel's cotangent (a convolution of the input with the output's
+    /// cotangent, window = the output): positions in decreasing order.
+    kernel_grad: bool,
+}
+
+impl Swaps {
+    /// For input spatial sizes `spatial`, kernel `window` and output
+    /// `out`. A circular convolution is JAX's `VALID` convolution of the
+    /// wrapped input, whose sizes count.
+    fn of(spatial: &[usize], window: &[usize], out: &[usize], spec: &ConvSpec) -> Swaps {
+        if spec.feature_group_count != 1 || [spatial, window, out].iter().any(|v| v.contains(&0)) {
+            return Swaps {
+                input_grad: false,
+                kernel_grad: false,
+            };
+        }
+        let lhs: Vec<usize> = (0..spatial.len())
+            .map(|i| {
+                let (lo, hi) = spec.padding[i];
+                if spec.circular {
+                    spatial[i] + lo + hi
+                } else {
+                    spatial[i]
+                }
+            })
+            .collect();
+        // The input's cotangent: window the kernel, input the output's
+        // cotangent; a cotangent of length 1 padded by the window less one
+        // on both sides (a full-size `VALID` window) counts as the window.
+        let cotangent: usize = (0..out.len())
+            .map(|i| {
+                let dilated = (window[i] - 1) * spec.rhs_dilation[i] + 1;
+                let pad_lo = if spec.circular { 0 } else { spec.padding[i].0 };
+                let full = out[i] == 1
+                    && spec.strides[i] == 1
+                    && pad_lo == 0
+                    && (lhs[i] - 1) * spec.lhs_dilation[i] + 1 == dilated;
+                if full {
+                    window[i]
+                } else {
+                    out[i]
+                }
+            })
+            .product();
+        let taps: usize = window.iter().product();
+        Swaps {
+            input_grad: taps > cotangent,
+            kernel_grad: out.iter().product::<usize>() > lhs.iter().product::<usize>(),
+        }
+    }
+}
+
+/// A convolution as Eigen's transposed 2-D convolution computes it, which
+/// XLA:CPU uses for a 2-D convolution with input dilation, stride 1, no
+/// kernel dilation and one group (JAX's input cotangent of a strided
+/// convolution is one): for every input position and tap, the products
+/// with the kernel over the input features as one chain of fused
+/// multiply-adds from `+0` (a matrix product), then each output the plain
+/// sum, from `+0`, of its taps' chains in increasing order of the input
+/// position they read (measured, jaxlib 0.10.2).
+///
+/// `reads[o * t + tap]` is the input position output `o` reads through
+/// `tap`, increasing with the tap or, when `taps_reversed`, decreasing;
+/// `w[(tap * c + ci) * f + j]` the kernel; `x` is `[n, s, c]` and the
+/// result `[n, p, f]` (`p` output positions).
+fn scattered_conv(
+    x: &[f32],
+    (n, s, c): (usize, usize, usize),
+    reads: &[Option<usize>],
+    (p, t, f): (usize, usize, usize),
+    w: &[f32],
+    taps_reversed: bool,
+) -> Vec<f32> {
+    use rayon::prelude::*;
+    let mut out = vec![0.0f32; n * p * f];
+    out.par_chunks_mut(f.max(1)).enumerate().for_each_init(
+        || vec![0.0f32; f],
+        |chain, (row, acc)| {
+            with_fma(
+                #[inline(always)]
+                || {
+                    let (b, o) = (row / p, row % p);
+                    for step in 0..t {
+                        let tap = if taps_reversed { t - 1 - step } else { step };
+                        let Some(src) = reads[o * t + tap] else {
+                            continue;
+                        };
+                        chain.fill(0.0);
+                        let xs = &x[(b * s + src) * c..][..c];
+                        for (ci, &xv) in xs.iter().enumerate() {
+                            let wr = &w[(tap * c + ci) * f..][..f];
+                            for (v, &wv) in chain.iter_mut().zip(wr) {
+                                *v = xv.mul_add(wv, *v);
+                            }
+                        }
+                        for (a, &v) in acc.iter_mut().zip(chain.iter()) {
+                            *a += v;
+                        }
+                    }
+                },
+            )
+        },
+    );
+    out
+}
+
 /// Runs `f` compiled with FMA where the CPU has it: `f32::mul_add` rounds
 /// once either way, so the bits do not depend on the CPU, but without the
 /// instruction every `mul_add` is a library call.
@@ -324,7 +442,17 @@ fn row_major_slice(a: &ArcArray<f32, IxDyn>) -> &[f32] {
 /// `inv[s * t + tap]` is the output position reading input `s` through
 /// `tap`. Vectorized across the input features of a position (the kernel
 /// transposed to `[tap, out, in]` for that).
-fn conv_input_grad(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) -> Vec<f32> {
+///
+/// `taps_forward`: the taps in increasing order instead, as XLA computes
+/// the cotangent when it swaps the transposed convolution's operands
+/// ([`Swaps`]).
+fn conv_input_grad(
+    g: &[f32],
+    k: &[f32],
+    inv: &[Option<usize>],
+    d: Dims,
+    taps_forward: bool,
+) -> Vec<f32> {
     use rayon::prelude::*;
     // kt[(t * O + o) * cg + c] = k[(t * cg + c) * O + o].
     let mut kt = vec![0.0f32; k.len()];
@@ -345,7 +473,8 @@ fn conv_input_grad(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) -> Vec<
                     let (n, s) = (row / d.s, row % d.s);
                     for grp in 0..d.groups {
                         let acc = &mut out[grp * d.cg..(grp + 1) * d.cg];
-                        for t in (0..d.t).rev() {
+                        for step in 0..d.t {
+                            let t = if taps_forward { step } else { d.t - 1 - step };
                             let m = inv[s * d.t + t];
                             for o in grp * d.og()..(grp + 1) * d.og() {
                                 let gv = m.map_or(0.0, |m| g[(n * d.p + m) * d.o + o]);
@@ -365,7 +494,17 @@ fn conv_input_grad(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) -> Vec<
 /// The kernel's cotangent in XLA's order: for every kernel element, one
 /// chain of fused multiply-adds over the output positions (row-major) and,
 /// innermost, the batch. Vectorized across the outputs.
-fn conv_kernel_grad(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
+///
+/// `positions_backward`: the output positions in decreasing order (the
+/// batch still increasing), as XLA computes the cotangent when it swaps
+/// the convolution's operands ([`Swaps`]).
+fn conv_kernel_grad(
+    x: &[f32],
+    g: &[f32],
+    idx: &[Option<usize>],
+    d: Dims,
+    positions_backward: bool,
+) -> Vec<f32> {
     use rayon::prelude::*;
     let mut dk = vec![0.0f32; d.t * d.cg * d.o];
     dk.par_chunks_mut(d.o.max(1))
@@ -375,7 +514,12 @@ fn conv_kernel_grad(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Vec
                 #[inline(always)]
                 || {
                     let (t, c) = (row / d.cg, row % d.cg);
-                    for m in 0..d.p {
+                    for step in 0..d.p {
+                        let m = if positions_backward {
+                            d.p - 1 - step
+                        } else {
+                            step
+                        };
                         let src = idx[m * d.t + t];
                         for n in 0..d.n {
                             let gr = &g[(n * d.p + m) * d.o..(n * d.p + m + 1) * d.o];
@@ -452,7 +596,24 @@ impl Tensor {
         // Row-major data, shared rather than copied when it already is.
         let (xa, ka) = (row_major(&self.data), row_major(&kernel.data));
         let (x, k) = (row_major_slice(&xa), row_major_slice(&ka));
-        let y = conv_forward_fast(x, k, &idx, d).unwrap_or_else(|| conv_forward(x, k, &idx, d));
+        let swaps = Swaps::of(&spatial, &window, &out_spatial, spec);
+        let all_one = |v: &[usize]| v.iter().all(|&r| r == 1);
+        let eigen_2d = sd == 2 && groups == 1 && !spec.circular && all_one(&spec.rhs_dilation);
+        // Eigen's transposed path: the forward pass with input dilation
+        // (unless XLA swaps its operands: a window larger than the input),
+        // and the input's cotangent of a strided convolution.
+        let scatter_forward = eigen_2d
+            && all_one(&spec.strides)
+            && !all_one(&spec.lhs_dilation)
+            && window.iter().product::<usize>() <= spatial.iter().product::<usize>();
+        let scatter_input_grad =
+            eigen_2d && all_one(&spec.lhs_dilation) && !all_one(&spec.strides) && !swaps.input_grad;
+        let y = if scatter_forward {
+            // Each output reads its inputs in increasing order with the tap.
+            scattered_conv(x, (d.n, d.s, d.c), &idx, (d.p, d.t, d.o), k, false)
+        } else {
+            conv_forward_fast(x, k, &idx, d).unwrap_or_else(|| conv_forward(x, k, &idx, d))
+        };
         let mut out_shape = vec![d.n];
         out_shape.extend(&out_spatial);
         out_shape.push(o);
@@ -471,13 +632,36 @@ impl Tensor {
                 let g = g.as_slice().expect("standard layout");
                 let (x, k) = (row_major_slice(&xa), row_major_slice(&ka));
                 let dx = needs[0].then(|| {
-                    let dx = conv_input_grad_fast(g, k, &inv, d)
-                        .unwrap_or_else(|| conv_input_grad(g, k, &inv, d));
+                    let dx = if scatter_input_grad {
+                        // The cotangent's positions read the input's
+                        // through the taps: `inv` from the input's side.
+                        // Each input reads the cotangent's positions
+                        // in decreasing order with the tap; the kernel as
+                        // `[tap, out, in]`.
+                        let mut kt = vec![0.0f32; k.len()];
+                        for tap in 0..d.t {
+                            for i in 0..d.c {
+                                for o in 0..d.o {
+                                    kt[(tap * d.o + o) * d.c + i] = k[(tap * d.c + i) * d.o + o];
+                                }
+                            }
+                        }
+                        scattered_conv(g, (d.n, d.p, d.o), &inv, (d.s, d.t, d.c), &kt, true)
+                    } else if swaps.input_grad {
+                        conv_input_grad(g, k, &inv, d, true)
+                    } else {
+                        conv_input_grad_fast(g, k, &inv, d)
+                            .unwrap_or_else(|| conv_input_grad(g, k, &inv, d, false))
+                    };
                     ArrayD::from_shape_vec(IxDyn(&x_shape), dx).expect("input size")
                 });
                 let dk = needs[1].then(|| {
-                    let dk = conv_kernel_grad_fast(x, g, &idx, d)
-                        .unwrap_or_else(|| conv_kernel_grad(x, g, &idx, d));
+                    let dk = if swaps.kernel_grad {
+                        conv_kernel_grad(x, g, &idx, d, true)
+                    } else {
+                        conv_kernel_grad_fast(x, g, &idx, d)
+                            .unwrap_or_else(|| conv_kernel_grad(x, g, &idx, d, false))
+                    };
                     ArrayD::from_shape_vec(IxDyn(&k_shape), dk).expect("kernel size")
                 });
                 smallvec::smallvec![dx, dk]
@@ -568,7 +752,7 @@ mod fast_tests {
                 let fast = conv_fast::input_grad(isa, &g, &k, &inv, d);
                 assert_eq!(
                     bits(&fast),
-                    bits(&conv_input_grad(&g, &k, &inv, d)),
+                    bits(&conv_input_grad(&g, &k, &inv, d, false)),
                     "{isa:?}"
                 );
             }
@@ -576,7 +760,7 @@ mod fast_tests {
                 let fast = conv_fast::kernel_grad(isa, &x, &g, &idx, d);
                 assert_eq!(
                     bits(&fast),
-                    bits(&conv_kernel_grad(&x, &g, &idx, d)),
+                    bits(&conv_kernel_grad(&x, &g, &idx, d, false)),
                     "{isa:?}"
                 );
             }
@@ -630,13 +814,13 @@ mod fast_tests {
         for isa in isas() {
             same(
                 &conv_fast::input_grad(isa, &g, &k, &inv, d),
-                &conv_input_grad(&g, &k, &inv, d),
+                &conv_input_grad(&g, &k, &inv, d, false),
             );
         }
         for isa in isas() {
             same(
                 &conv_fast::kernel_grad(isa, &x, &g, &idx, d),
-                &conv_kernel_grad(&x, &g, &idx, d),
+                &conv_kernel_grad(&x, &g, &idx, d, false),
             );
         }
     }
