@@ -216,14 +216,16 @@ pub(super) fn split(shape: &[usize]) -> (&[usize], usize) {
 
 /// `s1`: the sum of each column of `x` (row-major, `shape`, features
 /// last) as the jitted BatchNorm sums it: from 4,096 elements YNNPACK's
-/// order ([`super::reduce::sum_columns_into`]); below, one reduced axis
+/// order ([`super::ynn_reduce::ynn_sum`]); below, one reduced axis
 /// (axes of length 1 do not count) in XLA's windows of 32
 /// ([`super::reduce::xla_row_sum`]), several in the order of a reduce over
 /// leading axes ([`super::reduce::reduce_all`], not vectorized).
 pub(crate) fn column_sums(x: &[f32], shape: &[usize], out: &mut [f32]) {
     let (dims, c) = split(shape);
-    if x.len() >= YNN_MIN {
-        return super::reduce::sum_columns_into(x, out);
+    if x.len() >= YNN_MIN && x.len() > c {
+        // YNNPACK's order, which depends on the axes' lengths (its tiles).
+        let leading = (1u32 << (shape.len() - 1)) - 1;
+        return super::ynn_reduce::ynn_sum(x, shape, leading, out);
     }
     if loops(dims) <= 1 && x.len() <= super::reduce::TREE_WINDOW * c {
         // At most 32 rows, each column left to right from +0: row by row

@@ -76,7 +76,7 @@ impl Machine {
 
 /// XLA's intra-op pool size (`DefaultThreadPoolSize`): `PJRT_NPROC`, else
 /// `NPROC`, else the CPUs this process may run on.
-fn pool_size() -> usize {
+pub(super) fn pool_size() -> usize {
     ["PJRT_NPROC", "NPROC"]
         .iter()
         .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok())

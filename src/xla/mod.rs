@@ -43,3 +43,4 @@ pub(crate) mod math_f64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod pack_t_avx512;
 pub(crate) mod reduce;
+pub(crate) mod ynn_reduce;

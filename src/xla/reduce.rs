@@ -5,13 +5,18 @@
 
 use smallvec::SmallVec;
 
+use super::ynn_reduce::{ynn_sum, YNN_MIN};
+
 /// `out[r] = sum(x[r, :])` for rows of length `n`, each in XLA's order
 /// ([`xla_row_sum`]; checked against `jnp.sum(x, axis=-1)` for rows of up
-/// to 100 elements).
+/// to 100 elements); from 4,096 elements in all, YNNPACK's ([`ynn_sum`]).
 pub(crate) fn row_sums(x: &[f32], n: usize, out: &mut [f32]) {
     if n == 0 {
         out.fill(0.0);
         return;
+    }
+    if x.len() >= YNN_MIN && n > 1 {
+        return ynn_sum(x, &[x.len() / n, n], 0b10, out);
     }
     for (o, row) in out.iter_mut().zip(x.chunks_exact(n)) {
         *o = xla_row_sum(row);
@@ -21,9 +26,19 @@ pub(crate) fn row_sums(x: &[f32], n: usize, out: &mut [f32]) {
 /// The sum of all elements of a row-major array of `shape`, in XLA:CPU's
 /// order: [`xla_row_sum`] for a vector; for more axes, the order of
 /// [`reduce_all`] (checked against eager `jnp.sum` of 2-D and 3-D arrays
-/// of up to 4,095 elements; from 4,096 XLA hands the reduction to YNNPACK,
-/// whose order is not reproduced).
+/// of up to 4,095 elements); from 4,096 elements XLA hands the reduction
+/// to YNNPACK ([`ynn_sum`]).
 pub(crate) fn sum_all(x: &[f32], shape: &[usize]) -> f32 {
+    if x.len() >= YNN_MIN && shape.len() <= 32 {
+        let mut out = [0.0f32];
+        ynn_sum(
+            x,
+            shape,
+            (1u64 << shape.len()).wrapping_sub(1) as u32,
+            &mut out,
+        );
+        return out[0];
+    }
     if shape.len() <= 1 {
         xla_row_sum(x)
     } else {
@@ -389,8 +404,9 @@ pub(crate) fn xla_row_sum(row: &[f32]) -> f32 {
 }
 
 /// Sums the rows of `g` (rows of `dst.len()` values) into `dst`, each
-/// column in XLA's order (windows of 32 rows, [`xla_row_sum`]), as JAX
-/// reduces the cotangent of a broadcast bias.
+/// column in XLA's order (windows of 32 rows, [`xla_row_sum`]; from 4,096
+/// elements YNNPACK's, [`ynn_sum`]), as JAX reduces the cotangent of a
+/// broadcast bias.
 ///
 /// XLA:CPU sums narrow columns (10 wide, measured) in this order, but
 /// reduces wide ones (128) with its vectorized column emitter, whose order
@@ -403,18 +419,8 @@ pub(crate) fn sum_columns_into(g: &[f32], dst: &mut [f32]) {
         return;
     }
     let rows = g.len().checked_div(n).unwrap_or(0);
-    if (YNN_REDUCE_MIN..=YNN_REDUCE_TILE).contains(&g.len()) && rows <= YNN_REDUCE_ROWS {
-        return ynn_column_sums(g, dst);
-    }
-    if g.len() > YNN_REDUCE_TILE {
-        // Larger reductions in tiles of whole rows (see
-        // `ynn_tiled_column_sums`).
-        let tile_rows = YNN_REDUCE_TILE / n;
-        if (1..=YNN_REDUCE_ROWS).contains(&tile_rows)
-            && rows.div_ceil(tile_rows) <= YNN_REDUCE_TILES
-        {
-            return ynn_tiled_column_sums(g, tile_rows, dst);
-        }
+    if g.len() >= YNN_MIN && rows > 1 {
+        return ynn_sum(g, &[rows, n], 0b01, dst);
     }
     if g.len() <= 32 * n {
         // Up to 32 rows XLA adds them in order: row by row is the same and
@@ -447,92 +453,9 @@ pub(crate) fn sum_columns_into(g: &[f32], dst: &mut [f32]) {
     }
 }
 
-/// From this many elements XLA:CPU hands a column reduction to YNNPACK.
-const YNN_REDUCE_MIN: usize = 4096;
-/// The largest reduction (elements) and the most rows that YNNPACK sums in
-/// one tile as [`ynn_column_sums`] does (measured; larger ones are split
-/// in ways not reproduced yet).
-const YNN_REDUCE_TILE: usize = 32768;
-const YNN_REDUCE_ROWS: usize = 256;
-/// The most tiles of rows whose sums [`ynn_tiled_column_sums`] reproduces
-/// (measured: from 6 tiles the partial sums are combined otherwise).
-const YNN_REDUCE_TILES: usize = 5;
-
-/// Column sums of more than [`YNN_REDUCE_TILE`] elements as YNNPACK
-/// computes them (measured against jax 0.10.2, e.g. a bias's cotangent
-/// `[128, 512]`): tiles of `tile_rows = 32768 / n` whole rows, each summed
-/// by [`ynn_column_sums`], the tiles' sums then added in order from `+0`;
-/// checked for 2 to 5 tiles of at most 256 rows.
-fn ynn_tiled_column_sums(g: &[f32], tile_rows: usize, dst: &mut [f32]) {
-    let n = dst.len();
-    let mut tile = vec![0.0f32; n];
-    dst.fill(0.0);
-    for rows in g.chunks(tile_rows * n) {
-        ynn_column_sums(rows, &mut tile);
-        dst.iter_mut().zip(&tile).for_each(|(d, &t)| *d += t);
-    }
-}
-
-/// Column sums as YNNPACK's `sum_kn` kernel computes them for one tile
-/// (measured against jax 0.10.2 for 4,096 to 32,768 elements and at most
-/// 256 rows): chunks of 16 rows, each the sum (from `+0`) of its groups of
-/// 4 rows, each group summed from `+0` row by row; the chunks' sums added
-/// in order, from `+0`.
-fn ynn_column_sums(g: &[f32], dst: &mut [f32]) {
-    let n = dst.len();
-    // Sixteen columns at a time, their three running sums in registers
-    // (each column's additions in the order above); then the rest.
-    let mut c0 = 0;
-    while c0 + COLUMNS <= n {
-        let out: &mut [f32; COLUMNS] = (&mut dst[c0..c0 + COLUMNS]).try_into().expect("16");
-        ynn_column_block::<COLUMNS>(g, n, c0, out);
-        c0 += COLUMNS;
-    }
-    for (j, d) in dst.iter_mut().enumerate().skip(c0) {
-        let mut one = [0.0f32];
-        ynn_column_block::<1>(g, n, j, &mut one);
-        *d = one[0];
-    }
-}
-
-/// Columns summed together by [`ynn_column_sums`].
-const COLUMNS: usize = 16;
-
-/// [`ynn_column_sums`] of the `W` columns from `c0` of the rows of `g`
-/// (`n` columns each) into `out`.
-#[inline(always)]
-fn ynn_column_block<const W: usize>(g: &[f32], n: usize, c0: usize, out: &mut [f32; W]) {
-    let rows = g.len() / n;
-    let row = |r: usize| -> &[f32; W] {
-        (&g[r * n + c0..r * n + c0 + W])
-            .try_into()
-            .expect("W columns")
-    };
-    let mut sum = [0.0f32; W];
-    for r16 in (0..rows).step_by(16) {
-        let mut chunk = [0.0f32; W];
-        for r4 in (r16..(r16 + 16).min(rows)).step_by(4) {
-            let mut group = [0.0f32; W];
-            for r in r4..(r4 + 4).min(rows) {
-                let x = row(r);
-                for j in 0..W {
-                    group[j] += x[j];
-                }
-            }
-            for j in 0..W {
-                chunk[j] += group[j];
-            }
-        }
-        for j in 0..W {
-            sum[j] += chunk[j];
-        }
-    }
-    *out = sum;
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{xla_row_sum, ynn_column_sums, TREE_WINDOW};
+    use super::{xla_row_sum, TREE_WINDOW};
 
     /// [`xla_row_sum`]'s order written out one window at a time.
     fn row_sum_reference(row: &[f32]) -> f32 {
@@ -575,51 +498,6 @@ mod tests {
                 row_sum_reference(&row[..n]).to_bits(),
                 "n = {n}"
             );
-        }
-    }
-
-    /// The order of [`ynn_column_sums`] written out column by column.
-    fn reference(g: &[f32], n: usize) -> Vec<f32> {
-        let rows = g.len() / n;
-        (0..n)
-            .map(|j| {
-                let mut sum = 0.0f32;
-                for r16 in (0..rows).step_by(16) {
-                    let mut chunk = 0.0f32;
-                    for r4 in (r16..(r16 + 16).min(rows)).step_by(4) {
-                        let mut group = 0.0f32;
-                        for r in r4..(r4 + 4).min(rows) {
-                            group += g[r * n + j];
-                        }
-                        chunk += group;
-                    }
-                    sum += chunk;
-                }
-                sum
-            })
-            .collect()
-    }
-
-    #[test]
-    fn column_blocks_keep_each_columns_order() {
-        let mut s = 7u32;
-        for (rows, n) in [(128, 512), (16, 256), (37, 33), (256, 17), (5, 16), (64, 1)] {
-            let mut g: Vec<f32> = (0..rows * n)
-                .map(|_| {
-                    s = s.wrapping_mul(1664525).wrapping_add(1013904223);
-                    (s >> 8) as f32 / (1 << 24) as f32 * 2.0 - 1.0
-                })
-                .collect();
-            g[0] = -0.0;
-            if n > 3 {
-                g[3] = f32::NAN;
-                g[n + 2] = f32::INFINITY;
-            }
-            let mut dst = vec![1.0f32; n];
-            ynn_column_sums(&g, &mut dst);
-            let want = reference(&g, n);
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&dst), bits(&want), "{rows}x{n}");
         }
     }
 }

@@ -90,8 +90,28 @@ pub(crate) fn reduce_sum(x: &[f32], shape: &[usize], axes: u32, mean: bool, out:
     }
 }
 
-/// Sums `x` over the (sorted) `axes`, dropping them.
+/// Sums `x` over the (sorted) `axes`, dropping them: from 4,096 elements
+/// (and a reduced axis longer than 1) in YNNPACK's order, to which XLA
+/// hands such sums ([`crate::xla::ynn_reduce::ynn_sum`]).
 fn sum_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
+    let long = axes.iter().any(|&a| x.shape()[a] > 1);
+    if x.len() >= crate::xla::ynn_reduce::YNN_MIN && long && x.ndim() <= 32 {
+        // XLA hands it to YNNPACK.
+        let kept: Vec<usize> = (0..x.ndim())
+            .filter(|a| !axes.contains(a))
+            .map(|a| x.shape()[a])
+            .collect();
+        let mask = axes.iter().fold(0u32, |m, &a| m | 1 << a);
+        let x = x.as_standard_layout();
+        let mut out = vec![0.0f32; kept.iter().product()];
+        crate::xla::ynn_reduce::ynn_sum(
+            x.as_slice().expect("row-major"),
+            x.shape(),
+            mask,
+            &mut out,
+        );
+        return ArrayD::from_shape_vec(IxDyn(&kept), out).expect("kept size");
+    }
     if let [axis] = axes {
         if x.shape()[*axis] > 0 {
             return sum_one_axis(x, *axis);

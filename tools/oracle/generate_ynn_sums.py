@@ -1,0 +1,85 @@
+"""Sums that XLA:CPU hands to YNNPACK (at least 4,096 input elements):
+full sums, sums over the last axis, over leading axes (BatchNorm's
+statistics over (N, H, W)), over middle axes, and a mean, computed by
+eager `jnp.sum` / `jnp.mean` (jax 0.10.2, CPU).
+
+Inputs are not stored: both sides make them with `inputs` below (the
+hashed mixed magnitudes of generate_matmul.py, which
+`tests/common::hashed_inputs` reproduces), so the fixture keeps only the
+expected bits. YNNPACK splits long reductions into tiles only when XLA
+runs it with a thread pool: these bits are a machine with 2 CPUs'.
+
+Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU). From the repository root:
+
+    .venv-oracle/bin/python tools/oracle/generate_ynn_sums.py
+
+Writes tests/fixtures/ynn_sums.json. Floats are u32 bit patterns.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, os.path.dirname(__file__))
+from generate_matmul import inputs  # noqa: E402
+from generate_random import check_versions  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "ynn_sums.json")
+
+# (shape, axes or None for all, mean).
+CASES = [
+    ((4096,), None, False),
+    ((5000,), None, False),
+    ((32768,), None, False),
+    ((32769,), None, False),
+    ((100000,), None, False),
+    ((64, 64), None, False),
+    ((300, 70), None, False),
+    ((8, 16, 16, 3), None, False),
+    ((2, 128, 128), None, False),
+    ((32, 128), (1,), False),
+    ((8, 4096), (1,), False),
+    ((2, 50000), (1,), False),
+    ((3, 20000), (-1,), False),
+    ((128, 512), (0,), False),
+    ((4096, 3), (0,), False),
+    ((1000, 40), (0,), False),
+    ((300, 300), (0,), False),
+    ((8, 16, 16, 1), (0, 1, 2), False),
+    ((8, 16, 16, 3), (0, 1, 2), False),
+    ((8, 16, 16, 16), (0, 1, 2), False),
+    ((32, 16, 16, 16), (0, 1, 2), False),
+    ((32, 16, 16, 64), (0, 1, 2), False),
+    ((32, 16, 16, 100), (0, 1, 2), False),
+    ((32, 16, 16, 16), (0, 1, 2), True),
+    ((4, 2048, 8), (1,), False),
+    ((16, 32, 16), (0, 2), False),
+    ((64, 8, 16), (0, 1), False),
+]
+
+
+def main():
+    check_versions()
+    cases = []
+    for i, (shape, axes, mean) in enumerate(CASES):
+        seed = 500 + i
+        x = jnp.asarray(inputs(shape, seed))
+        f = jnp.mean if mean else jnp.sum
+        y = f(x) if axes is None else f(x, axis=axes)
+        cases.append({
+            "shape": list(shape), "axes": None if axes is None else list(axes), "mean": mean,
+            "seed": seed,
+            "y": np.asarray(y, np.float32).reshape(-1).view(np.uint32).tolist(),
+        })
+    with open(OUT, "w") as f:
+        json.dump({"cases": cases}, f)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
