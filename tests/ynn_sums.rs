@@ -3,13 +3,16 @@
 //! full sums of 4,096 to 100,000 elements (tile boundaries at 32,768
 //! included), sums over the last axis, over the leading axes as
 //! BatchNorm's statistics over `(N, H, W)` (tiles of 8, 2 and 1 images),
-//! over middle axes, and a mean (tools/oracle/generate_ynn_sums.py writes
+//! over middle axes, a mean, and NaN, infinities (of both signs in one
+//! sum) and -0 in the inputs, compared bit for bit, NaN's sign included
+//! (tools/oracle/generate_ynn_sums.py writes
 //! tests/fixtures/ynn_sums.json; both sides make the inputs with
 //! `hashed_inputs`). Eager and in a compiled step.
 
 mod common;
 
 use common::{hashed_inputs, load_fixture};
+
 use flaxen::tensor::{jit_value_and_grad, Tensor, Tree};
 use serde::Deserialize;
 
@@ -19,7 +22,23 @@ struct Case {
     axes: Option<Vec<isize>>,
     mean: bool,
     seed: u64,
+    /// Elements set to these bits ([row-major index, bits]).
+    #[serde(default)]
+    edits: Vec<(usize, u32)>,
     y: Vec<u32>,
+}
+
+/// The case's input: hashed values, then the oracle's edits.
+fn input(case: &Case) -> Tensor {
+    let x = hashed_inputs(&case.shape, case.seed);
+    if case.edits.is_empty() {
+        return x;
+    }
+    let mut v = x.to_vec();
+    for &(i, b) in &case.edits {
+        v[i] = f32::from_bits(b);
+    }
+    Tensor::from_vec(v, &case.shape).unwrap()
 }
 
 #[derive(Deserialize)]
@@ -58,7 +77,7 @@ fn sums_from_4096_elements_match_ynnpack() {
     let f: Fixture = load_fixture("ynn_sums.json");
     let mut failed = Vec::new();
     for case in &f.cases {
-        let x = hashed_inputs(&case.shape, case.seed);
+        let x = input(case);
         let y = reduce(case, &x).unwrap();
         if bits(&y) != case.y {
             failed.push(format!(
@@ -78,7 +97,7 @@ fn compiled_steps_sum_as_eager_ones() {
     }
     let f: Fixture = load_fixture("ynn_sums.json");
     for case in f.cases.iter().filter(|c| c.axes.is_some()) {
-        let x = hashed_inputs(&case.shape, case.seed);
+        let x = input(case);
         let w = Tensor::ones(reduce(case, &x).unwrap().shape());
         let mut step = jit_value_and_grad(|t: &Tree| {
             let y = reduce(case, t.tensor("x")?)?;

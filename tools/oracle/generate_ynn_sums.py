@@ -1,6 +1,7 @@
 """Sums that XLA:CPU hands to YNNPACK (at least 4,096 input elements):
 full sums, sums over the last axis, over leading axes (BatchNorm's
-statistics over (N, H, W)), over middle axes, and a mean, computed by
+statistics over (N, H, W)), over middle axes, a mean, and some with NaN,
+infinities and -0 set into their inputs, computed by
 eager `jnp.sum` / `jnp.mean` (jax 0.10.2, CPU).
 
 Inputs are not stored: both sides make them with `inputs` below (the
@@ -63,6 +64,20 @@ CASES = [
 ]
 
 
+NAN, PINF, NINF = 0x7FC00000, 0x7F800000, 0xFF800000
+
+# Non-finite inputs (seeds continue after CASES): (shape, axes, edits as
+# [row-major index, u32 bits]). Row 0 an infinity, row 1 a NaN, row 2
+# infinities of both signs, row 3 a -0 among its values; BatchNorm-like
+# columns with an infinity in one tile and a NaN in another.
+NONFINITE = [
+    ((8, 4096), (1,), [[5, PINF], [4096 + 7, NAN], [2 * 4096 + 3, NINF], [2 * 4096 + 100, PINF],
+                       [3 * 4096, 0x80000000]]),
+    ((32, 16, 16, 16), (0, 1, 2), [[3, PINF], [20 * 4096 + 5, NAN], [31 * 4096 + 7, NINF]]),
+    ((40000,), None, [[39999, PINF]]),
+]
+
+
 def main():
     check_versions()
     cases = []
@@ -74,6 +89,18 @@ def main():
         cases.append({
             "shape": list(shape), "axes": None if axes is None else list(axes), "mean": mean,
             "seed": seed,
+            "y": np.asarray(y, np.float32).reshape(-1).view(np.uint32).tolist(),
+        })
+    for i, (shape, axes, edits) in enumerate(NONFINITE):
+        seed = 500 + len(CASES) + i
+        flat = np.array(inputs(shape, seed)).reshape(-1)
+        for at, b in edits:
+            flat[at] = np.array([b], np.uint32).view(np.float32)[0]
+        x = jnp.asarray(flat.reshape(shape))
+        y = jnp.sum(x) if axes is None else jnp.sum(x, axis=axes)
+        cases.append({
+            "shape": list(shape), "axes": None if axes is None else list(axes), "mean": False,
+            "seed": seed, "edits": edits,
             "y": np.asarray(y, np.float32).reshape(-1).view(np.uint32).tolist(),
         })
     with open(OUT, "w") as f:
