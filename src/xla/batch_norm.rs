@@ -23,6 +23,9 @@
 //!   normalization loop is not unrolled (many features), where the product
 //!   is contracted into the difference ([`Step::Center`]).
 
+/// From this many elements XLA:CPU hands a reduction to YNNPACK.
+pub(super) use super::ynn_reduce::YNN_MIN;
+
 /// One step of the compiled forward pass; each has at most three inputs
 /// (a replayed step's limit) and one output.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -201,9 +204,6 @@ pub(crate) fn contracted_columns(features: usize, use_scale: bool, use_bias: boo
         features - features % 16
     }
 }
-
-/// From this many elements XLA:CPU hands a reduction to YNNPACK.
-pub(super) const YNN_MIN: usize = 4096;
 
 /// The reduced axes of `shape` (all but the last) and the number of
 /// features.

@@ -71,6 +71,7 @@ pub(crate) fn ynn_sum(x: &[f32], shape: &[usize], axes: u32, out: &mut [f32]) {
     let count: Dims = (0..r)
         .map(|a| if reduced(a) { p_shape[a] } else { 1 })
         .collect();
+    let kept: Dims = (0..r).filter(|&a| !reduced(a)).collect();
     let mut t: Dims = smallvec::smallvec![0; r];
     for _ in 0..count.iter().product::<usize>() {
         let mut view = View {
@@ -87,7 +88,6 @@ pub(crate) fn ynn_sum(x: &[f32], shape: &[usize], axes: u32, out: &mut [f32]) {
         reduce_view(x, &view, axes, &c_shape, &mut part);
         // Scatter the tile's sums to their place among the partials.
         let base: usize = (0..r).map(|a| t[a] * p_strides[a]).sum();
-        let kept: Dims = (0..r).filter(|&a| !reduced(a)).collect();
         let mut k: Dims = smallvec::smallvec![0; kept.len()];
         for &v in &part {
             let at: usize = kept.iter().zip(&k).map(|(&a, &i)| i * p_strides[a]).sum();
@@ -159,39 +159,53 @@ struct View {
 /// [`row_sum`]), other reduced ones into `k2`, kept ones contiguous in `c`
 /// into `n`; the rest loop outside, in row-major order.
 fn reduce_view(x: &[f32], view: &View, axes: u32, c_shape: &[usize], c: &mut [f32]) {
+    /// Axes merged into one: `len` elements `stride` apart.
+    struct Group {
+        len: usize,
+        stride: usize,
+    }
+    impl Group {
+        /// Takes an axis of `e` elements `st` apart, innermost first: the
+        /// group's continuation in memory, or its first axis.
+        fn take(&mut self, e: usize, st: usize) -> bool {
+            if self.stride * self.len == st {
+                self.len *= e;
+            } else if self.len == 1 {
+                (self.len, self.stride) = (e, st);
+            } else {
+                return false;
+            }
+            true
+        }
+    }
     let r = view.shape.len();
     let c_strides = row_major_strides(c_shape);
-    let (mut n, mut k1, mut k2, mut sn, mut sk2) = (1usize, 1usize, 1usize, 0usize, 0usize);
+    let mut k1 = 1usize;
+    let mut k2 = Group { len: 1, stride: 0 };
+    let mut n = Group { len: 1, stride: 0 };
     let mut left: Dims = SmallVec::new();
     for ax in (0..r).rev() {
         let (e, st) = (view.shape[ax], view.strides[ax]);
         if e == 1 {
             continue;
         }
-        if axes & (1 << ax) != 0 {
+        let merged = if axes & (1 << ax) != 0 {
+            // Contiguous from the innermost element: the rows; else `k2`.
             if k1 == st {
                 k1 *= e;
-            } else if sk2 * k2 == st {
-                k2 *= e;
-            } else if k2 == 1 {
-                k2 = e;
-                sk2 = st;
+                true
             } else {
-                left.push(ax);
-            }
-        } else if c_strides[ax] == n {
-            if sn * n == st {
-                n *= e;
-            } else if n == 1 {
-                n = e;
-                sn = st;
-            } else {
-                left.push(ax);
+                k2.take(e, st)
             }
         } else {
+            // Kept axes merge only where they are contiguous in `c` too.
+            c_strides[ax] == n.len && n.take(e, st)
+        };
+        if !merged {
             left.push(ax);
         }
     }
+    let (n, sn, k2, sk2) = (n.len, n.stride, k2.len, k2.stride);
     if view.shape.contains(&0) {
         return;
     }
@@ -216,13 +230,10 @@ fn reduce_view(x: &[f32], view: &View, axes: u32, c_shape: &[usize], c: &mut [f3
             column_sums(|i2| &x[base + i2 * sk2..][..n], k2, &mut acc);
             out.copy_from_slice(&acc);
         } else {
-            let mut row = Vec::with_capacity(k1);
             for i2 in 0..k2 {
                 for (j, o) in out.iter_mut().enumerate() {
                     let start = base + i2 * sk2 + j * sn;
-                    row.clear();
-                    row.extend_from_slice(&x[start..start + k1]);
-                    *o += row_sum(&row);
+                    *o += row_sum(&x[start..start + k1]);
                 }
             }
         }
@@ -306,12 +317,14 @@ pub(crate) fn row_sum(x: &[f32]) -> f32 {
         add(&mut acc0, partial(&x[p..]));
     }
     flush(0, &mut acc0);
-    // `0 + acc2`, then halving.
-    let mut v: Vec<f32> = acc2.iter().map(|&a| 0.0 + a).collect();
-    while v.len() > 1 {
-        let h = v.len() / 2;
-        let (lo, hi) = v.split_at(h);
-        v = lo.iter().zip(hi).map(|(a, b)| a + b).collect();
+    // `0 + acc2`, then halving: lane `j` plus lane `j + h`.
+    let mut v = acc2.map(|a| 0.0 + a);
+    let mut h = LANES;
+    while h > 1 {
+        h /= 2;
+        for j in 0..h {
+            v[j] += v[j + h];
+        }
     }
     v[0]
 }

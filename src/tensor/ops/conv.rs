@@ -435,6 +435,20 @@ fn row_major_slice(a: &ArcArray<f32, IxDyn>) -> &[f32] {
     a.as_slice().expect("row_major makes standard layout")
 }
 
+/// The kernel `[tap, in, out]` as `[tap, out, in]`:
+/// `kt[(t * O + o) * cg + c] = k[(t * cg + c) * O + o]`.
+fn kernel_by_output(k: &[f32], d: Dims) -> Vec<f32> {
+    let mut kt = vec![0.0f32; k.len()];
+    for t in 0..d.t {
+        for c in 0..d.cg {
+            for o in 0..d.o {
+                kt[(t * d.o + o) * d.cg + c] = k[(t * d.cg + c) * d.o + o];
+            }
+        }
+    }
+    kt
+}
+
 /// The input's cotangent in XLA's order (the transposed convolution): for
 /// every input element, one chain of fused multiply-adds over the taps in
 /// reverse order (the flipped kernel) and, per tap, the outputs of its
@@ -454,15 +468,7 @@ fn conv_input_grad(
     taps_forward: bool,
 ) -> Vec<f32> {
     use rayon::prelude::*;
-    // kt[(t * O + o) * cg + c] = k[(t * cg + c) * O + o].
-    let mut kt = vec![0.0f32; k.len()];
-    for t in 0..d.t {
-        for c in 0..d.cg {
-            for o in 0..d.o {
-                kt[(t * d.o + o) * d.cg + c] = k[(t * d.cg + c) * d.o + o];
-            }
-        }
-    }
+    let kt = kernel_by_output(k, d);
     let mut dx = vec![0.0f32; d.n * d.s * d.c];
     dx.par_chunks_mut(d.c.max(1))
         .enumerate()
@@ -633,19 +639,10 @@ impl Tensor {
                 let (x, k) = (row_major_slice(&xa), row_major_slice(&ka));
                 let dx = needs[0].then(|| {
                     let dx = if scatter_input_grad {
-                        // The cotangent's positions read the input's
-                        // through the taps: `inv` from the input's side.
                         // Each input reads the cotangent's positions
-                        // in decreasing order with the tap; the kernel as
-                        // `[tap, out, in]`.
-                        let mut kt = vec![0.0f32; k.len()];
-                        for tap in 0..d.t {
-                            for i in 0..d.c {
-                                for o in 0..d.o {
-                                    kt[(tap * d.o + o) * d.c + i] = k[(tap * d.c + i) * d.o + o];
-                                }
-                            }
-                        }
+                        // (`inv`) in decreasing order with the tap, through
+                        // the kernel as `[tap, out, in]` (one group).
+                        let kt = kernel_by_output(k, d);
                         scattered_conv(g, (d.n, d.p, d.o), &inv, (d.s, d.t, d.c), &kt, true)
                     } else if swaps.input_grad {
                         conv_input_grad(g, k, &inv, d, true)
