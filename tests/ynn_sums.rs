@@ -60,17 +60,9 @@ fn bits(t: &Tensor) -> Vec<u32> {
     t.to_vec().iter().map(|v| v.to_bits()).collect()
 }
 
-/// YNNPACK tiles long reductions only with a thread pool; the fixture is a
-/// machine with 2 CPUs'.
-fn pooled() -> bool {
-    std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
-        && std::env::var("PJRT_NPROC").map_or(true, |v| v.trim() != "1")
-        && std::env::var("NPROC").map_or(true, |v| v.trim() != "1")
-}
-
 #[test]
 fn sums_from_4096_elements_match_ynnpack() {
-    if !pooled() {
+    if !common::ynn_pooled() {
         eprintln!("not run: one CPU (YNNPACK does not tile without a pool)");
         return;
     }
@@ -91,7 +83,7 @@ fn sums_from_4096_elements_match_ynnpack() {
 
 #[test]
 fn compiled_steps_sum_as_eager_ones() {
-    if !pooled() {
+    if !common::ynn_pooled() {
         eprintln!("not run: one CPU");
         return;
     }

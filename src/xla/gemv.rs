@@ -15,7 +15,11 @@
 //!   one-row product, alone or per batch) is the same GEMV over B's rows.
 //! * `[1, k] @ [k, 1]`: a reduction of the products. Up to 32 terms, one
 //!   chain of fused multiply-adds from `+0`; beyond, the products rounded
-//!   and summed in XLA's windows of 32 (see `rows::xla_row_sum`).
+//!   and summed in XLA's windows of 32 (see `rows::xla_row_sum`); from
+//!   4,096 terms, the rounded products summed by YNNPACK
+//!   (`ynn_reduce::ynn_sum`: XLA rewrites such a dot into a reduce of a
+//!   multiply, and hands reduces that long to YNNPACK). `[m, k] @ [k, 1]`
+//!   with `m >= 2` stays the GEMV above at every `k` (checked to 40,000).
 //! * `[1, k] @ [k, n]` with a row-major B (a `Dense(1)` head's weight
 //!   gradient `c^T @ x`, which XLA runs as `dot(c[k, 1], x[k, n])`
 //!   contracting the batch): XLA's column-major GEMV, one chain of fused
@@ -28,6 +32,7 @@
 //!   outputs, `k` from 2 to 8192, and the oracle's `head_grads`).
 
 use super::reduce::{xla_row_sum, TREE_WINDOW};
+use super::ynn_reduce::{ynn_sum, YNN_MIN};
 
 /// The terms of a plain column (see the module's notes) whose products
 /// XLA's column-major GEMV rounds and adds on their own: `1..PLAIN_TERMS`
@@ -204,7 +209,15 @@ pub(crate) fn vector_dot(x: &[f32], xs: usize, y: &[f32], ys: usize, k: usize) -
         } else {
             (0..k).map(|p| x[p * xs] * y[p * ys]).collect()
         };
-        xla_row_sum(&products)
+        if k >= YNN_MIN {
+            // From 4,096 terms XLA rewrites the dot into a reduce of the
+            // rounded products, which it hands to YNNPACK.
+            let mut out = [0.0f32];
+            ynn_sum(&products, &[k], 1, &mut out);
+            out[0]
+        } else {
+            xla_row_sum(&products)
+        }
     }
 }
 

@@ -164,6 +164,16 @@ pub fn per_cpu<T: Copy>(pins: &[(&str, T)]) -> Option<T> {
         .map(|&(_, v)| v)
 }
 
+/// Whether YNNPACK tiles long reductions here as on the machine the
+/// fixtures come from (2 CPUs): only with a thread pool, so not on one CPU
+/// or with `PJRT_NPROC`/`NPROC` set to 1.
+#[allow(dead_code)]
+pub fn ynn_pooled() -> bool {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
+        && std::env::var("PJRT_NPROC").map_or(true, |v| v.trim() != "1")
+        && std::env::var("NPROC").map_or(true, |v| v.trim() != "1")
+}
+
 /// The path of fixture `name` (relative to `tests/fixtures/`) for this
 /// CPU: the first of `tests/fixtures/cpu/<cpu_signature()>/<name>` (the
 /// fixtures that came out different through `rsqrt` on such a CPU) and,

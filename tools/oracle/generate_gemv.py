@@ -5,7 +5,8 @@ gradients), and the weight gradient of a `Dense(1)` head over many batch
 sizes `k` and feature counts `m` (`head_grads`: eager `jax.grad` of
 `sum((x @ w) * c)`, which XLA runs as `dot(c[k, 1], x[k, m])` contracting
 the batch: its column-major GEMV; the jitted gradient compiles to the same
-kernel, checked here), and the same for an ensemble of heads under
+kernel, checked here; with one feature, `m == 1`, a dot of two vectors,
+summed by YNNPACK from 4,096 terms), and the same for an ensemble of heads under
 `nn.vmap` (`vmap_heads`: the kernel's gradient only; `vmap_shared_heads`:
 heads of 1 to 4 features on one shared input, the kernel's and the input's
 gradients). Inputs are not stored: both sides make them with `inputs` below
@@ -53,8 +54,14 @@ def main():
             v = inputs((k, 1), m * 1000 + k + 1)
             y = jnp.asarray(a) @ jnp.asarray(v)
             gemv.append({"m": m, "k": k, "y": f32_bits(y)})
+    # Long rows: the product reduced by YNNPACK from 4,096 elements?
+    for m, k in [(2, 4096), (3, 5000), (17, 4096), (2, 40000), (9, 300), (300, 300)]:
+        a = inputs((m, k), m * 1000 + k)
+        v = inputs((k, 1), m * 1000 + k + 1)
+        y = jnp.asarray(a) @ jnp.asarray(v)
+        gemv.append({"m": m, "k": k, "y": f32_bits(y)})
     dots = []
-    for k in list(range(1, 34)) + [40, 64, 65, 100, 257, 1000, 2049]:
+    for k in list(range(1, 34)) + [40, 64, 65, 100, 257, 1000, 2049, 4095, 4096, 8192, 40000]:
         a = inputs((1, k), k)
         v = inputs((k, 1), k + 7)
         dots.append({"k": k, "y": f32_bits(jnp.asarray(a) @ jnp.asarray(v))})
@@ -85,6 +92,20 @@ def main():
             g_jit = jax.jit(jax.grad(head_loss))(w0, x, c)
             assert f32_bits(g) == f32_bits(g_jit), (m, k)
             head_grads.append({"m": m, "k": k, "grad": f32_bits(g)})
+    # One input feature (m == 1): a dot of two vectors, which XLA rewrites
+    # into a reduce of a multiply, summed by YNNPACK from 4,096 terms.
+    for k in [2, 9, 1000, 4095, 4096, 5000, 8192, 32768, 40000, 100000]:
+        x = jnp.asarray(inputs((k, 1), 7 + k))
+        c = jnp.asarray(inputs((k, 1), 7 + k + 1))
+
+        def head_loss(w, x, c):
+            return jnp.sum((x @ w) * c)
+
+        w0 = jnp.zeros((1, 1), jnp.float32)
+        g = jax.grad(head_loss)(w0, x, c)
+        g_jit = jax.jit(jax.grad(head_loss))(w0, x, c)
+        assert f32_bits(g) == f32_bits(g_jit), (1, k)
+        head_grads.append({"m": 1, "k": k, "grad": f32_bits(g)})
     # An ensemble of Dense(1) heads (nn.vmap, parameters split over axis 0,
     # each member its own input): the kernel's gradient is one batched dot,
     # each member summed as the unbatched column-major GEMV.
