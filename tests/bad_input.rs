@@ -284,6 +284,27 @@ fn degenerate_shapes() {
         assert_eq!(p.shape(), &[m, n]);
         assert!(p.to_vec().iter().all(|v| v.to_bits() == 0), "{m}x{k}x{n}");
     }
+    // Circular padding around a spatial axis of length 0: JAX's
+    // `jnp.pad(mode="wrap")` raises, flaxen returns a typed error naming
+    // the module; and a wrap with the wrong number of pairs.
+    let conv = flaxen::nn::Conv::new(2, &[3]).padding(flaxen::nn::Padding::Circular);
+    let err = conv
+        .init(random::key(0), Tensor::zeros(&[1, 0, 2]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("module /") && err.contains("axis 1 of length 0"),
+        "{err}"
+    );
+    let err = Tensor::zeros(&[2, 3]).pad_wrap(&[(1, 1)]).unwrap_err();
+    assert!(err.to_string().contains("1 (before, after) pairs"), "{err}");
+    assert_eq!(
+        Tensor::zeros(&[0, 3])
+            .pad_wrap(&[(0, 0), (1, 2)])
+            .unwrap()
+            .shape(),
+        &[0, 6]
+    );
     // Scan over a scalar: Flax raises an index error; flaxen a lift error.
     let err = flaxen::nn::Scan::new(Step)
         .init(random::key(0), (Tensor::zeros(&[]), Tensor::scalar(1.0)))

@@ -386,10 +386,12 @@ fn check_values(got: &Tensor, want: &Value, what: &str, scaled_ulp: Option<f32>)
 /// the gradients with respect to the parameters and the input, bit for bit
 /// in XLA's orders: Eigen's transposed convolution under input dilation
 /// and for a strided convolution's input gradient, XLA's emitted loop where
-/// it swaps a cotangent's operands. Measured exceptions, whose XLA orders
-/// are not reproduced yet (within a few units in the last place of the
-/// array's scale): the input gradient of grouped, circular and
-/// single-input-feature convolutions (oneDNN's matrix-vector kernel).
+/// it swaps a cotangent's operands, and circular padding's wrapped
+/// cotangent folded back as `jnp.pad(mode="wrap")`'s. Measured exceptions,
+/// whose XLA orders are not reproduced yet (within a few units in the last
+/// place of the array's scale): the input gradient of grouped and
+/// single-input-feature convolutions (oneDNN's matrix-vector kernel;
+/// `conv2d_circular` has one input feature).
 #[test]
 fn convolutions_match_flax() {
     let f = fixture();

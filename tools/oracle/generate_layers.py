@@ -110,6 +110,14 @@ CONVS = [
     # XLA swaps the operands of the input's cotangent.
     ("conv2d_kernel_over_cotangent", dict(features=4, kernel_size=(4, 4), strides=2, padding="VALID"),
      (2, 11, 9, 3)),
+    # Circular padding with several input features (conv2d_circular has
+    # one, whose input gradient takes oneDNN's matrix-vector order), and a
+    # kernel wider than the input (the input repeated in the padding).
+    ("conv2d_circular_features", dict(features=3, kernel_size=(3, 3), padding="CIRCULAR"),
+     (2, 5, 4, 2)),
+    ("conv2d_circular_repeats", dict(features=2, kernel_size=(5, 4), padding="CIRCULAR"),
+     (1, 2, 3, 3)),
+    ("conv1d_circular", dict(features=2, kernel_size=(4,), padding="CIRCULAR"), (2, 7, 3)),
 ]
 
 

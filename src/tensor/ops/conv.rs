@@ -587,6 +587,20 @@ impl Tensor {
                 ),
             ));
         }
+        // (Other specs, and bad ones, go on to `window_indices`' checks.)
+        if spec.circular && spec.padding.len() == sd && spec.lhs_dilation.iter().all(|&r| r == 1) {
+            // As Flax: `jnp.pad(mode="wrap")`, then a `VALID` convolution,
+            // so that the input's gradient folds the wrapped cotangent back
+            // in JAX's order.
+            let mut pads = vec![(0, 0); nd];
+            pads[1..nd - 1].copy_from_slice(&spec.padding);
+            let valid = ConvSpec {
+                padding: vec![(0, 0); sd],
+                circular: false,
+                ..spec.clone()
+            };
+            return self.pad_wrap(&pads)?.conv_general_dilated(kernel, &valid);
+        }
         let spatial = self.shape()[1..nd - 1].to_vec();
         let (out_spatial, idx) = window_indices(OP, &spatial, &window, spec)?;
         let d = Dims {

@@ -326,6 +326,61 @@ impl Tensor {
             linear_all(shapes, move |t| Ok(Tensor::concatenate(t, a as isize)?))
         }))
     }
+
+    /// Pads each axis `i` with `pad_width[i] = (before, after)` elements
+    /// wrapped around from the other end (`jnp.pad(x, pad_width,
+    /// mode="wrap")`), built as JAX builds it: axis by axis, the
+    /// concatenation of the last `before % n` elements, the whole axis
+    /// repeated, and the first `after % n`. The gradient therefore sums
+    /// the pieces as JAX's does: per axis from the last, the repeats in
+    /// order, then the piece after, then the piece before.
+    ///
+    /// ```
+    /// use flaxen::tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap();
+    /// let y = x.pad_wrap(&[(2, 1)]).unwrap();
+    /// assert_eq!(y.to_vec(), [2.0, 3.0, 1.0, 2.0, 3.0, 1.0]);
+    /// assert!(Tensor::zeros(&[0]).pad_wrap(&[(1, 0)]).is_err());
+    /// ```
+    pub fn pad_wrap(&self, pad_width: &[(usize, usize)]) -> Result<Tensor> {
+        if pad_width.len() != self.ndim() {
+            return Err(TensorError::Argument {
+                op: "pad_wrap",
+                message: format!(
+                    "{} (before, after) pairs for a tensor of shape {:?}",
+                    pad_width.len(),
+                    self.shape()
+                ),
+            });
+        }
+        let mut x = self.clone();
+        for (axis, &(before, after)) in pad_width.iter().enumerate() {
+            let n = x.shape()[axis];
+            if before == 0 && after == 0 {
+                continue;
+            }
+            if n == 0 {
+                return Err(TensorError::Argument {
+                    op: "pad_wrap",
+                    message: format!(
+                        "cannot wrap ({before}, {after}) elements around axis {axis} of length 0"
+                    ),
+                });
+            }
+            let repeats = before / n + after / n + 1;
+            let a = axis as isize;
+            let mut parts = Vec::with_capacity(repeats + 2);
+            if before % n > 0 {
+                parts.push(x.slice(a, n - before % n, n)?);
+            }
+            parts.extend(std::iter::repeat_n(x.clone(), repeats));
+            if after % n > 0 {
+                parts.push(x.slice(a, 0, after % n)?);
+            }
+            x = Tensor::concatenate(&parts, a)?;
+        }
+        Ok(x)
+    }
 }
 
 /// `x` in row-major memory order. `ndarray` joins along the last axis into
