@@ -822,7 +822,7 @@ impl Plan {
                     }
                     out
                 }
-                OpKind::SoftmaxLast | OpKind::LogSoftmaxLast => in_shapes[0].clone(),
+                OpKind::SoftmaxLast(_) | OpKind::LogSoftmaxLast(_) => in_shapes[0].clone(),
                 OpKind::Sampled(i) => samplers[i].shape.clone(),
                 OpKind::StopGradient => in_shapes[0].clone(),
                 OpKind::Squeeze(axis) => {
@@ -1754,8 +1754,8 @@ fn forward_body(
                 }
             }
         }
-        OpKind::SoftmaxLast => rows::softmax_rows(a, last(step), out),
-        OpKind::LogSoftmaxLast => rows::log_softmax_rows(a, last(step), out),
+        OpKind::SoftmaxLast(mode) => rows::softmax_rows(a, last(step), out, mode),
+        OpKind::LogSoftmaxLast(mode) => rows::log_softmax_rows(a, last(step), out, mode),
         OpKind::MeanAll => {
             out[0] = crate::xla::reduce::sum_all(a, &step.in_shapes[0]) * (1.0 / a.len() as f32)
         }
@@ -2072,13 +2072,13 @@ fn backward_body(
                 }
             }
         }
-        OpKind::SoftmaxLast => {
+        OpKind::SoftmaxLast(mode) => {
             dst.copy_from_slice(g);
-            rows::softmax_rows_backward(dst, a, last(step));
+            rows::softmax_rows_backward(dst, a, last(step), mode);
         }
-        OpKind::LogSoftmaxLast => {
+        OpKind::LogSoftmaxLast(mode) => {
             dst.copy_from_slice(g);
-            rows::log_softmax_rows_backward(dst, a, last(step));
+            rows::log_softmax_rows_backward(dst, a, last(step), mode);
         }
         OpKind::MeanAll => {
             dst.fill(g[0] * (1.0 / a.len() as f32));

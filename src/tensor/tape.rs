@@ -160,8 +160,10 @@ pub(crate) enum OpKind {
     Compare(Comparison),
     /// The same row-major values in another shape.
     Reshape(Dims),
-    SoftmaxLast,
-    LogSoftmaxLast,
+    /// `softmax` over the last axis, in JAX's computation of that mode.
+    SoftmaxLast(crate::tensor::ops::rows::Softmax),
+    /// `log_softmax` over the last axis, likewise.
+    LogSoftmaxLast(crate::tensor::ops::rows::Softmax),
     /// `jnp.where(mask, on_true, on_false)` (inputs in that order; the
     /// mask is not differentiated).
     Select,

@@ -13,7 +13,9 @@
 //!   XLA keeps from YNNPACK (left operand transposed), blocked as Eigen's
 //!   contraction blocks them.
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
-//!   down columns (windows of rows, YNNPACK tiles).
+//!   down columns (windows of rows, YNNPACK tiles); [`ynn_reduce`]: sums
+//!   from 4,096 elements, which XLA hands to YNNPACK, and [`ynn_exp`]:
+//!   YNNPACK's `exp`, where XLA fuses one into such a sum.
 //! - [`batch_norm`]: BatchNorm's forward pass as XLA fuses it in a jitted
 //!   module (sums of squares contracted, constants folded);
 //!   [`batch_norm_grad`]: its backward program under `jax.grad`.
@@ -43,4 +45,5 @@ pub(crate) mod math_f64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod pack_t_avx512;
 pub(crate) mod reduce;
+pub(crate) mod ynn_exp;
 pub(crate) mod ynn_reduce;

@@ -116,6 +116,33 @@ pub(crate) fn ynn_sum(x: &[f32], shape: &[usize], axes: u32, out: &mut [f32]) {
     reduce_view(&parts, &view, axes, &c_shape, out);
 }
 
+/// The sums of the rows of `n` elements of `x` into `out` (one per row),
+/// in YNNPACK's order, for a reduction of at least [`YNN_MIN`] elements in
+/// all. `fused`: whether XLA fused an elementwise producer into the
+/// reduction (`sum(exp(x - max))`, `sum((g * a) * e)`) rather than reading
+/// a stored array. A row longer than a tile is cut into tiles whose sums
+/// are summed again — when fused, whenever XLA has a thread pool (as
+/// [`ynn_sum`]); a stored array's, only for fewer rows than twice the
+/// pool's threads (measured on 2 CPUs: tiled with up to 3 rows, whole
+/// rows from 4; YNNPACK's scheduler then has tasks enough across rows).
+pub(crate) fn row_sums(x: &[f32], n: usize, fused: bool, out: &mut [f32]) {
+    if n == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let rows = x.len() / n;
+    let pool = super::eigen_dot::pool_size();
+    let tiled = n > TILE_AREA && pooled() && (fused || rows < 2 * pool);
+    for (o, row) in out.iter_mut().zip(x.chunks_exact(n)) {
+        *o = if tiled {
+            let parts: SmallVec<[f32; 32]> = row.chunks(TILE_AREA).map(row_sum).collect();
+            row_sum(&parts)
+        } else {
+            row_sum(row)
+        };
+    }
+}
+
 /// Whether XLA runs YNNPACK with a thread pool, which is what makes it
 /// reduce in tiles (measured: pinned to one CPU, JAX's sums are those of
 /// the untiled reduction). XLA's pool has as many threads as the machine

@@ -367,13 +367,16 @@ impl Tensor {
     }
 
     /// `jax.nn.softmax(x, axis)`: `exp(x - max) / sum(exp(x - max))`, with
-    /// the max not differentiated; bit for bit as JAX's jitted computation
-    /// (see `rows::softmax_rows`).
+    /// the max not differentiated; bit for bit as JAX computes it eagerly,
+    /// under a differentiation, or inside [`as_jitted`](crate::tensor::as_jitted)
+    /// as jitted (see `rows::softmax_rows`).
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         let a = normalize_axis("softmax", axis, self.ndim())?;
+        let mode = self.softmax_mode();
         self.row_op(
             a,
-            OpKind::SoftmaxLast,
+            OpKind::SoftmaxLast(mode),
+            mode,
             rows::softmax_rows,
             rows::softmax_rows_backward,
             rows::softmax_rows_jvp,
@@ -381,16 +384,32 @@ impl Tensor {
     }
 
     /// `jax.nn.log_softmax(x, axis)`: `x - max - log(sum(exp(x - max)))`,
-    /// bit for bit as JAX's jitted computation (see `rows::log_softmax_rows`).
+    /// bit for bit as JAX computes it eagerly, under a differentiation, or
+    /// jitted (see `rows::log_softmax_rows`).
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         let a = normalize_axis("log_softmax", axis, self.ndim())?;
+        let mode = self.softmax_mode();
         self.row_op(
             a,
-            OpKind::LogSoftmaxLast,
+            OpKind::LogSoftmaxLast(mode),
+            mode,
             rows::log_softmax_rows,
             rows::log_softmax_rows_backward,
             rows::log_softmax_rows_jvp,
         )
+    }
+
+    /// Which of JAX's softmax computations applies here: jitted inside a
+    /// compiled region, else under a differentiation when traced, else
+    /// eager.
+    fn softmax_mode(&self) -> rows::Softmax {
+        if crate::tensor::in_compiled_region() {
+            rows::Softmax::Jitted
+        } else if self.is_traced() {
+            rows::Softmax::Traced
+        } else {
+            rows::Softmax::Eager
+        }
     }
 
     /// Applies a row kernel along axis `a`, recording `kind` when `a` is the
@@ -398,12 +417,14 @@ impl Tensor {
     /// result moved back: XLA reduces a non-minor dimension in the same
     /// order as a minor one, so the bits are the same. The backward kernel
     /// gets the output gradient and the input.
+    #[allow(clippy::too_many_arguments)]
     fn row_op(
         &self,
         a: usize,
         kind: OpKind,
-        fwd: fn(&[f32], usize, &mut [f32]),
-        bwd: fn(&mut [f32], &[f32], usize),
+        mode: rows::Softmax,
+        fwd: fn(&[f32], usize, &mut [f32], rows::Softmax),
+        bwd: fn(&mut [f32], &[f32], usize, rows::Softmax),
         jvp: fn(&mut [f32], &[f32], usize),
     ) -> Result<Tensor> {
         let nd = self.ndim();
@@ -434,7 +455,7 @@ impl Tensor {
         };
         let xr = std::sync::Arc::new(to_rows(self.data.view()));
         let mut out = vec![0.0; self.size()];
-        fwd(xr.as_slice().expect("row-major"), n, &mut out);
+        fwd(xr.as_slice().expect("row-major"), n, &mut out, mode);
         let out = ArrayD::from_shape_vec(xr.raw_dim(), out).expect("same shape");
         let out = from_rows(out).into_shared();
         let (to_rows_t, from_rows_t, xr_t) = (to_rows.clone(), from_rows.clone(), xr.clone());
@@ -456,6 +477,7 @@ impl Tensor {
                 g.as_slice_mut().expect("row-major"),
                 xr.as_slice().expect("row-major"),
                 n,
+                mode,
             );
             smallvec![Some(from_rows(g))]
         };

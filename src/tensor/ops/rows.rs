@@ -5,6 +5,8 @@
 
 use crate::xla::math as xla_math;
 use crate::xla::reduce::{xla_row_sum, TREE_WINDOW};
+use crate::xla::ynn_exp::ynn_exp;
+use crate::xla::ynn_reduce::{self, YNN_MIN};
 
 /// NaN-propagating max, as XLA's reduce_max.
 pub(crate) fn nan_max(acc: f32, x: f32) -> f32 {
@@ -29,11 +31,64 @@ fn shifted_exp(row: &[f32], e: &mut [f32]) -> f32 {
     xla_row_sum(e)
 }
 
-/// `jax.nn.softmax` of each row, as its jitted XLA computation does:
-/// `e = exp(x - max)`, `s = sum(e)`, then `e * (1 / s)` (XLA turns the
-/// division by the broadcast sum into a multiplication by its reciprocal).
-pub(crate) fn softmax_rows(x: &[f32], n: usize, out: &mut [f32]) {
+/// Which of JAX's computations of a softmax a row kernel reproduces. They
+/// differ only from [`YNN_MIN`] input elements on, where XLA hands the
+/// row sums to YNNPACK, and the `exp` with them where it fuses one into
+/// such a sum (see [`softmax_rows`], [`log_softmax_rows`]); below, in the
+/// softmax's backward pass only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Softmax {
+    /// JAX's eager operations: `jax.nn.softmax` runs op by op (jax
+    /// 0.10.2), `jax.nn.log_softmax` as its own jitted function.
+    Eager,
+    /// Eager, under a differentiation (`jax.vjp`, `jax.grad`): JAX's
+    /// forward program of `log_softmax` then also returns `exp(x - max)`
+    /// for the backward pass, which takes the `exp` out of the sum.
+    Traced,
+    /// Inside one jitted computation ([`in_compiled_region`]).
+    ///
+    /// [`in_compiled_region`]: crate::tensor::in_compiled_region
+    Jitted,
+}
+
+/// `x - max` of each row of `x` into `d`.
+fn shifted(x: &[f32], n: usize, d: &mut [f32]) {
+    for (drow, row) in d.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+        let m = row_max(row);
+        for (o, &v) in drow.iter_mut().zip(row) {
+            *o = v - m;
+        }
+    }
+}
+
+/// `exp(x - max)` of every row of `x` into `e`, with YNNPACK's `exp` when
+/// `ynn`, and the row sums of `e` in YNNPACK's order (`fused`: see
+/// [`ynn_reduce::row_sums`]).
+fn ynn_shifted_exp(x: &[f32], n: usize, ynn: bool, fused: bool, e: &mut [f32]) -> Vec<f32> {
+    shifted(x, n, e);
+    let exp = if ynn { ynn_exp } else { xla_math::exp };
+    e.iter_mut().for_each(|v| *v = exp(*v));
+    let mut s = vec![0.0f32; x.len() / n];
+    ynn_reduce::row_sums(e, n, fused, &mut s);
+    s
+}
+
+/// `jax.nn.softmax` of each row: `e = exp(x - max)`, `s = sum(e)`, then
+/// `e * (1 / s)` (XLA turns the division by the broadcast sum into a
+/// multiplication by its reciprocal). Below [`YNN_MIN`] elements the sums
+/// are XLA's own, eagerly and jitted alike; from there YNNPACK sums the
+/// stored `e`, which is XLA's `exp` eagerly and, jitted, YNNPACK's (XLA
+/// fuses `exp(x - max)` into a YNNPACK computation).
+pub(crate) fn softmax_rows(x: &[f32], n: usize, out: &mut [f32], mode: Softmax) {
     if n == 0 {
+        return;
+    }
+    if x.len() >= YNN_MIN {
+        let s = ynn_shifted_exp(x, n, mode == Softmax::Jitted, false, out);
+        for (orow, s) in out.chunks_exact_mut(n).zip(s) {
+            let r = 1.0 / s;
+            orow.iter_mut().for_each(|o| *o *= r);
+        }
         return;
     }
     for (orow, row) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
@@ -42,12 +97,48 @@ pub(crate) fn softmax_rows(x: &[f32], n: usize, out: &mut [f32]) {
     }
 }
 
-/// The softmax backward pass in place, from the input `x`, as JAX's jitted
+/// The softmax backward pass in place, from the input `x`, as JAX's
 /// pullback computes it: with `e = exp(x - max)` and `s = sum(e)`,
-/// `t = sum((g * (1 / (s * s))) * e)` and `dx = (g * (1 / s) - t) * e`
-/// (no fused multiply-add: XLA keeps the product and the sum apart).
-pub(crate) fn softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize) {
+/// `t = sum((g * (1 / (s * s))) * e)` and `dx = (g * (1 / s) - t) * e`.
+/// Eagerly every operation rounds; jitted, LLVM contracts `g * (1 / s)`
+/// into the subtraction, `fma(g, 1 / s, -t) * e`. From [`YNN_MIN`]
+/// elements YNNPACK sums `e` (stored) and the products (fused when jitted,
+/// stored eagerly), and `e` is YNNPACK's `exp` when jitted.
+pub(crate) fn softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode: Softmax) {
     if n == 0 {
+        return;
+    }
+    let jitted = mode == Softmax::Jitted;
+    let finish = |grow: &mut [f32], e: &[f32], r: f32, t: f32| {
+        for (g, &e) in grow.iter_mut().zip(e) {
+            *g = if jitted {
+                g.mul_add(r, -t) * e
+            } else {
+                (*g * r + -t) * e
+            };
+        }
+    };
+    if x.len() >= YNN_MIN {
+        let mut e = vec![0.0f32; x.len()];
+        let s = ynn_shifted_exp(x, n, jitted, false, &mut e);
+        let mut ge = vec![0.0f32; x.len()];
+        for (((prow, grow), erow), &s) in ge
+            .chunks_exact_mut(n)
+            .zip(g.chunks_exact(n))
+            .zip(e.chunks_exact(n))
+            .zip(&s)
+        {
+            let a = 1.0 / (s * s);
+            for ((p, &g), &e) in prow.iter_mut().zip(grow).zip(erow) {
+                *p = (g * a) * e;
+            }
+        }
+        let mut t = vec![0.0f32; s.len()];
+        ynn_reduce::row_sums(&ge, n, jitted, &mut t);
+        for (((grow, erow), &s), &t) in g.chunks_exact_mut(n).zip(e.chunks_exact(n)).zip(&s).zip(&t)
+        {
+            finish(grow, erow, 1.0 / s, t);
+        }
         return;
     }
     let mut e = vec![0.0f32; n];
@@ -60,15 +151,27 @@ pub(crate) fn softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize) {
             *p = (g * a) * e;
         }
         let t = xla_row_sum(&ge);
-        for (g, &e) in grow.iter_mut().zip(&e) {
-            *g = (*g * r + -t) * e;
-        }
+        finish(grow, &e, r, t);
     }
 }
 
 /// `jax.nn.log_softmax` of each row: `(x - max) - log(sum(exp(x - max)))`.
-pub(crate) fn log_softmax_rows(x: &[f32], n: usize, out: &mut [f32]) {
+/// From [`YNN_MIN`] elements YNNPACK computes the sums with `exp` fused
+/// in, its own `exp` — except under an eager differentiation, whose
+/// forward program keeps XLA's `exp(x - max)` for the backward pass and
+/// YNNPACK sums it stored.
+pub(crate) fn log_softmax_rows(x: &[f32], n: usize, out: &mut [f32], mode: Softmax) {
     if n == 0 {
+        return;
+    }
+    if x.len() >= YNN_MIN {
+        let traced = mode == Softmax::Traced;
+        let s = ynn_shifted_exp(x, n, !traced, !traced, out);
+        shifted(x, n, out);
+        for (orow, s) in out.chunks_exact_mut(n).zip(s) {
+            let lse = xla_math::log(s);
+            orow.iter_mut().for_each(|o| *o -= lse);
+        }
         return;
     }
     for (orow, row) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
@@ -81,10 +184,30 @@ pub(crate) fn log_softmax_rows(x: &[f32], n: usize, out: &mut [f32]) {
 }
 
 /// The log-softmax backward pass in place, from the input `x`, as JAX's
-/// jitted pullback computes it: `c = -sum(g) / sum(e)` with
-/// `e = exp(x - max)`, then `dx = g + c * e` as one fused multiply-add.
-pub(crate) fn log_softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize) {
+/// pullback computes it: `c = -sum(g) / sum(e)` with `e = exp(x - max)`,
+/// then `dx = g + c * e` as one fused multiply-add. From [`YNN_MIN`]
+/// elements YNNPACK sums `g` and the stored `e`, which is YNNPACK's `exp`
+/// when jitted (it sits in the fused row maximum there) and XLA's eagerly.
+pub(crate) fn log_softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode: Softmax) {
     if n == 0 {
+        return;
+    }
+    if x.len() >= YNN_MIN {
+        let mut e = vec![0.0f32; x.len()];
+        let s = ynn_shifted_exp(x, n, mode == Softmax::Jitted, false, &mut e);
+        let mut gs = vec![0.0f32; s.len()];
+        ynn_reduce::row_sums(g, n, false, &mut gs);
+        for (((grow, erow), &s), &gs) in g
+            .chunks_exact_mut(n)
+            .zip(e.chunks_exact(n))
+            .zip(&s)
+            .zip(&gs)
+        {
+            let c = -gs / s;
+            for (g, &e) in grow.iter_mut().zip(erow) {
+                *g = c.mul_add(e, *g);
+            }
+        }
         return;
     }
     let mut e = vec![0.0f32; n];

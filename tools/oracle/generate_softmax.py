@@ -1,0 +1,86 @@
+"""`jax.nn.softmax` and `jax.nn.log_softmax` over the last axis, with the
+cotangent of `sum(f(x) * c)`, in each of the ways JAX computes them:
+
+* `eager`: `f(x)` called eagerly (`softmax` runs op by op in jax 0.10.2;
+  `log_softmax` is itself jitted);
+* `vjp`: eager `jax.vjp(f, x)`, its primal output and `vjp(c)`;
+* `jit`: `jax.jit(f)(x)`, and `jax.jit(jax.grad(lambda x, c:
+  jnp.sum(f(x) * c)))(x, c)`.
+
+From 4,096 input elements XLA:CPU hands the sums, and exponentials fused
+into them, to YNNPACK (src/xla/ynn_reduce.rs, `math::ynn_exp`), so the
+three differ there; smaller shapes are here too, for the jitted backward.
+
+Inputs are not stored: both sides make them with `inputs` below (exact in
+f64, then f32), so the fixture keeps only expected bits. YNNPACK splits
+rows longer than 32,768 into tiles only with a thread pool: these bits are
+a machine with 2 CPUs'.
+
+Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU). From the repository root:
+
+    .venv-oracle/bin/python tools/oracle/generate_softmax.py
+
+Writes tests/fixtures/softmax.json. 
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fixture_io import expected  # noqa: E402
+from generate_random import check_versions  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "softmax.json")
+
+# Row counts below 16 that are 3, 5, 6 or 7 modulo 8 are left out: XLA
+# computes the row sums' log with libm there (a known caveat, math.rs).
+SHAPES = [
+    (8, 12), (4, 40), (16, 100), (1, 1000), (2, 33),
+    (4096,), (5000,), (2, 4096), (64, 128), (512, 16), (1024, 10),
+    (1, 40000), (2, 40000), (4, 40000), (8, 40000), (12, 4000), (40000,),
+]
+
+
+def inputs(shape, seed):
+    """((i * 2654435761 + seed * 40503) mod 2^32) / 2^32 * 8 - 4."""
+    n = int(np.prod(shape))
+    i = np.arange(n, dtype=np.uint64)
+    h = (i * np.uint64(2654435761) + np.uint64(seed * 40503)) % np.uint64(2**32)
+    return (h.astype(np.float64) / 2**32 * 8 - 4).astype(np.float32).reshape(shape)
+
+
+def main():
+    check_versions()
+    cases = []
+    for shape in SHAPES:
+        x = jnp.asarray(inputs(shape, 1))
+        c = jnp.asarray(inputs(shape, 2))
+        case = {"shape": list(shape)}
+        for name, f in [("softmax", jax.nn.softmax), ("log_softmax", jax.nn.log_softmax)]:
+            y, pull = jax.vjp(f, x)
+            (dx,) = pull(c)
+
+            def loss(x, c, f=f):
+                return jnp.sum(f(x) * c)
+
+            case[name] = {
+                "eager": expected(f(x)),
+                "vjp_y": expected(y),
+                "vjp_dx": expected(dx),
+                "jit": expected(jax.jit(f)(x)),
+                "jit_dx": expected(jax.jit(jax.grad(loss))(x, c)),
+            }
+        cases.append(case)
+    with open(OUT, "w") as f:
+        json.dump({"cases": cases}, f)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
