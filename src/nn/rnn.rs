@@ -254,6 +254,9 @@ impl<C: RecurrentCell + Clone> Module for RNN<C> {
         let x = if self.reverse { flip(&x)? } else { x };
         let mut ys = Vec::with_capacity(steps);
         let mut carries: Vec<Vec<Tensor>> = Vec::new();
+        // Flax runs the cell in `nn.scan`: one XLA computation, whose
+        // fusions the cells reproduce inside a compiled region.
+        let compiled = crate::tensor::compiled::CompiledRegion::enter();
         for t in 0..steps {
             let (next, y) = cell.call((carry, x.index_axis(axis as isize, t)?))?;
             carry = next;
@@ -262,6 +265,7 @@ impl<C: RecurrentCell + Clone> Module for RNN<C> {
             }
             ys.push(y);
         }
+        drop(compiled);
         let mut y = Tensor::stack(&ys, axis as isize)?;
         if self.reverse && self.keep_order {
             y = flip(&y)?;

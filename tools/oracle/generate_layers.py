@@ -247,6 +247,17 @@ def rnn_module_cases():
         carry, y = rnn.apply(v, x, seq_lengths=lengths)
         flat_carry = carry if not isinstance(carry, tuple) else jnp.concatenate([c.reshape(-1) for c in carry])
         out[name] = {"params": tree_bits(v["params"]), "y": f32_bits(y), "carry": f32_bits(flat_carry)}
+    # One row: the compiled code vectorizes some of the elements only, and
+    # the LSTM's scalar leftovers contract the other product (i * g).
+    x1 = arr((1, 6, 3), 91)
+    out["x_one_row"] = f32_bits(x1)
+    for name, rnn in [("lstm_one_row_17", nn.RNN(nn.LSTMCell(17), return_carry=True)),
+                      ("lstm_one_row_36", nn.RNN(nn.LSTMCell(36), return_carry=True)),
+                      ("gru_one_row_20", nn.RNN(nn.GRUCell(20), return_carry=True))]:
+        v = rnn.init(jax.random.key(0), x1)
+        carry, y = rnn.apply(v, x1)
+        flat_carry = carry if not isinstance(carry, tuple) else jnp.concatenate([c.reshape(-1) for c in carry])
+        out[name] = {"params": tree_bits(v["params"]), "y": f32_bits(y), "carry": f32_bits(flat_carry)}
     # No time step: the initial carry and empty outputs.
     empty = jnp.zeros((2, 0, 3), jnp.float32)
     rnn = nn.RNN(nn.LSTMCell(4), return_carry=True)

@@ -9,6 +9,7 @@ mod conv_fast;
 pub(crate) mod cross_entropy;
 mod data_ops;
 mod dot_general;
+mod fused_products;
 pub(crate) mod gather;
 pub(crate) mod matmul;
 pub(crate) mod reduce;
