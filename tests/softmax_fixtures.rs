@@ -12,6 +12,19 @@ use serde::Deserialize;
 #[derive(Deserialize)]
 struct Fixture {
     cases: Vec<Case>,
+    cross_entropy: Vec<CrossEntropy>,
+}
+
+/// `optax.softmax_cross_entropy_with_integer_labels` of `inputs(shape, 3)`
+/// with labels `(i * 7919) % classes`, and the gradient of its sum
+/// weighted by `inputs([rows], 4)`.
+#[derive(Deserialize)]
+struct CrossEntropy {
+    shape: Vec<usize>,
+    eager: Expected,
+    jit: Expected,
+    grad: Expected,
+    jit_grad: Expected,
 }
 
 #[derive(Deserialize)]
@@ -110,4 +123,67 @@ fn softmaxes_match_jax_in_each_mode() {
         ));
     }
     assert!(bad.is_empty(), "{} differ:\n{}", bad.len(), bad.join("\n"));
+}
+
+/// Known, measured: optax's cross-entropy jitted (its value, not its
+/// gradient) over 4,096 rows or more of 10 classes differs in about 0.6 %
+/// of the rows by up to 16 ulp (not over 4,096 rows of 16 classes, nor
+/// 1,024 of 10); the sums, `exp` and `log` models checked against it do
+/// not explain it (not identified).
+const KNOWN: [&str; 1] = ["[4096, 10] jit"];
+
+/// The cross-entropy with integer labels, eagerly and jitted, its value
+/// and its gradient (also replayed by a compiled step).
+#[test]
+fn cross_entropy_matches_optax_in_each_mode() {
+    use flaxen::optim::losses::softmax_cross_entropy_with_integer_labels as xent;
+    let f: Fixture = load_fixture("softmax.json");
+    let (mut bad, mut still_known) = (Vec::new(), Vec::new());
+    for case in &f.cross_entropy {
+        let (rows, classes) = (case.shape[0], case.shape[1]);
+        if classes > 32768 && !common::ynn_pooled() {
+            eprintln!("{:?} not run: one CPU", case.shape);
+            continue;
+        }
+        let logits = inputs(&case.shape, 3);
+        let labels = ndarray::Array1::from_shape_fn(rows, |i| ((i * 7919) % classes) as i32);
+        let w = inputs(&[rows], 4);
+        let mut note = |what: &str, got: &Tensor, want: &Expected| {
+            if let Some(d) = differing(got, want) {
+                let key = format!("{:?} {what}", case.shape);
+                if KNOWN.contains(&key.as_str()) {
+                    still_known.push(key);
+                } else {
+                    bad.push(format!("{key}: {d}"));
+                }
+            }
+        };
+        note("eager", &xent(&logits, &labels).unwrap(), &case.eager);
+        note(
+            "jit",
+            &as_jitted(|| xent(&logits, &labels)).unwrap(),
+            &case.jit,
+        );
+        let loss = |p: &Tree, b: &Tree| -> flaxen::Result<Tensor> {
+            Ok(xent(p.as_tensor().unwrap(), &labels)?
+                .mul(b.tensor("w")?)?
+                .sum_all())
+        };
+        let params = Tree::from(logits.clone());
+        let batch = Tree::new().with("w", w.clone());
+        let g = grad(|p| loss(p, &batch), &params).unwrap();
+        note("grad", g.as_tensor().unwrap(), &case.grad);
+        let g = grad(|p| as_jitted(|| loss(p, &batch)), &params).unwrap();
+        note("jit grad", g.as_tensor().unwrap(), &case.jit_grad);
+        let mut step = jit_value_and_grad_with(|p: &Tree, b: &Tree| as_jitted(|| loss(p, b)));
+        for call in 0..2 {
+            let (_, g) = step.call_with(&params, &batch).unwrap();
+            note(
+                &format!("compiled grad, call {call}"),
+                g.as_tensor().unwrap(),
+                &case.jit_grad,
+            );
+        }
+    }
+    common::assert_only_known(&bad, &still_known, &KNOWN);
 }

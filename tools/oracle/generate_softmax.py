@@ -31,6 +31,7 @@ import numpy as np
 
 import jax
 import jax.numpy as jnp
+import optax
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fixture_io import expected  # noqa: E402
@@ -45,6 +46,11 @@ SHAPES = [
     (4096,), (5000,), (2, 4096), (64, 128), (512, 16), (1024, 10),
     (1, 40000), (2, 40000), (4, 40000), (8, 40000), (12, 4000), (40000,),
 ]
+
+
+# optax.softmax_cross_entropy_with_integer_labels: labels (i * 7919) % classes,
+# the loss weighted per row by inputs(rows, 4).
+XENT_SHAPES = [(8, 10), (100, 10), (1024, 10), (512, 16), (4096, 10), (2, 40000), (4, 5000)]
 
 
 def inputs(shape, seed):
@@ -77,8 +83,24 @@ def main():
                 "jit_dx": expected(jax.jit(jax.grad(loss))(x, c)),
             }
         cases.append(case)
+    xent = []
+    for shape in XENT_SHAPES:
+        logits = jnp.asarray(inputs(shape, 3))
+        labels = jnp.asarray((np.arange(shape[0]) * 7919 % shape[1]).astype(np.int32))
+        w = jnp.asarray(inputs(shape[:1], 4))
+
+        def loss(z, labels, w):
+            return jnp.sum(optax.softmax_cross_entropy_with_integer_labels(z, labels) * w)
+
+        xent.append({
+            "shape": list(shape),
+            "eager": expected(optax.softmax_cross_entropy_with_integer_labels(logits, labels)),
+            "jit": expected(jax.jit(optax.softmax_cross_entropy_with_integer_labels)(logits, labels)),
+            "grad": expected(jax.grad(loss)(logits, labels, w)),
+            "jit_grad": expected(jax.jit(jax.grad(loss))(logits, labels, w)),
+        })
     with open(OUT, "w") as f:
-        json.dump({"cases": cases}, f)
+        json.dump({"cases": cases, "cross_entropy": xent}, f)
     print(f"wrote {OUT}")
 
 
