@@ -15,17 +15,9 @@ fn fixture() -> Value {
     common::load_fixture("gemv.json")
 }
 
-/// The oracle's inputs: `((i * 2654435761 + seed * 40503) mod 2^32) / 2^32
-/// * 4 - 2`, in f64, then f32.
+/// The oracle's inputs in `[-2, 2)` (`common::uniform_inputs`).
 fn inputs(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v = (0..n as u64)
-        .map(|i| {
-            let h = (i * 2654435761 + seed * 40503) % (1 << 32);
-            (h as f64 / 4294967296.0 * 4.0 - 2.0) as f32
-        })
-        .collect();
-    Tensor::from_vec(v, shape).unwrap()
+    common::uniform_inputs(shape, seed, 2.0)
 }
 
 fn n(v: &Value) -> usize {

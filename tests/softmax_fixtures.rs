@@ -43,17 +43,9 @@ struct Modes {
     jit_dx: Expected,
 }
 
-/// The generator's `inputs`: `((i * 2654435761 + seed * 40503) mod 2^32) /
-/// 2^32 * 8 - 4`, exact in f64, then f32.
+/// The oracle's inputs in `[-4, 4)` (`common::uniform_inputs`).
 fn inputs(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v = (0..n as u64)
-        .map(|i| {
-            let h = (i * 2654435761 + seed * 40503) % (1 << 32);
-            (h as f64 / 4294967296.0 * 8.0 - 4.0) as f32
-        })
-        .collect();
-    Tensor::from_vec(v, shape).unwrap()
+    common::uniform_inputs(shape, seed, 4.0)
 }
 
 type Op = fn(&Tensor) -> flaxen::Result<Tensor>;

@@ -193,6 +193,21 @@ pub fn fixture_path(name: &str) -> String {
         .unwrap_or_else(|| format!("{root}/{name}"))
 }
 
+/// The oracle scripts' uniform hashed inputs (generate_gemv.py's
+/// `inputs`): `((i * 2654435761 + seed * 40503) mod 2^32) / 2^32 * 2w - w`
+/// with `w = half_width`, in f64, then f32 (`i` the row-major index).
+#[allow(dead_code)]
+pub fn uniform_inputs(shape: &[usize], seed: u64, half_width: f64) -> flaxen::tensor::Tensor {
+    let n: usize = shape.iter().product();
+    let v = (0..n as u64)
+        .map(|i| {
+            let h = (i * 2654435761 + seed * 40503) % (1 << 32);
+            (h as f64 / 4294967296.0 * 2.0 * half_width - half_width) as f32
+        })
+        .collect();
+    flaxen::tensor::Tensor::from_vec(v, shape).unwrap()
+}
+
 /// The oracle scripts' hashed inputs (generate_matmul.py's `inputs`),
 /// mixed magnitudes: `u * 2^e` with `u = ((j * 2654435761 + seed * 40503)
 /// mod 2^32) / 2^32 * 4 - 2` and `e = ((j * 40503 + seed * 2654435761) >>

@@ -37,12 +37,14 @@ from generate_modules import tree_bits  # noqa: E402
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "gemv.json")
 
 
-def inputs(shape, seed):
-    """Values in [-2, 2): ((i * 2654435761 + seed * 40503) mod 2^32) / 2^32 * 4 - 2."""
+def inputs(shape, seed, half_width=2.0):
+    """Values in [-w, w), w = half_width: ((i * 2654435761 + seed * 40503)
+    mod 2^32) / 2^32 * 2w - w (tests/common's `uniform_inputs`)."""
     n = int(np.prod(shape))
     i = np.arange(n, dtype=np.uint64)
     h = (i * np.uint64(2654435761) + np.uint64(seed * 40503)) % np.uint64(2**32)
-    return (h.astype(np.float64) / 2**32 * 4 - 2).astype(np.float32).reshape(shape)
+    w = float(half_width)
+    return (h.astype(np.float64) / 2**32 * (2 * w) - w).astype(np.float32).reshape(shape)
 
 
 def main():

@@ -35,6 +35,7 @@ import optax
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fixture_io import expected  # noqa: E402
+from generate_gemv import inputs as gemv_inputs  # noqa: E402
 from generate_random import check_versions  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "softmax.json")
@@ -54,11 +55,8 @@ XENT_SHAPES = [(8, 10), (100, 10), (1024, 10), (512, 16), (4096, 10), (2, 40000)
 
 
 def inputs(shape, seed):
-    """((i * 2654435761 + seed * 40503) mod 2^32) / 2^32 * 8 - 4."""
-    n = int(np.prod(shape))
-    i = np.arange(n, dtype=np.uint64)
-    h = (i * np.uint64(2654435761) + np.uint64(seed * 40503)) % np.uint64(2**32)
-    return (h.astype(np.float64) / 2**32 * 8 - 4).astype(np.float32).reshape(shape)
+    """generate_gemv's inputs in [-4, 4)."""
+    return gemv_inputs(shape, seed, half_width=4.0)
 
 
 def main():
