@@ -1,12 +1,13 @@
 //! `softmax` and `log_softmax` against JAX (tools/oracle/generate_softmax.py,
 //! jax 0.10.2) in the three ways JAX computes them: eagerly, under eager
 //! `jax.vjp`, and jitted (`as_jitted`, and a compiled step replaying it),
+//! and their tangents (`jvp`, `linearize`),
 //! bit for bit — from 4,096 elements on with YNNPACK's sums and, where XLA
 //! fuses it into them, YNNPACK's `exp`.
 
 mod common;
 use common::{differing, load_fixture, Expected};
-use flaxen::tensor::{as_jitted, grad, jit_value_and_grad_with, vjp, Tensor, Tree};
+use flaxen::tensor::{as_jitted, grad, jit_value_and_grad_with, jvp, linearize, vjp, Tensor, Tree};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -36,6 +37,8 @@ struct Case {
 
 #[derive(Deserialize)]
 struct Modes {
+    jvp: Expected,
+    linearize: Expected,
     eager: Expected,
     vjp_y: Expected,
     vjp_dx: Expected,
@@ -60,16 +63,20 @@ fn log_softmax(x: &Tensor) -> flaxen::Result<Tensor> {
 
 /// What differs from the fixture in one case and function, each mode
 /// named.
-fn check(shape: &[usize], name: &str, f: Op, want: &Modes) -> Vec<String> {
+fn check(shape: &[usize], name: &str, f: Op, want: &Modes) -> Vec<(String, String)> {
     let x = inputs(shape, 1);
     let c = inputs(shape, 2);
     let mut bad = Vec::new();
     let mut note = |what: &str, got: &Tensor, want: &Expected| {
         if let Some(d) = differing(got, want) {
-            bad.push(format!("{name} {shape:?} {what}: {d}"));
+            bad.push((format!("{name} {shape:?} {what}"), d));
         }
     };
     note("eager", &f(&x).unwrap(), &want.eager);
+    let (_, t) = jvp(|t: &Tensor| f(t), &x, &c).unwrap();
+    note("jvp", &t, &want.jvp);
+    let (_, lin) = linearize(|t: &Tensor| f(t), &x).unwrap();
+    note("linearize", &lin.call(&c).unwrap(), &want.linearize);
     let (y, pull) = vjp(|t| f(t.as_tensor().unwrap()), &Tree::from(x.clone())).unwrap();
     note("vjp value", &y, &want.vjp_y);
     let dx = pull.call(&c).unwrap();
@@ -94,10 +101,19 @@ fn check(shape: &[usize], name: &str, f: Op, want: &Modes) -> Vec<String> {
     bad
 }
 
+/// Known, measured: a sum fused with its producer over one row of more
+/// than 32,768 elements with a leading axis of 1 matches neither YNNPACK's
+/// tiled nor its untiled order (`[40000]` and `[2, 40000]` are exact; the
+/// helper's study saw the same of `jit(sum(x * 2, -1))`).
+const KNOWN_ROWS: [&str; 2] = [
+    "log_softmax [1, 40000] jvp",
+    "log_softmax [1, 40000] linearize",
+];
+
 #[test]
 fn softmaxes_match_jax_in_each_mode() {
     let f: Fixture = load_fixture("softmax.json");
-    let mut bad = Vec::new();
+    let mut found = Vec::new();
     for case in &f.cases {
         if case.shape.last() > Some(&32768) && !common::ynn_pooled() {
             eprintln!(
@@ -106,15 +122,20 @@ fn softmaxes_match_jax_in_each_mode() {
             );
             continue;
         }
-        bad.extend(check(&case.shape, "softmax", softmax, &case.softmax));
-        bad.extend(check(
+        found.extend(check(&case.shape, "softmax", softmax, &case.softmax));
+        found.extend(check(
             &case.shape,
             "log_softmax",
             log_softmax,
             &case.log_softmax,
         ));
     }
-    assert!(bad.is_empty(), "{} differ:\n{}", bad.len(), bad.join("\n"));
+    let (known, bad): (Vec<_>, Vec<_>) = found
+        .into_iter()
+        .partition(|(key, _)| KNOWN_ROWS.contains(&key.as_str()));
+    let bad: Vec<String> = bad.into_iter().map(|(k, d)| format!("{k}: {d}")).collect();
+    let known: Vec<String> = known.into_iter().map(|(k, _)| k).collect();
+    common::assert_only_known(&bad, &known, &KNOWN_ROWS);
 }
 
 /// Known, measured: optax's cross-entropy jitted (its value, not its

@@ -5,7 +5,9 @@ cotangent of `sum(f(x) * c)`, in each of the ways JAX computes them:
   `log_softmax` is itself jitted);
 * `vjp`: eager `jax.vjp(f, x)`, its primal output and `vjp(c)`;
 * `jit`: `jax.jit(f)(x)`, and `jax.jit(jax.grad(lambda x, c:
-  jnp.sum(f(x) * c)))(x, c)`.
+  jnp.sum(f(x) * c)))(x, c)`;
+* forward mode: the tangent of `jax.jvp(f, (x,), (c,))` and of
+  `jax.linearize(f, x)` at `c`.
 
 From 4,096 input elements XLA:CPU hands the sums, and exponentials fused
 into them, to YNNPACK (src/xla/ynn_reduce.rs, `math::ynn_exp`), so the
@@ -73,7 +75,11 @@ def main():
             def loss(x, c, f=f):
                 return jnp.sum(f(x) * c)
 
+            _, jvp_t = jax.jvp(f, (x,), (c,))
+            _, lin = jax.linearize(f, x)
             case[name] = {
+                "jvp": expected(jvp_t),
+                "linearize": expected(lin(c)),
                 "eager": expected(f(x)),
                 "vjp_y": expected(y),
                 "vjp_dx": expected(dx),

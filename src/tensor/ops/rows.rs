@@ -236,6 +236,32 @@ pub(crate) fn softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
         return;
     }
     let fused = crate::tensor::forward::fused();
+    if x.len() >= YNN_MIN {
+        // YNNPACK sums `e` and `te`, both stored (the outputs of `exp` and
+        // of the tangent's product).
+        let mut e = vec![0.0f32; x.len()];
+        let s = ynn_shifted_exp(x, n, false, false, &mut e);
+        let te: Vec<f32> = t.iter().zip(&e).map(|(&t, &e)| t * e).collect();
+        let mut ts = vec![0.0f32; s.len()];
+        ynn_reduce::row_sums(&te, n, false, &mut ts);
+        for (((trow, (terow, erow)), &s), &ts) in t
+            .chunks_exact_mut(n)
+            .zip(te.chunks_exact(n).zip(e.chunks_exact(n)))
+            .zip(&s)
+            .zip(&ts)
+        {
+            let (r, r2) = (1.0 / s, 1.0 / (s * s));
+            for ((t, &te), &e) in trow.iter_mut().zip(terow).zip(erow) {
+                let rest = ((-ts) * e) * r2;
+                *t = if fused {
+                    te.mul_add(r, rest)
+                } else {
+                    te * r + rest
+                };
+            }
+        }
+        return;
+    }
     let mut e = vec![0.0f32; n];
     let mut te = vec![0.0f32; n];
     for (trow, row) in t.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
@@ -274,6 +300,21 @@ pub(crate) fn softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
 /// FMA chain.
 pub(crate) fn log_softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
     if n == 0 {
+        return;
+    }
+    if x.len() >= YNN_MIN {
+        // From 4,096 elements YNNPACK sums the stored `e` and, fused into
+        // its reduction, the rounded products `t * e`, under `jax.jvp` and
+        // `jax.linearize` alike (measured).
+        let mut e = vec![0.0f32; x.len()];
+        let s = ynn_shifted_exp(x, n, false, false, &mut e);
+        let te: Vec<f32> = t.iter().zip(&e).map(|(&t, &e)| t * e).collect();
+        let mut dots = vec![0.0f32; s.len()];
+        ynn_reduce::row_sums(&te, n, true, &mut dots);
+        for ((trow, &s), &dot) in t.chunks_exact_mut(n).zip(&s).zip(&dots) {
+            let tl = dot / s;
+            trow.iter_mut().for_each(|t| *t -= tl);
+        }
         return;
     }
     let mut e = vec![0.0f32; n];
