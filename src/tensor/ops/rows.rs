@@ -1,7 +1,8 @@
 //! Row kernels: reductions and softmax along the last axis of row-major
 //! data, shared by eager operations and compiled steps so that both compute
-//! the same bits. `row_sums` is sequential, left to right; the softmax
-//! kernels sum in the order of XLA:CPU's compiled `jax.nn.softmax`.
+//! the same bits. The softmax kernels compute as XLA:CPU does in each of
+//! JAX's ways of running a softmax ([`Softmax`]), with YNNPACK's sums and
+//! `exp` from 4,096 elements.
 
 use crate::xla::math as xla_math;
 use crate::xla::reduce::{xla_row_sum, TREE_WINDOW};
