@@ -386,21 +386,16 @@ fn check_values(got: &Tensor, want: &Value, what: &str, scaled_ulp: Option<f32>)
 /// the gradients with respect to the parameters and the input, bit for bit
 /// in XLA's orders: Eigen's transposed convolution under input dilation
 /// and for a strided convolution's input gradient, XLA's emitted loop where
-/// it swaps a cotangent's operands, and circular padding's wrapped
-/// cotangent folded back as `jnp.pad(mode="wrap")`'s. Measured exceptions,
-/// whose XLA orders are not reproduced yet (within a few units in the last
-/// place of the array's scale): the input gradient of grouped and
-/// single-input-feature convolutions (oneDNN's matrix-vector kernel;
-/// `conv2d_circular` has one input feature).
+/// it swaps a cotangent's operands, circular padding's wrapped cotangent
+/// folded back as `jnp.pad(mode="wrap")`'s, and oneDNN's matrix-vector
+/// order for one output feature per group (forward, kernel gradient) and
+/// one input feature per group (input gradient: grouped, depthwise and
+/// single-input-feature convolutions).
 #[test]
 fn convolutions_match_flax() {
     let f = fixture();
     for case in f["convs"].as_array().unwrap() {
         let name = case["name"].as_str().unwrap();
-        let input_grad_order_unknown = matches!(
-            name,
-            "conv2d_groups" | "conv2d_circular" | "conv2d_two_batch_dims"
-        );
         let conv = conv_of(&case["config"]);
         let x = tensor(&case["x"], &shape(&case["shape"]));
         let w = tensor(&case["w"], &shape(&case["y_shape"]));
@@ -433,7 +428,7 @@ fn convolutions_match_flax() {
             g.tensor("x").unwrap(),
             &case["grad_x"],
             &format!("{name} grad x"),
-            input_grad_order_unknown.then_some(4.0),
+            None,
         );
     }
 }

@@ -11,7 +11,9 @@
 //!   `pack_t_avx512` packs a B stored transposed); [`gemv`]: XLA's own
 //!   matrix-vector and vector-vector emitters; [`eigen_dot`]: the products
 //!   XLA keeps from YNNPACK (left operand transposed), blocked as Eigen's
-//!   contraction blocks them.
+//!   contraction blocks them; [`onednn_gemv`]: oneDNN's matrix-vector
+//!   kernel, which sums convolutions with one output (or, for the input's
+//!   gradient, one input) feature per group.
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
 //!   down columns (windows of rows, YNNPACK tiles); [`ynn_reduce`]: sums
 //!   from 4,096 elements, which XLA hands to YNNPACK, and [`ynn_exp`]:
@@ -42,6 +44,7 @@ pub(crate) mod gemv;
 pub mod libm_f32;
 pub(crate) mod math;
 pub(crate) mod math_f64;
+pub(crate) mod onednn_gemv;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod pack_t_avx512;
 pub(crate) mod reduce;

@@ -118,6 +118,11 @@ CONVS = [
     ("conv2d_circular_repeats", dict(features=2, kernel_size=(5, 4), padding="CIRCULAR"),
      (1, 2, 3, 3)),
     ("conv1d_circular", dict(features=2, kernel_size=(4,), padding="CIRCULAR"), (2, 7, 3)),
+    # One output feature per group (forward, kernel gradient) and one input
+    # feature per group (input gradient): oneDNN's matrix-vector order.
+    ("conv2d_one_output", dict(features=1, kernel_size=(3, 3)), (1, 5, 4, 3)),
+    ("conv2d_depthwise", dict(features=6, kernel_size=(3, 3), feature_group_count=6), (2, 6, 5, 6)),
+    ("conv1d_one_output", dict(features=1, kernel_size=(4,)), (2, 9, 5)),
 ]
 
 

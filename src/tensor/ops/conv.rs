@@ -13,6 +13,7 @@ use ndarray::{ArcArray, ArrayD, IxDyn};
 use super::conv_fast::{self, Isa};
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::Tensor;
+use crate::xla::onednn_gemv::{gemv_t_sum, GEMV_MAX_TERMS};
 
 /// The geometry of a convolution or pooling window over `d` spatial
 /// dimensions.
@@ -449,6 +450,89 @@ fn kernel_by_output(k: &[f32], d: Dims) -> Vec<f32> {
     kt
 }
 
+/// Whether XLA sums a convolution's contraction of `terms` terms with
+/// `inputs` input features per group in oneDNN's matrix-vector order
+/// ([`crate::xla::onednn_gemv`]; modelled without strides or dilations,
+/// for at most 96 terms).
+fn gemv_fits(spec: &ConvSpec, inputs: usize, terms: usize) -> bool {
+    let one = |v: &[usize]| v.iter().all(|&r| r == 1);
+    inputs <= 16
+        && terms <= GEMV_MAX_TERMS
+        && one(&spec.strides)
+        && one(&spec.lhs_dilation)
+        && one(&spec.rhs_dilation)
+}
+
+/// The forward pass of a convolution with one output feature per group
+/// in oneDNN's matrix-vector order: per output, the taps row-major and,
+/// innermost, the group's input features (a padding tap's terms are
+/// zeros in their lanes).
+fn conv_forward_gemv(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
+    use rayon::prelude::*;
+    let mut y = vec![0.0f32; d.n * d.p * d.o];
+    y.par_chunks_mut(d.o.max(1))
+        .enumerate()
+        .for_each(|(row, out)| {
+            with_fma(|| {
+                let (n, m) = (row / d.p, row % d.p);
+                // One output feature per group: output `grp` is group `grp`'s.
+                for (grp, v) in out.iter_mut().enumerate() {
+                    *v = gemv_t_sum(d.t * d.cg, |j| {
+                        let (t, ci) = (j / d.cg, j % d.cg);
+                        let xv = idx[m * d.t + t]
+                            .map_or(0.0, |s| x[(n * d.s + s) * d.c + grp * d.cg + ci]);
+                        (xv, k[(t * d.cg + ci) * d.o + grp])
+                    });
+                }
+            })
+        });
+    y
+}
+
+/// The input's cotangent of a convolution with one input feature per
+/// group in oneDNN's matrix-vector order (XLA's convolution of the
+/// cotangent with the flipped kernel): per input element, the taps in
+/// reverse order and, innermost, the group's outputs.
+fn conv_input_grad_gemv(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) -> Vec<f32> {
+    use rayon::prelude::*;
+    let og = d.og();
+    let mut dx = vec![0.0f32; d.n * d.s * d.c];
+    dx.par_chunks_mut(d.c.max(1))
+        .enumerate()
+        .for_each(|(row, out)| {
+            with_fma(|| {
+                let (n, s) = (row / d.s, row % d.s);
+                // One input feature per group: input `grp` is group `grp`'s.
+                for (grp, v) in out.iter_mut().enumerate() {
+                    *v = gemv_t_sum(d.t * og, |j| {
+                        let (t, o) = (d.t - 1 - j / og, grp * og + j % og);
+                        let gv = inv[s * d.t + t].map_or(0.0, |m| g[(n * d.p + m) * d.o + o]);
+                        (gv, k[t * d.o + o])
+                    });
+                }
+            })
+        });
+    dx
+}
+
+/// The kernel's cotangent of a convolution with one output feature (one
+/// group) in oneDNN's matrix-vector order: per kernel element, the output
+/// positions row-major and, innermost, the batch.
+fn conv_kernel_grad_gemv(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
+    let mut dk = vec![0.0f32; d.t * d.cg];
+    with_fma(|| {
+        for (row, v) in dk.iter_mut().enumerate() {
+            let (t, c) = (row / d.cg, row % d.cg);
+            *v = gemv_t_sum(d.p * d.n, |j| {
+                let (m, n) = (j / d.n, j % d.n);
+                let xv = idx[m * d.t + t].map_or(0.0, |s| x[(n * d.s + s) * d.c + c]);
+                (xv, g[n * d.p + m])
+            });
+        }
+    });
+    dk
+}
+
 /// The input's cotangent in XLA's order (the transposed convolution): for
 /// every input element, one chain of fused multiply-adds over the taps in
 /// reverse order (the flipped kernel) and, per tap, the outputs of its
@@ -628,9 +712,18 @@ impl Tensor {
             && window.iter().product::<usize>() <= spatial.iter().product::<usize>();
         let scatter_input_grad =
             eigen_2d && all_one(&spec.lhs_dilation) && !all_one(&spec.strides) && !swaps.input_grad;
+        // oneDNN's matrix-vector kernel: one output feature per group (the
+        // forward pass, the kernel's cotangent of one group), one input
+        // feature per group (the input's cotangent).
+        let forward_gemv = d.og() == 1 && gemv_fits(spec, d.cg, d.t * d.cg);
+        let input_gemv = d.cg == 1 && !swaps.input_grad && gemv_fits(spec, d.og(), d.t * d.og());
+        let kernel_gemv =
+            groups == 1 && o == 1 && !swaps.kernel_grad && gemv_fits(spec, d.n, d.p * d.n);
         let y = if scatter_forward {
             // Each output reads its inputs in increasing order with the tap.
             scattered_conv(x, (d.n, d.s, d.c), &idx, (d.p, d.t, d.o), k, false)
+        } else if forward_gemv {
+            conv_forward_gemv(x, k, &idx, d)
         } else {
             conv_forward_fast(x, k, &idx, d).unwrap_or_else(|| conv_forward(x, k, &idx, d))
         };
@@ -658,6 +751,8 @@ impl Tensor {
                         // the kernel as `[tap, out, in]` (one group).
                         let kt = kernel_by_output(k, d);
                         scattered_conv(g, (d.n, d.p, d.o), &inv, (d.s, d.t, d.c), &kt, true)
+                    } else if input_gemv {
+                        conv_input_grad_gemv(g, k, &inv, d)
                     } else if swaps.input_grad {
                         conv_input_grad(g, k, &inv, d, true)
                     } else {
@@ -667,7 +762,9 @@ impl Tensor {
                     ArrayD::from_shape_vec(IxDyn(&x_shape), dx).expect("input size")
                 });
                 let dk = needs[1].then(|| {
-                    let dk = if swaps.kernel_grad {
+                    let dk = if kernel_gemv {
+                        conv_kernel_grad_gemv(x, g, &idx, d)
+                    } else if swaps.kernel_grad {
                         conv_kernel_grad(x, g, &idx, d, true)
                     } else {
                         conv_kernel_grad_fast(x, g, &idx, d)
