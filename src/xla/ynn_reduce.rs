@@ -44,7 +44,15 @@ pub(crate) fn ynn_sum(x: &[f32], shape: &[usize], axes: u32, out: &mut [f32]) {
         .map(|a| if reduced(a) { 1 } else { shape[a] })
         .collect();
     let tiles = tile_sizes(shape);
-    let split = (0..r).any(|a| reduced(a) && tiles[a] < shape[a]) && pooled();
+    // Rows (reduced axes innermost) of a stored array: tiled only for few
+    // rows ([`rows_tiled`]); other reductions whenever there is a pool.
+    let rows_reduced = (0..r).skip_while(|&a| !reduced(a)).all(reduced);
+    let split = (0..r).any(|a| reduced(a) && tiles[a] < shape[a])
+        && if rows_reduced {
+            rows_tiled(out.len(), false)
+        } else {
+            pooled()
+        };
     out.fill(0.0);
     if !split {
         let view = View {
@@ -120,19 +128,14 @@ pub(crate) fn ynn_sum(x: &[f32], shape: &[usize], axes: u32, out: &mut [f32]) {
 /// in YNNPACK's order, for a reduction of at least [`YNN_MIN`] elements in
 /// all. `fused`: whether XLA fused an elementwise producer into the
 /// reduction (`sum(exp(x - max))`, `sum((g * a) * e)`) rather than reading
-/// a stored array. A row longer than a tile is cut into tiles whose sums
-/// are summed again — when fused, whenever XLA has a thread pool (as
-/// [`ynn_sum`]); a stored array's, only for fewer rows than twice the
-/// pool's threads (measured on 2 CPUs: tiled with up to 3 rows, whole
-/// rows from 4; YNNPACK's scheduler then has tasks enough across rows).
+/// a stored array (as [`ynn_sum`] does). A row longer than a tile is cut
+/// into tiles whose sums are summed again ([`rows_tiled`]).
 pub(crate) fn row_sums(x: &[f32], n: usize, fused: bool, out: &mut [f32]) {
     if n == 0 {
         out.fill(0.0);
         return;
     }
-    let rows = x.len() / n;
-    let pool = super::eigen_dot::pool_size();
-    let tiled = n > TILE_AREA && pooled() && (fused || rows < 2 * pool);
+    let tiled = n > TILE_AREA && rows_tiled(x.len() / n, fused);
     for (o, row) in out.iter_mut().zip(x.chunks_exact(n)) {
         *o = if tiled {
             let parts: SmallVec<[f32; 32]> = row.chunks(TILE_AREA).map(row_sum).collect();
@@ -141,6 +144,16 @@ pub(crate) fn row_sums(x: &[f32], n: usize, fused: bool, out: &mut [f32]) {
             row_sum(row)
         };
     }
+}
+
+/// Whether YNNPACK cuts `rows` rows longer than a tile into tiles:
+/// always with a thread pool when XLA fused an elementwise producer into
+/// the reduction; for a stored array only with fewer rows than twice the
+/// pool's threads (measured on 2 CPUs, eager `jnp.sum` and softmax alike:
+/// tiled with up to 3 rows, whole rows from 4; YNNPACK's scheduler then
+/// has tasks enough across rows).
+fn rows_tiled(rows: usize, fused: bool) -> bool {
+    pooled() && (fused || rows < 2 * super::eigen_dot::pool_size())
 }
 
 /// Whether XLA runs YNNPACK with a thread pool, which is what makes it

@@ -77,6 +77,11 @@ NONFINITE = [
     ((40000,), None, [[39999, PINF]]),
 ]
 
+# Rows longer than a tile, of 2 to 16 rows (seeds continue after
+# NONFINITE): YNNPACK tiles a stored array's rows only when there are
+# fewer than twice its threads.
+MANY_ROWS = [((3, 40000), (1,)), ((4, 40000), (1,)), ((8, 40000), (-1,)), ((16, 33000), (1,))]
+
 
 def main():
     check_versions()
@@ -101,6 +106,13 @@ def main():
         cases.append({
             "shape": list(shape), "axes": None if axes is None else list(axes), "mean": False,
             "seed": seed, "edits": edits,
+            "y": np.asarray(y, np.float32).reshape(-1).view(np.uint32).tolist(),
+        })
+    for i, (shape, axes) in enumerate(MANY_ROWS):
+        seed = 500 + len(CASES) + len(NONFINITE) + i
+        y = jnp.sum(jnp.asarray(inputs(shape, seed)), axis=axes)
+        cases.append({
+            "shape": list(shape), "axes": list(axes), "mean": False, "seed": seed,
             "y": np.asarray(y, np.float32).reshape(-1).view(np.uint32).tolist(),
         })
     with open(OUT, "w") as f:
