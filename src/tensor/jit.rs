@@ -46,6 +46,7 @@ use super::unary_fn::{self, UnaryFn};
 use super::Tensor;
 use crate::random::Key;
 use crate::xla::dot_tiny::{gathered_product, TinySum};
+use crate::xla::vectors::on_widest_vectors;
 
 /// `jax.jit(jax.value_and_grad(f))`: a training step that traces `f` on
 /// its first call and replays the recorded operations afterwards.
@@ -1645,49 +1646,6 @@ fn is_differentiable(src: &Src, differentiable: &[bool]) -> bool {
 /// The length of the last axis of a step's (first) input.
 fn last(step: &Step) -> usize {
     *step.in_shapes[0].last().expect("at least 1-D")
-}
-
-/// Runs `f` compiled for the widest vectors this CPU has (AVX-512 or AVX2
-/// with FMA), else as is: the elementwise loops of a replay then use the
-/// full vector width. The same operations in the same order (Rust never
-/// reorders or contracts floating-point arithmetic), so the same bits.
-/// `f` must be an `#[inline(always)]` closure, so that its body is
-/// compiled inside the wrapper.
-#[inline(always)]
-fn on_widest_vectors<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    {
-        /// `f`, compiled for AVX-512.
-        ///
-        /// # Safety
-        ///
-        /// The CPU must support AVX-512F.
-        #[target_feature(enable = "avx512f")]
-        unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
-            f()
-        }
-        /// `f`, compiled for AVX2 and FMA.
-        ///
-        /// # Safety
-        ///
-        /// The CPU must support AVX2 and FMA.
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
-            f()
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: AVX-512F was detected just above; it is the only
-            // requirement of `avx512`, whose body is safe code.
-            return unsafe { avx512(f) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: both features were detected just above; they are the
-            // only requirement of `avx2`, whose body is safe code.
-            return unsafe { avx2(f) };
-        }
-    }
-    f()
 }
 
 /// The forward computation of one step into `out`, on the widest vectors.

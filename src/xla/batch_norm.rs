@@ -23,6 +23,8 @@
 //!   normalization loop is not unrolled (many features), where the product
 //!   is contracted into the difference ([`Step::Center`]).
 
+use super::vectors::with_fma;
+
 /// From this many elements XLA:CPU hands a reduction to YNNPACK.
 pub(super) use super::ynn_reduce::YNN_MIN;
 
@@ -129,33 +131,6 @@ impl Step {
             }
         }
     }
-}
-
-/// Runs `f` compiled with AVX2 and FMA when the CPU has them, so that
-/// `mul_add` is one instruction rather than a call to `fmaf` (the same
-/// correctly rounded result either way). `f` must be an
-/// `#[inline(always)]` closure, so that its body is compiled inside.
-#[inline(always)]
-pub(super) fn with_fma<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    {
-        /// `f`, compiled for AVX2 and FMA.
-        ///
-        /// # Safety
-        ///
-        /// The CPU must support AVX2 and FMA.
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn fma<R>(f: impl FnOnce() -> R) -> R {
-            f()
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: both features were detected just above; they are the
-            // only requirement of `fma`, whose body is safe code.
-            return unsafe { fma(f) };
-        }
-    }
-    f()
 }
 
 /// `max(s2 c - (s1 c)², 0)`, the first product contracted into the

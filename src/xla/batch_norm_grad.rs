@@ -27,10 +27,10 @@
 //! training; the input's is the rounded product `g k`.
 
 use super::batch_norm::{
-    clip, column_sums, contracted_columns, loops, split, unclipped_variance, with_fma, Step,
-    YNN_MIN,
+    clip, column_sums, contracted_columns, loops, split, unclipped_variance, Step, YNN_MIN,
 };
 use super::reduce::{vector_factor, TREE_WINDOW};
+use super::vectors::with_fma;
 
 /// What the backward program reads from the forward one.
 pub(crate) struct Residuals {

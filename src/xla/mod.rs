@@ -48,5 +48,6 @@ pub(crate) mod onednn_gemv;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod pack_t_avx512;
 pub(crate) mod reduce;
+pub(crate) mod vectors;
 pub(crate) mod ynn_exp;
 pub(crate) mod ynn_reduce;

@@ -51,9 +51,7 @@ const Q: [f32; 4] = [
 /// `2^-126` and `q < 0`).
 #[inline(always)]
 pub(crate) fn ynn_exp(x: f32) -> f32 {
-    if x.is_nan() {
-        return f32::from_bits(x.to_bits() | 0x0040_0000);
-    }
+    // Branch-free (selects only), so that a loop over a slice vectorizes.
     let t = x.clamp(LO, HI);
     // Rounded separately: a multiply, then two adds (no fused step).
     let n = (t * LOG2E + MAGIC) - MAGIC;
@@ -65,12 +63,15 @@ pub(crate) fn ynn_exp(x: f32) -> f32 {
     let q = Q[0].mul_add(r2, Q[1]).mul_add(r2, Q[2]).mul_add(r2, Q[3]);
     let q = r.mul_add(p, q);
     let q = r2.mul_add(q, r);
-    if s.is_infinite() {
-        return s;
-    }
     let e = q.mul_add(s, s);
-    if e != 0.0 && e.abs() < f32::MIN_POSITIVE {
+    let e = if e != 0.0 && e.abs() < f32::MIN_POSITIVE {
         0.0
+    } else {
+        e
+    };
+    let e = if s.is_infinite() { s } else { e };
+    if x.is_nan() {
+        f32::from_bits(x.to_bits() | 0x0040_0000)
     } else {
         e
     }

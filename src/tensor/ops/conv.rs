@@ -14,6 +14,7 @@ use super::conv_fast::{self, Isa};
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::Tensor;
 use crate::xla::onednn_gemv::{gemv_t_sum, GEMV_MAX_TERMS};
+use crate::xla::vectors::with_fma;
 
 /// The geometry of a convolution or pooling window over `d` spatial
 /// dimensions.
@@ -329,29 +330,6 @@ fn scattered_conv(
         },
     );
     out
-}
-
-/// Runs `f` compiled with FMA where the CPU has it: `f32::mul_add` rounds
-/// once either way, so the bits do not depend on the CPU, but without the
-/// instruction every `mul_add` is a library call.
-#[inline(always)]
-fn with_fma<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
-        /// `f`, compiled for FMA and AVX2.
-        ///
-        /// # Safety
-        ///
-        /// The CPU must support FMA and AVX2.
-        #[target_feature(enable = "fma,avx2")]
-        unsafe fn fast<R>(f: impl FnOnce() -> R) -> R {
-            f()
-        }
-        // SAFETY: both features were detected just above; they are the only
-        // requirement of `fast`, whose body is safe code.
-        return unsafe { fast(f) };
-    }
-    f()
 }
 
 /// The forward pass in XLA:CPU's order: every output is one sequential

@@ -6,10 +6,12 @@
 
 use crate::xla::math as xla_math;
 use crate::xla::reduce::{xla_row_sum, TREE_WINDOW};
+use crate::xla::vectors::on_widest_vectors;
 use crate::xla::ynn_exp::ynn_exp;
 use crate::xla::ynn_reduce::{self, YNN_MIN};
 
 /// NaN-propagating max, as XLA's reduce_max.
+#[inline(always)]
 pub(crate) fn nan_max(acc: f32, x: f32) -> f32 {
     if acc.is_nan() || x.is_nan() {
         f32::NAN
@@ -19,11 +21,13 @@ pub(crate) fn nan_max(acc: f32, x: f32) -> f32 {
 }
 
 /// The row maximum (NaN-propagating; the order does not matter).
+#[inline(always)]
 fn row_max(row: &[f32]) -> f32 {
     row.iter().fold(f32::NEG_INFINITY, |a, &v| nan_max(a, v))
 }
 
 /// `e = exp(x - max)` of one row into `e`, returning `sum(e)` in XLA's order.
+#[inline(always)]
 fn shifted_exp(row: &[f32], e: &mut [f32]) -> f32 {
     let m = row_max(row);
     for (o, &v) in e.iter_mut().zip(row) {
@@ -53,6 +57,7 @@ pub(crate) enum Softmax {
 }
 
 /// `x - max` of each row of `x` into `d`.
+#[inline(always)]
 fn shifted(x: &[f32], n: usize, d: &mut [f32]) {
     for (drow, row) in d.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
         let m = row_max(row);
@@ -65,10 +70,15 @@ fn shifted(x: &[f32], n: usize, d: &mut [f32]) {
 /// `exp(x - max)` of every row of `x` into `e`, with YNNPACK's `exp` when
 /// `ynn`, and the row sums of `e` in YNNPACK's order (`fused`: see
 /// [`ynn_reduce::row_sums`]).
+#[inline(always)]
 fn ynn_shifted_exp(x: &[f32], n: usize, ynn: bool, fused: bool, e: &mut [f32]) -> Vec<f32> {
     shifted(x, n, e);
-    let exp = if ynn { ynn_exp } else { xla_math::exp };
-    e.iter_mut().for_each(|v| *v = exp(*v));
+    // Two loops rather than a function pointer, so that each inlines.
+    if ynn {
+        e.iter_mut().for_each(|v| *v = ynn_exp(*v));
+    } else {
+        e.iter_mut().for_each(|v| *v = xla_math::exp(*v));
+    }
     let mut s = vec![0.0f32; x.len() / n];
     ynn_reduce::row_sums(e, n, fused, &mut s);
     s
@@ -81,21 +91,26 @@ fn ynn_shifted_exp(x: &[f32], n: usize, ynn: bool, fused: bool, e: &mut [f32]) -
 /// stored `e`, which is XLA's `exp` eagerly and, jitted, YNNPACK's (XLA
 /// fuses `exp(x - max)` into a YNNPACK computation).
 pub(crate) fn softmax_rows(x: &[f32], n: usize, out: &mut [f32], mode: Softmax) {
-    if n == 0 {
-        return;
-    }
-    if x.len() >= YNN_MIN {
-        let s = ynn_shifted_exp(x, n, mode == Softmax::Jitted, false, out);
-        for (orow, s) in out.chunks_exact_mut(n).zip(s) {
-            let r = 1.0 / s;
-            orow.iter_mut().for_each(|o| *o *= r);
-        }
-        return;
-    }
-    for (orow, row) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
-        let r = 1.0 / shifted_exp(row, orow);
-        orow.iter_mut().for_each(|o| *o *= r);
-    }
+    on_widest_vectors(
+        #[inline(always)]
+        || {
+            if n == 0 {
+                return;
+            }
+            if x.len() >= YNN_MIN {
+                let s = ynn_shifted_exp(x, n, mode == Softmax::Jitted, false, out);
+                for (orow, s) in out.chunks_exact_mut(n).zip(s) {
+                    let r = 1.0 / s;
+                    orow.iter_mut().for_each(|o| *o *= r);
+                }
+                return;
+            }
+            for (orow, row) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+                let r = 1.0 / shifted_exp(row, orow);
+                orow.iter_mut().for_each(|o| *o *= r);
+            }
+        },
+    )
 }
 
 /// The softmax backward pass in place, from the input `x`, as JAX's
@@ -106,54 +121,60 @@ pub(crate) fn softmax_rows(x: &[f32], n: usize, out: &mut [f32], mode: Softmax) 
 /// elements YNNPACK sums `e` (stored) and the products (fused when jitted,
 /// stored eagerly), and `e` is YNNPACK's `exp` when jitted.
 pub(crate) fn softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode: Softmax) {
-    if n == 0 {
-        return;
-    }
-    let jitted = mode == Softmax::Jitted;
-    let finish = |grow: &mut [f32], e: &[f32], r: f32, t: f32| {
-        for (g, &e) in grow.iter_mut().zip(e) {
-            *g = if jitted {
-                g.mul_add(r, -t) * e
-            } else {
-                (*g * r + -t) * e
-            };
-        }
-    };
-    if x.len() >= YNN_MIN {
-        let mut e = vec![0.0f32; x.len()];
-        let s = ynn_shifted_exp(x, n, jitted, false, &mut e);
-        let mut ge = vec![0.0f32; x.len()];
-        for (((prow, grow), erow), &s) in ge
-            .chunks_exact_mut(n)
-            .zip(g.chunks_exact(n))
-            .zip(e.chunks_exact(n))
-            .zip(&s)
-        {
-            let a = 1.0 / (s * s);
-            for ((p, &g), &e) in prow.iter_mut().zip(grow).zip(erow) {
-                *p = (g * a) * e;
+    on_widest_vectors(
+        #[inline(always)]
+        || {
+            if n == 0 {
+                return;
             }
-        }
-        let mut t = vec![0.0f32; s.len()];
-        ynn_reduce::row_sums(&ge, n, jitted, &mut t);
-        for (((grow, erow), &s), &t) in g.chunks_exact_mut(n).zip(e.chunks_exact(n)).zip(&s).zip(&t)
-        {
-            finish(grow, erow, 1.0 / s, t);
-        }
-        return;
-    }
-    let mut e = vec![0.0f32; n];
-    let mut ge = vec![0.0f32; n];
-    for (grow, row) in g.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
-        let s = shifted_exp(row, &mut e);
-        let a = 1.0 / (s * s);
-        let r = 1.0 / s;
-        for ((p, &g), &e) in ge.iter_mut().zip(grow.iter()).zip(&e) {
-            *p = (g * a) * e;
-        }
-        let t = xla_row_sum(&ge);
-        finish(grow, &e, r, t);
-    }
+            let jitted = mode == Softmax::Jitted;
+            let finish = |grow: &mut [f32], e: &[f32], r: f32, t: f32| {
+                for (g, &e) in grow.iter_mut().zip(e) {
+                    *g = if jitted {
+                        g.mul_add(r, -t) * e
+                    } else {
+                        (*g * r + -t) * e
+                    };
+                }
+            };
+            if x.len() >= YNN_MIN {
+                let mut e = vec![0.0f32; x.len()];
+                let s = ynn_shifted_exp(x, n, jitted, false, &mut e);
+                let mut ge = vec![0.0f32; x.len()];
+                for (((prow, grow), erow), &s) in ge
+                    .chunks_exact_mut(n)
+                    .zip(g.chunks_exact(n))
+                    .zip(e.chunks_exact(n))
+                    .zip(&s)
+                {
+                    let a = 1.0 / (s * s);
+                    for ((p, &g), &e) in prow.iter_mut().zip(grow).zip(erow) {
+                        *p = (g * a) * e;
+                    }
+                }
+                let mut t = vec![0.0f32; s.len()];
+                ynn_reduce::row_sums(&ge, n, jitted, &mut t);
+                for (((grow, erow), &s), &t) in
+                    g.chunks_exact_mut(n).zip(e.chunks_exact(n)).zip(&s).zip(&t)
+                {
+                    finish(grow, erow, 1.0 / s, t);
+                }
+                return;
+            }
+            let mut e = vec![0.0f32; n];
+            let mut ge = vec![0.0f32; n];
+            for (grow, row) in g.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+                let s = shifted_exp(row, &mut e);
+                let a = 1.0 / (s * s);
+                let r = 1.0 / s;
+                for ((p, &g), &e) in ge.iter_mut().zip(grow.iter()).zip(&e) {
+                    *p = (g * a) * e;
+                }
+                let t = xla_row_sum(&ge);
+                finish(grow, &e, r, t);
+            }
+        },
+    )
 }
 
 /// `jax.nn.log_softmax` of each row: `(x - max) - log(sum(exp(x - max)))`.
@@ -162,26 +183,31 @@ pub(crate) fn softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode: So
 /// forward program keeps XLA's `exp(x - max)` for the backward pass and
 /// YNNPACK sums it stored.
 pub(crate) fn log_softmax_rows(x: &[f32], n: usize, out: &mut [f32], mode: Softmax) {
-    if n == 0 {
-        return;
-    }
-    if x.len() >= YNN_MIN {
-        let traced = mode == Softmax::Traced;
-        let s = ynn_shifted_exp(x, n, !traced, !traced, out);
-        shifted(x, n, out);
-        for (orow, s) in out.chunks_exact_mut(n).zip(s) {
-            let lse = xla_math::log(s);
-            orow.iter_mut().for_each(|o| *o -= lse);
-        }
-        return;
-    }
-    for (orow, row) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
-        let lse = xla_math::log(shifted_exp(row, orow));
-        let m = row_max(row);
-        for (o, &v) in orow.iter_mut().zip(row) {
-            *o = (v - m) - lse;
-        }
-    }
+    on_widest_vectors(
+        #[inline(always)]
+        || {
+            if n == 0 {
+                return;
+            }
+            if x.len() >= YNN_MIN {
+                let traced = mode == Softmax::Traced;
+                let s = ynn_shifted_exp(x, n, !traced, !traced, out);
+                shifted(x, n, out);
+                for (orow, s) in out.chunks_exact_mut(n).zip(s) {
+                    let lse = xla_math::log(s);
+                    orow.iter_mut().for_each(|o| *o -= lse);
+                }
+                return;
+            }
+            for (orow, row) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+                let lse = xla_math::log(shifted_exp(row, orow));
+                let m = row_max(row);
+                for (o, &v) in orow.iter_mut().zip(row) {
+                    *o = (v - m) - lse;
+                }
+            }
+        },
+    )
 }
 
 /// The log-softmax backward pass in place, from the input `x`, as JAX's
@@ -190,35 +216,40 @@ pub(crate) fn log_softmax_rows(x: &[f32], n: usize, out: &mut [f32], mode: Softm
 /// elements YNNPACK sums `g` and the stored `e`, which is YNNPACK's `exp`
 /// when jitted (it sits in the fused row maximum there) and XLA's eagerly.
 pub(crate) fn log_softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode: Softmax) {
-    if n == 0 {
-        return;
-    }
-    if x.len() >= YNN_MIN {
-        let mut e = vec![0.0f32; x.len()];
-        let s = ynn_shifted_exp(x, n, mode == Softmax::Jitted, false, &mut e);
-        let mut gs = vec![0.0f32; s.len()];
-        ynn_reduce::row_sums(g, n, false, &mut gs);
-        for (((grow, erow), &s), &gs) in g
-            .chunks_exact_mut(n)
-            .zip(e.chunks_exact(n))
-            .zip(&s)
-            .zip(&gs)
-        {
-            let c = -gs / s;
-            for (g, &e) in grow.iter_mut().zip(erow) {
-                *g = c.mul_add(e, *g);
+    on_widest_vectors(
+        #[inline(always)]
+        || {
+            if n == 0 {
+                return;
             }
-        }
-        return;
-    }
-    let mut e = vec![0.0f32; n];
-    for (grow, row) in g.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
-        let s = shifted_exp(row, &mut e);
-        let c = -xla_row_sum(grow) / s;
-        for (g, &e) in grow.iter_mut().zip(&e) {
-            *g = c.mul_add(e, *g);
-        }
-    }
+            if x.len() >= YNN_MIN {
+                let mut e = vec![0.0f32; x.len()];
+                let s = ynn_shifted_exp(x, n, mode == Softmax::Jitted, false, &mut e);
+                let mut gs = vec![0.0f32; s.len()];
+                ynn_reduce::row_sums(g, n, false, &mut gs);
+                for (((grow, erow), &s), &gs) in g
+                    .chunks_exact_mut(n)
+                    .zip(e.chunks_exact(n))
+                    .zip(&s)
+                    .zip(&gs)
+                {
+                    let c = -gs / s;
+                    for (g, &e) in grow.iter_mut().zip(erow) {
+                        *g = c.mul_add(e, *g);
+                    }
+                }
+                return;
+            }
+            let mut e = vec![0.0f32; n];
+            for (grow, row) in g.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+                let s = shifted_exp(row, &mut e);
+                let c = -xla_row_sum(grow) / s;
+                for (g, &e) in grow.iter_mut().zip(&e) {
+                    *g = c.mul_add(e, *g);
+                }
+            }
+        },
+    )
 }
 
 /// The softmax tangent in place, from the input `x`. `jax.nn.softmax`
@@ -233,54 +264,59 @@ pub(crate) fn log_softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode
 /// each rounded ([`forward::fused`](crate::tensor::forward::fused); both
 /// measured against jaxlib 0.10.2 on rows of 1 to 127 elements).
 pub(crate) fn softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
-    if n == 0 {
-        return;
-    }
-    let fused = crate::tensor::forward::fused();
-    if x.len() >= YNN_MIN {
-        // YNNPACK sums `e` and `te`, both stored (the outputs of `exp` and
-        // of the tangent's product).
-        let mut e = vec![0.0f32; x.len()];
-        let s = ynn_shifted_exp(x, n, false, false, &mut e);
-        let te: Vec<f32> = t.iter().zip(&e).map(|(&t, &e)| t * e).collect();
-        let mut ts = vec![0.0f32; s.len()];
-        ynn_reduce::row_sums(&te, n, false, &mut ts);
-        for (((trow, (terow, erow)), &s), &ts) in t
-            .chunks_exact_mut(n)
-            .zip(te.chunks_exact(n).zip(e.chunks_exact(n)))
-            .zip(&s)
-            .zip(&ts)
-        {
-            let (r, r2) = (1.0 / s, 1.0 / (s * s));
-            for ((t, &te), &e) in trow.iter_mut().zip(terow).zip(erow) {
-                let rest = ((-ts) * e) * r2;
-                *t = if fused {
-                    te.mul_add(r, rest)
-                } else {
-                    te * r + rest
-                };
+    on_widest_vectors(
+        #[inline(always)]
+        || {
+            if n == 0 {
+                return;
             }
-        }
-        return;
-    }
-    let mut e = vec![0.0f32; n];
-    let mut te = vec![0.0f32; n];
-    for (trow, row) in t.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
-        let s = shifted_exp(row, &mut e);
-        for ((p, &t), &e) in te.iter_mut().zip(trow.iter()).zip(&e) {
-            *p = t * e;
-        }
-        let ts = xla_row_sum(&te);
-        let (r, r2) = (1.0 / s, 1.0 / (s * s));
-        for ((t, &te), &e) in trow.iter_mut().zip(&te).zip(&e) {
-            let rest = ((-ts) * e) * r2;
-            *t = if fused {
-                te.mul_add(r, rest)
-            } else {
-                te * r + rest
-            };
-        }
-    }
+            let fused = crate::tensor::forward::fused();
+            if x.len() >= YNN_MIN {
+                // YNNPACK sums `e` and `te`, both stored (the outputs of `exp` and
+                // of the tangent's product).
+                let mut e = vec![0.0f32; x.len()];
+                let s = ynn_shifted_exp(x, n, false, false, &mut e);
+                let te: Vec<f32> = t.iter().zip(&e).map(|(&t, &e)| t * e).collect();
+                let mut ts = vec![0.0f32; s.len()];
+                ynn_reduce::row_sums(&te, n, false, &mut ts);
+                for (((trow, (terow, erow)), &s), &ts) in t
+                    .chunks_exact_mut(n)
+                    .zip(te.chunks_exact(n).zip(e.chunks_exact(n)))
+                    .zip(&s)
+                    .zip(&ts)
+                {
+                    let (r, r2) = (1.0 / s, 1.0 / (s * s));
+                    for ((t, &te), &e) in trow.iter_mut().zip(terow).zip(erow) {
+                        let rest = ((-ts) * e) * r2;
+                        *t = if fused {
+                            te.mul_add(r, rest)
+                        } else {
+                            te * r + rest
+                        };
+                    }
+                }
+                return;
+            }
+            let mut e = vec![0.0f32; n];
+            let mut te = vec![0.0f32; n];
+            for (trow, row) in t.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+                let s = shifted_exp(row, &mut e);
+                for ((p, &t), &e) in te.iter_mut().zip(trow.iter()).zip(&e) {
+                    *p = t * e;
+                }
+                let ts = xla_row_sum(&te);
+                let (r, r2) = (1.0 / s, 1.0 / (s * s));
+                for ((t, &te), &e) in trow.iter_mut().zip(&te).zip(&e) {
+                    let rest = ((-ts) * e) * r2;
+                    *t = if fused {
+                        te.mul_add(r, rest)
+                    } else {
+                        te * r + rest
+                    };
+                }
+            }
+        },
+    )
 }
 
 /// The log-softmax tangent in place, from the input `x`: JAX's jvp of
@@ -300,39 +336,44 @@ pub(crate) fn softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
 /// without FMA, the rows left over after the last full vector keep the
 /// FMA chain.
 pub(crate) fn log_softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
-    if n == 0 {
-        return;
-    }
-    if x.len() >= YNN_MIN {
-        // From 4,096 elements YNNPACK sums the stored `e` and, fused into
-        // its reduction, the rounded products `t * e`, under `jax.jvp` and
-        // `jax.linearize` alike (measured).
-        let mut e = vec![0.0f32; x.len()];
-        let s = ynn_shifted_exp(x, n, false, false, &mut e);
-        let te: Vec<f32> = t.iter().zip(&e).map(|(&t, &e)| t * e).collect();
-        let mut dots = vec![0.0f32; s.len()];
-        ynn_reduce::row_sums(&te, n, true, &mut dots);
-        for ((trow, &s), &dot) in t.chunks_exact_mut(n).zip(&s).zip(&dots) {
-            let tl = dot / s;
-            trow.iter_mut().for_each(|t| *t -= tl);
-        }
-        return;
-    }
-    let mut e = vec![0.0f32; n];
-    let mut te = vec![0.0f32; n];
-    for (trow, row) in t.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
-        let s = shifted_exp(row, &mut e);
-        let dot = if n <= TREE_WINDOW {
-            trow.iter()
-                .zip(&e)
-                .fold(0.0f32, |acc, (&t, &e)| t.mul_add(e, acc))
-        } else {
-            for ((p, &t), &e) in te.iter_mut().zip(trow.iter()).zip(&e) {
-                *p = t * e;
+    on_widest_vectors(
+        #[inline(always)]
+        || {
+            if n == 0 {
+                return;
             }
-            xla_row_sum(&te)
-        };
-        let tl = dot / s;
-        trow.iter_mut().for_each(|t| *t -= tl);
-    }
+            if x.len() >= YNN_MIN {
+                // From 4,096 elements YNNPACK sums the stored `e` and, fused into
+                // its reduction, the rounded products `t * e`, under `jax.jvp` and
+                // `jax.linearize` alike (measured).
+                let mut e = vec![0.0f32; x.len()];
+                let s = ynn_shifted_exp(x, n, false, false, &mut e);
+                let te: Vec<f32> = t.iter().zip(&e).map(|(&t, &e)| t * e).collect();
+                let mut dots = vec![0.0f32; s.len()];
+                ynn_reduce::row_sums(&te, n, true, &mut dots);
+                for ((trow, &s), &dot) in t.chunks_exact_mut(n).zip(&s).zip(&dots) {
+                    let tl = dot / s;
+                    trow.iter_mut().for_each(|t| *t -= tl);
+                }
+                return;
+            }
+            let mut e = vec![0.0f32; n];
+            let mut te = vec![0.0f32; n];
+            for (trow, row) in t.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+                let s = shifted_exp(row, &mut e);
+                let dot = if n <= TREE_WINDOW {
+                    trow.iter()
+                        .zip(&e)
+                        .fold(0.0f32, |acc, (&t, &e)| t.mul_add(e, acc))
+                } else {
+                    for ((p, &t), &e) in te.iter_mut().zip(trow.iter()).zip(&e) {
+                        *p = t * e;
+                    }
+                    xla_row_sum(&te)
+                };
+                let tl = dot / s;
+                trow.iter_mut().for_each(|t| *t -= tl);
+            }
+        },
+    )
 }
