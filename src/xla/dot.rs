@@ -52,17 +52,22 @@ struct Kernel {
     block: (usize, usize, usize),
     tile: (usize, usize, usize),
     unaligned_b: bool,
+    /// Multiply-accumulates fused (the AVX-512 and FMA3 kernels), or a
+    /// rounded product added (SSE2, AVX, AVX2).
+    fma: bool,
 }
 
 const fn kernels<const N: usize>(
     blocks: [(usize, usize, usize); N],
     tile: (usize, usize, usize),
     unaligned_b: bool,
+    fma: bool,
 ) -> [Kernel; N] {
     let mut out = [Kernel {
         block: (0, 0, 0),
         tile,
         unaligned_b,
+        fma,
     }; N];
     let mut i = 0;
     while i < N {
@@ -89,6 +94,7 @@ const AVX512_K1: [Kernel; 11] = kernels(
     ],
     (1, 16, 1),
     true,
+    true,
 );
 /// AVX-512 `tile_k = 2` kernels.
 const AVX512_K2: [Kernel; 9] = kernels(
@@ -105,6 +111,7 @@ const AVX512_K2: [Kernel; 9] = kernels(
     ],
     (1, 8, 2),
     false,
+    true,
 );
 /// AVX-512 `tile_k = 4` kernels.
 const AVX512_K4: [Kernel; 11] = kernels(
@@ -123,6 +130,7 @@ const AVX512_K4: [Kernel; 11] = kernels(
     ],
     (1, 4, 4),
     false,
+    true,
 );
 /// FMA3 `tile_k = 1` kernels (unpacked B).
 const FMA3_K1: [Kernel; 9] = kernels(
@@ -139,6 +147,7 @@ const FMA3_K1: [Kernel; 9] = kernels(
     ],
     (1, 8, 1),
     true,
+    true,
 );
 /// AVX2 `tile_k = 2` block shapes (the FMA3 and the plain AVX2 lists).
 const AVX2_K2_BLOCKS: [(usize, usize, usize); 11] = [
@@ -154,7 +163,7 @@ const AVX2_K2_BLOCKS: [(usize, usize, usize); 11] = [
     (6, 4, 2),
     (8, 4, 2),
 ];
-const AVX2_FMA3_K2: [Kernel; 11] = kernels(AVX2_K2_BLOCKS, (1, 4, 2), false);
+const AVX2_FMA3_K2: [Kernel; 11] = kernels(AVX2_K2_BLOCKS, (1, 4, 2), false, true);
 /// AVX `tile_k = 1` kernels (no FMA; unpacked B).
 const AVX_K1: [Kernel; 9] = kernels(
     [
@@ -170,8 +179,9 @@ const AVX_K1: [Kernel; 9] = kernels(
     ],
     (1, 8, 1),
     true,
+    false,
 );
-const AVX2_K2: [Kernel; 11] = kernels(AVX2_K2_BLOCKS, (1, 4, 2), false);
+const AVX2_K2: [Kernel; 11] = kernels(AVX2_K2_BLOCKS, (1, 4, 2), false, false);
 /// SSE2 `tile_k = 1` kernels.
 const SSE2_K1: [Kernel; 10] = kernels(
     [
@@ -187,6 +197,7 @@ const SSE2_K1: [Kernel; 10] = kernels(
         (8, 4, 1),
     ],
     (1, 4, 1),
+    false,
     false,
 );
 
@@ -397,6 +408,24 @@ pub(crate) fn plan(
     a_batch: usize,
     b_batch: usize,
 ) -> DotPlan {
+    plan_with_taps(m, k, 1, n, b_transposed, a_batch, b_batch).0
+}
+
+/// The plan of a dot with `taps` further reduction dimensions outside its
+/// `k` (YNNPACK's dot of `num_k_dims = 3` that runs a convolution: `k` the
+/// channels, `taps` the window's positions), and whether its kernel fuses
+/// its multiply-accumulates. The kernel is chosen from `n` and `k` alone;
+/// the taps weigh in the cache blocking (chunks of `k` cover every tap) and
+/// the column tiles.
+pub(crate) fn plan_with_taps(
+    m: usize,
+    k: usize,
+    taps: usize,
+    n: usize,
+    b_transposed: bool,
+    a_batch: usize,
+    b_batch: usize,
+) -> (DotPlan, bool) {
     // Chosen when the graph is built: m unknown, assumed 2048.
     let (kernel, kernel_cost) = best_kernel(2048, n, k, 0, false).expect("f32 kernels exist");
     let unpacked = if b_transposed {
@@ -415,7 +444,7 @@ pub(crate) fn plan(
     let tile_k = if pack { kernel.tile.2 } else { 1 };
     let kmain = k / tile_k * tile_k;
     let chunk = |block_n: usize, block_k: usize| {
-        let blocks = CACHE_L2 / (block_n * 4 * block_k);
+        let blocks = CACHE_L2 / (taps * block_n * 4 * block_k);
         if blocks > 0 && kmain > block_k * blocks {
             block_k * blocks
         } else {
@@ -424,25 +453,26 @@ pub(crate) fn plan(
     };
     if pack {
         let (kbn, ktn, ktk) = (kernel.block.1, kernel.tile.1, kernel.tile.2);
-        let cache_blocks = (CACHE_L2 / 4) / (kbn * k);
+        let cache_blocks = (CACHE_L2 / 4) / (kbn * k * taps);
         let block_n = (kbn * cache_blocks.max(1))
             .min(n.div_ceil(ktn) * ktn)
             .max(ktn);
         // Every x86 f32 kernel has block_k == tile_k.
         let kc = chunk(block_n, ktk);
-        DotPlan {
+        let plan = DotPlan {
             tile_k,
             tiles: vec![(0, n, kc)],
             chain: false,
             signed_from: usize::MAX,
-        }
+        };
+        (plan, kernel.fma)
     } else {
         let (u, _) = unpacked.expect("unpacked kernel");
         let block_n = 16.max(u.block.1);
         let sn = if n <= block_n {
             n
         } else {
-            split_n(m, n, k, block_n)
+            split_n(m, n, k * taps, block_n)
         };
         let tiles = (0..n)
             .step_by(sn)
@@ -451,12 +481,13 @@ pub(crate) fn plan(
                 (j0, j1, chunk(j1 - j0, 1))
             })
             .collect();
-        DotPlan {
+        let plan = DotPlan {
             tile_k,
             tiles,
             chain: false,
             signed_from: usize::MAX,
-        }
+        };
+        (plan, u.fma)
     }
 }
 

@@ -49,5 +49,6 @@ pub(crate) mod onednn_gemv;
 pub(crate) mod pack_t_avx512;
 pub(crate) mod reduce;
 pub(crate) mod vectors;
+pub(crate) mod ynn_conv;
 pub(crate) mod ynn_exp;
 pub(crate) mod ynn_reduce;

@@ -4,8 +4,9 @@
 //! the forward pass and kernel gradient of a convolution with one output
 //! feature per group, and the input gradient of one with one input
 //! feature per group (a convolution of the cotangent with the flipped
-//! kernel), with at most 16 input features per group (from 17 XLA hands
-//! the convolution to YNNPACK instead).
+//! kernel), with at most 16 input features per group (a 2-D convolution
+//! with 17 or more features either way goes to YNNPACK instead, see
+//! [`super::ynn_conv`]).
 //!
 //! Measured with a helper's probe against JAX on the AMD EPYC (2 CPUs):
 //! 0 of the outputs of 24 cases differ. Up to 96 terms every way Eigen

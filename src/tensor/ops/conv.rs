@@ -5,12 +5,15 @@
 //! Every output position reads its window of the (padded, dilated) input
 //! through one index list (positions in padding or between dilated
 //! elements read zeros). The convolution and its two cotangents run in
-//! XLA:CPU's orders, each output a chain of fused multiply-adds; pooling
-//! gathers the same windows with a differentiable `take`.
+//! XLA:CPU's orders: YNNPACK's partial sums for 2-D convolutions with 17
+//! or more features (`conv_ynn`), else mostly one chain of fused
+//! multiply-adds per output (Eigen's contraction); pooling gathers the
+//! same windows with a differentiable `take`.
 
 use ndarray::{ArcArray, ArrayD, IxDyn};
 
 use super::conv_fast::{self, Isa};
+use super::conv_ynn::{self, YnnRoutes};
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::Tensor;
 use crate::xla::onednn_gemv::{gemv_t_sum, GEMV_MAX_TERMS};
@@ -697,7 +700,17 @@ impl Tensor {
         let input_gemv = d.cg == 1 && !swaps.input_grad && gemv_fits(spec, d.og(), d.t * d.og());
         let kernel_gemv =
             groups == 1 && o == 1 && !swaps.kernel_grad && gemv_fits(spec, d.n, d.p * d.n);
-        let y = if scatter_forward {
+        // YNNPACK: 2-D convolutions with 17 or more features either way.
+        let ynn = YnnRoutes::of(
+            &d,
+            (&spatial, &out_spatial, &window),
+            all_one(&spec.lhs_dilation),
+            all_one(&spec.strides),
+            (swaps.input_grad, swaps.kernel_grad),
+        );
+        let y = if ynn.forward {
+            conv_ynn::forward(x, k, &idx, d, Isa::detect(), &out_spatial)
+        } else if scatter_forward {
             // Each output reads its inputs in increasing order with the tap.
             scattered_conv(x, (d.n, d.s, d.c), &idx, (d.p, d.t, d.o), k, false)
         } else if forward_gemv {
@@ -723,7 +736,9 @@ impl Tensor {
                 let g = g.as_slice().expect("standard layout");
                 let (x, k) = (row_major_slice(&xa), row_major_slice(&ka));
                 let dx = needs[0].then(|| {
-                    let dx = if scatter_input_grad {
+                    let dx = if ynn.input_grad {
+                        conv_ynn::input_grad(g, k, &inv, d, Isa::detect(), &spatial)
+                    } else if scatter_input_grad {
                         // Each input reads the cotangent's positions
                         // (`inv`) in decreasing order with the tap, through
                         // the kernel as `[tap, out, in]` (one group).
@@ -740,7 +755,9 @@ impl Tensor {
                     ArrayD::from_shape_vec(IxDyn(&x_shape), dx).expect("input size")
                 });
                 let dk = needs[1].then(|| {
-                    let dk = if kernel_gemv {
+                    let dk = if ynn.kernel_grad {
+                        conv_ynn::kernel_grad(x, g, &idx, d, Isa::detect(), &window)
+                    } else if kernel_gemv {
                         conv_kernel_grad_gemv(x, g, &idx, d)
                     } else if swaps.kernel_grad {
                         conv_kernel_grad(x, g, &idx, d, true)

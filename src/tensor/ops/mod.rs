@@ -6,6 +6,7 @@ pub(crate) mod binary;
 pub(crate) use binary::is_trailing;
 pub(crate) mod conv;
 mod conv_fast;
+mod conv_ynn;
 pub(crate) mod cross_entropy;
 mod data_ops;
 mod dot_general;
