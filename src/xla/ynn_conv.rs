@@ -93,6 +93,12 @@ impl YnnConvPlan {
 }
 
 impl YnnConvPlan {
+    /// Whether [`ynn_conv_sums`] has anything to add over `channels`
+    /// channels, with `tails_only` as it would be called.
+    pub(crate) fn rest(&self, channels: usize, tails_only: bool) -> bool {
+        !tails_only || !channels.is_multiple_of(self.plan.tile_k)
+    }
+
     /// For convolutions whose kernel fuses its multiply-adds and whose
     /// outputs are one column tile: `(tile_k, chunk)`, the main part's
     /// partial sums and chunks of channels, which the register tiles of
@@ -105,45 +111,6 @@ impl YnnConvPlan {
             _ => None,
         }
     }
-}
-
-/// Sums the main part of a convolution's outputs (every channel up to the
-/// last multiple of `tile_k`, see [`YnnConvPlan::tiled`]) from
-/// `chain(first, stride, count)`, which gives every output's chain over
-/// the taps and the channels `first + i * stride`, `i < count`: per chunk,
-/// the `tile_k` partial sums reduced as YNNPACK reduces them, added to the
-/// chunks before. `outputs`: how many outputs there are.
-pub(crate) fn sum_chains(
-    (tile_k, chunk): (usize, usize),
-    channels: usize,
-    outputs: usize,
-    chain: impl Fn(usize, usize, usize) -> Vec<f32>,
-) -> Vec<f32> {
-    let main = channels / tile_k * tile_k;
-    let mut acc: Option<Vec<f32>> = None;
-    let mut s = 0;
-    while s < main {
-        let e = (s + chunk).min(main);
-        let lanes: Vec<Vec<f32>> = (0..tile_k)
-            .map(|q| chain(s + q, tile_k, (e - s) / tile_k))
-            .collect();
-        let mut v = lanes[0].clone();
-        match tile_k {
-            1 => {}
-            2 => v.iter_mut().zip(&lanes[1]).for_each(|(a, b)| *a += b),
-            _ => {
-                for (i, a) in v.iter_mut().enumerate() {
-                    *a = (lanes[0][i] + lanes[1][i]) + (lanes[2][i] + lanes[3][i]);
-                }
-            }
-        }
-        if let Some(a) = &acc {
-            v.iter_mut().zip(a).for_each(|(v, a)| *v += a);
-        }
-        acc = Some(v);
-        s = e;
-    }
-    acc.unwrap_or_else(|| vec![0.0; outputs])
 }
 
 /// Sums `out.len() / (groups * features)` rows of outputs of the

@@ -135,21 +135,12 @@ impl<'a> Weights<'a> {
             ..self
         }
     }
-
-    /// Packed weights: segment after segment, step after step.
-    fn packed(w: &'a [f32], len: usize, ob: usize) -> Weights<'a> {
-        Weights {
-            w,
-            segment: len * ob,
-            step: ob,
-        }
-    }
 }
 
 /// A tile's chains: `acc[r * ob + j]` = the chain over the segments of
 /// `reads`, and in each over `len` steps, of the row's read times the
 /// step's weight `j`, as the module comment says.
-fn tile<const T: usize>(
+fn tile<const T: usize, const TK: usize>(
     isa: Isa,
     reads: &Reads<T>,
     len: usize,
@@ -162,7 +153,11 @@ fn tile<const T: usize>(
     let w = weights.w;
     let last =
         (segments.max(1) - 1) * weights.segment + len.max(1).saturating_sub(1) * weights.step;
-    assert!((segments == 0 || len == 0 || last + ob <= w.len()) && acc.len() >= T * ob);
+    assert!((segments == 0 || len == 0 || last + ob <= w.len()) && acc.len() >= TK * T * ob);
+    assert!(
+        len.is_multiple_of(TK),
+        "segments of whole partial-sum rounds"
+    );
     let (wseg, wstep) = (weights.segment, weights.step);
     #[cfg(target_arch = "x86_64")]
     {
@@ -173,28 +168,28 @@ fn tile<const T: usize>(
         // borrows nothing mutably; `w` and `acc` were checked to be long
         // enough for the kernels, which read `w` at `q * wseg + i * wstep
         // .. + ob` for `q < reads.ptrs.len()`, `i < len` (the last of which
-        // was checked), and read (when resuming) and write `T * ob` floats
-        // of `acc`.
+        // was checked), and read (when resuming) and write `TK * T * ob`
+        // floats of `acc`; `len` is a multiple of `TK`, as they need.
         unsafe {
             let p = &reads.ptrs;
             match (isa, ob, reads.unit) {
                 (Isa::Avx512, 32, true) => {
-                    x86::tile_avx512::<T, 2, true>(p, len, w, wseg, wstep, acc, resume)
+                    x86::tile_avx512::<T, 2, true, TK>(p, len, w, wseg, wstep, acc, resume)
                 }
                 (Isa::Avx512, 32, false) => {
-                    x86::tile_avx512::<T, 2, false>(p, len, w, wseg, wstep, acc, resume)
+                    x86::tile_avx512::<T, 2, false, TK>(p, len, w, wseg, wstep, acc, resume)
                 }
                 (Isa::Avx512, 16, true) => {
-                    x86::tile_avx512::<T, 1, true>(p, len, w, wseg, wstep, acc, resume)
+                    x86::tile_avx512::<T, 1, true, TK>(p, len, w, wseg, wstep, acc, resume)
                 }
                 (Isa::Avx512, 16, false) => {
-                    x86::tile_avx512::<T, 1, false>(p, len, w, wseg, wstep, acc, resume)
+                    x86::tile_avx512::<T, 1, false, TK>(p, len, w, wseg, wstep, acc, resume)
                 }
                 (Isa::Avx2, 16, true) => {
-                    x86::tile_avx2::<T, 2, true>(p, len, w, wseg, wstep, acc, resume)
+                    x86::tile_avx2::<T, 2, true, TK>(p, len, w, wseg, wstep, acc, resume)
                 }
                 (Isa::Avx2, 16, false) => {
-                    x86::tile_avx2::<T, 2, false>(p, len, w, wseg, wstep, acc, resume)
+                    x86::tile_avx2::<T, 2, false, TK>(p, len, w, wseg, wstep, acc, resume)
                 }
                 _ => unreachable!("tile widths are chosen by `Shape`"),
             }
@@ -215,20 +210,26 @@ mod x86 {
     macro_rules! tile_kernel {
         ($name:ident, $feature:literal, $vec:ty, $lanes:literal, $zero:ident, $set1:ident,
          $load:ident, $fma:ident, $store:ident) => {
-            /// `acc[r * NV * lanes + j]` = one chain of FMAs from `+0` (or,
-            /// when `resume`, from `acc`'s value: a chain continued) over
-            /// the segments and their steps: row `r` reads `*p.add(i * s)`
-            /// for its `(p, s)` of the segment, times the `NV` vectors of
-            /// `w` at `q * wseg + i * wstep`. `UNIT`: every stride is 1.
+            /// `acc[(l * T + r) * NV * lanes + j]` = one chain of FMAs from
+            /// `+0` (or, when `resume`, from `acc`'s value: a chain
+            /// continued) over the segments and, in each, their steps `i`
+            /// with `i % TK == l`: row `r` reads `*p.add(i * s)` for its
+            /// `(p, s)` of the segment, times the `NV` vectors of `w` at
+            /// `q * wseg + i * wstep`. `UNIT`: every stride is 1.
             ///
             /// # Safety
             ///
             /// The CPU has the instruction set; each `(p, s)` is valid for
-            /// reads at `p + i * s` for `i < len`; `w` holds `NV * lanes`
-            /// floats from every `q * wseg + i * wstep` and `acc`
-            /// `T * NV * lanes`.
+            /// reads at `p + i * s` for `i < len`, a multiple of `TK`; `w`
+            /// holds `NV * lanes` floats from every `q * wseg + i * wstep`
+            /// and `acc` `TK * T * NV * lanes`.
             #[target_feature(enable = $feature)]
-            pub(super) unsafe fn $name<const T: usize, const NV: usize, const UNIT: bool>(
+            pub(super) unsafe fn $name<
+                const T: usize,
+                const NV: usize,
+                const UNIT: bool,
+                const TK: usize,
+            >(
                 ptrs: &[[(*const f32, usize); T]],
                 len: usize,
                 w: &[f32],
@@ -238,12 +239,16 @@ mod x86 {
                 resume: bool,
             ) {
                 let ob = NV * $lanes;
-                let mut a = [[$zero(); NV]; T];
+                let mut a = [[[$zero(); NV]; T]; TK];
                 if resume {
-                    for r in 0..T {
-                        for v in 0..NV {
-                            // SAFETY: `acc` holds `T * ob` floats.
-                            a[r][v] = unsafe { $load(acc.as_ptr().add(r * ob + v * $lanes)) };
+                    for l in 0..TK {
+                        for r in 0..T {
+                            for v in 0..NV {
+                                // SAFETY: `acc` holds `TK * T * ob` floats.
+                                a[l][r][v] = unsafe {
+                                    $load(acc.as_ptr().add((l * T + r) * ob + v * $lanes))
+                                };
+                            }
                         }
                     }
                 }
@@ -251,31 +256,38 @@ mod x86 {
                     let mut wp = w.as_ptr().wrapping_add(q * wseg);
                     let mut p: [*const f32; T] = std::array::from_fn(|r| seg[r].0);
                     let s: [usize; T] = std::array::from_fn(|r| seg[r].1);
-                    for i in 0..len {
-                        // SAFETY (all reads and stores below): bounds as the
-                        // function's contract states (with `UNIT`, every
-                        // stride is 1); `wp` is at `q * wseg + i * wstep`.
-                        let wv: [$vec; NV] =
-                            std::array::from_fn(|v| unsafe { $load(wp.add(v * $lanes)) });
-                        for r in 0..T {
-                            let xv = if UNIT {
-                                $set1(unsafe { *p[r].add(i) })
-                            } else {
-                                $set1(unsafe { *p[r] })
-                            };
-                            for v in 0..NV {
-                                a[r][v] = $fma(xv, wv[v], a[r][v]);
+                    for i0 in (0..len).step_by(TK) {
+                        for l in 0..TK {
+                            let i = i0 + l;
+                            // SAFETY (all reads and stores below): bounds as
+                            // the function's contract states (with `UNIT`,
+                            // every stride is 1); `wp` is at `q * wseg + i *
+                            // wstep`.
+                            let wv: [$vec; NV] =
+                                std::array::from_fn(|v| unsafe { $load(wp.add(v * $lanes)) });
+                            for r in 0..T {
+                                let xv = if UNIT {
+                                    $set1(unsafe { *p[r].add(i) })
+                                } else {
+                                    $set1(unsafe { *p[r] })
+                                };
+                                for v in 0..NV {
+                                    a[l][r][v] = $fma(xv, wv[v], a[l][r][v]);
+                                }
+                                if !UNIT {
+                                    p[r] = p[r].wrapping_add(s[r]);
+                                }
                             }
-                            if !UNIT {
-                                p[r] = p[r].wrapping_add(s[r]);
-                            }
+                            wp = wp.wrapping_add(wstep);
                         }
-                        wp = wp.wrapping_add(wstep);
                     }
                 }
-                for r in 0..T {
-                    for v in 0..NV {
-                        unsafe { $store(acc.as_mut_ptr().add(r * ob + v * $lanes), a[r][v]) };
+                for l in 0..TK {
+                    for r in 0..T {
+                        for v in 0..NV {
+                            let at = (l * T + r) * ob + v * $lanes;
+                            unsafe { $store(acc.as_mut_ptr().add(at), a[l][r][v]) };
+                        }
                     }
                 }
             }
@@ -369,6 +381,45 @@ struct Layout {
     segments: usize,
     len: usize,
     ob: usize,
+    /// Partial sums per output (see [`Lanes`]).
+    tile_k: usize,
+}
+
+/// Which steps of each segment the chains take, and in how many partial
+/// sums: the steps `first..first + count`, step `first + i` in partial sum
+/// `i % tile_k` (`count` a multiple of `tile_k`), the partial sums reduced
+/// as YNNPACK reduces them (`s0 + s1`, `(s0 + s1) + (s2 + s3)`). One
+/// partial sum of every step is the plain chain; the others are YNNPACK's
+/// convolutions (see `conv_ynn`), one chunk of channels at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Lanes {
+    /// The first step taken.
+    pub(crate) first: usize,
+    /// How many steps are taken.
+    pub(crate) count: usize,
+    /// Partial sums: 1, 2 or 4.
+    pub(crate) tile_k: usize,
+}
+
+impl Lanes {
+    /// Every one of `len` steps, one chain.
+    pub(crate) fn all(len: usize) -> Lanes {
+        Lanes {
+            first: 0,
+            count: len,
+            tile_k: 1,
+        }
+    }
+}
+
+/// Packed weights (segment after segment, step after step) of segments
+/// of `len` steps, from step `first` on.
+fn packed_from(w: &[f32], len: usize, ob: usize, first: usize) -> Weights<'_> {
+    Weights {
+        w: &w[(first * ob).min(w.len())..],
+        segment: len * ob,
+        step: ob,
+    }
 }
 
 /// Steps of a chain that the tiles of a part run before the next tile's
@@ -388,7 +439,7 @@ const PART_TILES: usize = 16;
 /// split into parts of whole tiles; a part runs its chains chunk by chunk
 /// (see [`CHUNK_STEPS`]), each tile's chains for each group and block of
 /// outputs, and copies them into the output.
-fn tiled<const T: usize>(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
+fn tiled<const T: usize, const TK: usize>(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
     let row = (l.groups * l.width).max(1);
     let blocks = l.width.div_ceil(l.ob);
     let tiles = l.rows.div_ceil(T);
@@ -396,7 +447,7 @@ fn tiled<const T: usize>(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
         .div_ceil(rayon::current_num_threads().max(1))
         .clamp(1, PART_TILES);
     let chunk = (CHUNK_STEPS / l.len.max(1)).max(1);
-    let block = T * l.ob;
+    let block = TK * T * l.ob;
     let mut out = vec![0.0f32; l.rows * l.groups * l.width];
     // Runs of parts, four per thread, shared between the calling thread
     // and the pool (see `share_runs`); a run's parts reuse its scratch.
@@ -423,7 +474,7 @@ fn tiled<const T: usize>(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
                             let w = job.weights(grp, b).skip_segments(q0);
                             let acc =
                                 &mut accs[((tl * l.groups + grp) * blocks + b) * block..][..block];
-                            tile(isa, reads, l.len, w, l.ob, acc, q0 > 0);
+                            tile::<T, TK>(isa, reads, l.len, w, l.ob, acc, q0 > 0);
                         }
                     }
                 }
@@ -434,8 +485,15 @@ fn tiled<const T: usize>(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
                         let acc = &accs[((tl * l.groups + grp) * blocks + b) * block..][..block];
                         let cols = (l.width - b * l.ob).min(l.ob);
                         for r in 0..(count - tl * T).min(T) {
-                            outs[(tl * T + r) * row + grp * l.width + b * l.ob..][..cols]
-                                .copy_from_slice(&acc[r * l.ob..r * l.ob + cols]);
+                            let out = &mut outs[(tl * T + r) * row + grp * l.width + b * l.ob..];
+                            let lane = |k: usize, j: usize| acc[(k * T + r) * l.ob + j];
+                            for (j, o) in out[..cols].iter_mut().enumerate() {
+                                *o = match TK {
+                                    1 => lane(0, j),
+                                    2 => lane(0, j) + lane(1, j),
+                                    _ => (lane(0, j) + lane(1, j)) + (lane(2, j) + lane(3, j)),
+                                };
+                            }
                         }
                     }
                 }
@@ -449,10 +507,18 @@ fn tiled<const T: usize>(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
 /// (8 × 32 or 16 × 16 on AVX-512: 16 accumulators of 32; 4 × 16 on AVX2:
 /// 8 of 16).
 fn run(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
-    match (isa, l.ob) {
-        (Isa::Avx512, 32) => tiled::<8>(isa, job, l),
-        (Isa::Avx512, _) => tiled::<16>(isa, job, l),
-        (Isa::Avx2, _) => tiled::<4>(isa, job, l),
+    // As many rows as keep the accumulators of all partial sums in
+    // registers.
+    match (isa, l.ob, l.tile_k) {
+        (Isa::Avx512, 32, 1) => tiled::<8, 1>(isa, job, l),
+        (Isa::Avx512, 32, 2) => tiled::<4, 2>(isa, job, l),
+        (Isa::Avx512, 32, _) => tiled::<2, 4>(isa, job, l),
+        (Isa::Avx512, _, 1) => tiled::<16, 1>(isa, job, l),
+        (Isa::Avx512, _, 2) => tiled::<8, 2>(isa, job, l),
+        (Isa::Avx512, _, _) => tiled::<4, 4>(isa, job, l),
+        (Isa::Avx2, _, 1) => tiled::<4, 1>(isa, job, l),
+        (Isa::Avx2, _, 2) => tiled::<2, 2>(isa, job, l),
+        (Isa::Avx2, _, _) => tiled::<1, 4>(isa, job, l),
     }
 }
 
@@ -470,6 +536,7 @@ struct Forward<'a> {
     idx: &'a [Option<usize>],
     d: Dims,
     ob: usize,
+    lanes: Lanes,
 }
 
 impl Job for Forward<'_> {
@@ -483,26 +550,45 @@ impl Job for Forward<'_> {
         let d = self.d;
         let at = split(rows, d.p);
         for t in qs {
+            let first = g * d.cg + self.lanes.first;
             let start = at.map(|a| {
-                a.and_then(|(n, m)| self.idx[m * d.t + t].map(|s| (n * d.s + s) * d.c + g * d.cg))
+                a.and_then(|(n, m)| self.idx[m * d.t + t].map(|s| (n * d.s + s) * d.c + first))
             });
-            reads.push(self.x, start, 1, d.cg);
+            reads.push(self.x, start, 1, self.lanes.count);
         }
     }
 
     fn weights(&self, g: usize, b: usize) -> Weights<'_> {
         let size = self.d.t * self.d.cg * self.ob;
-        Weights::packed(&self.packed[g][b * size..][..size], self.d.cg, self.ob)
+        packed_from(
+            &self.packed[g][b * size..][..size],
+            self.d.cg,
+            self.ob,
+            self.lanes.first,
+        )
     }
 }
 
 /// The forward pass (`conv.rs`'s `conv_forward`) on tiles: rows are output
 /// positions, chains run over the taps and, in each, the input features.
 pub(crate) fn forward(isa: Isa, x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
+    forward_lanes(isa, x, k, idx, d, Lanes::all(d.cg))
+}
+
+/// [`forward`] over the input features `lanes` of each tap, in its
+/// partial sums.
+pub(crate) fn forward_lanes(
+    isa: Isa,
+    x: &[f32],
+    k: &[f32],
+    idx: &[Option<usize>],
+    d: Dims,
+    lanes: Lanes,
+) -> Vec<f32> {
     let og = d.og();
     let ob = Shape::of(isa, og).ob;
     let taps = d.t * d.cg;
-    if taps == 0 {
+    if taps == 0 || lanes.count == 0 {
         return vec![0.0; d.n * d.p * d.o];
     }
     let packed = (0..d.groups)
@@ -514,14 +600,16 @@ pub(crate) fn forward(isa: Isa, x: &[f32], k: &[f32], idx: &[Option<usize>], d: 
         idx,
         d,
         ob,
+        lanes,
     };
     let layout = Layout {
         rows: d.n * d.p,
         groups: d.groups,
         width: og,
         segments: d.t,
-        len: d.cg,
+        len: lanes.count,
         ob,
+        tile_k: lanes.tile_k,
     };
     run(isa, &job, layout)
 }
@@ -534,6 +622,7 @@ struct InputGrad<'a> {
     inv: &'a [Option<usize>],
     d: Dims,
     ob: usize,
+    lanes: Lanes,
 }
 
 impl Job for InputGrad<'_> {
@@ -549,17 +638,23 @@ impl Job for InputGrad<'_> {
         let at = split(rows, d.s);
         for tt in qs {
             let t = d.t - 1 - tt;
+            let first = grp * og + self.lanes.first;
             let start = at.map(|a| {
-                a.and_then(|(n, s)| self.inv[s * d.t + t].map(|m| (n * d.p + m) * d.o + grp * og))
+                a.and_then(|(n, s)| self.inv[s * d.t + t].map(|m| (n * d.p + m) * d.o + first))
             });
-            reads.push(self.g, start, 1, og);
+            reads.push(self.g, start, 1, self.lanes.count);
         }
     }
 
     fn weights(&self, grp: usize, b: usize) -> Weights<'_> {
         let og = self.d.og();
         let size = self.d.t * og * self.ob;
-        Weights::packed(&self.packed[grp][b * size..][..size], og, self.ob)
+        packed_from(
+            &self.packed[grp][b * size..][..size],
+            og,
+            self.ob,
+            self.lanes.first,
+        )
     }
 }
 
@@ -574,10 +669,23 @@ pub(crate) fn input_grad(
     inv: &[Option<usize>],
     d: Dims,
 ) -> Vec<f32> {
+    input_grad_lanes(isa, g, k, inv, d, Lanes::all(d.og()))
+}
+
+/// [`input_grad`] over the outputs `lanes` of each tap, in its partial
+/// sums.
+pub(crate) fn input_grad_lanes(
+    isa: Isa,
+    g: &[f32],
+    k: &[f32],
+    inv: &[Option<usize>],
+    d: Dims,
+    lanes: Lanes,
+) -> Vec<f32> {
     let og = d.og();
     let ob = Shape::of(isa, d.cg).ob;
     let chain = d.t * og;
-    if chain == 0 {
+    if chain == 0 || lanes.count == 0 {
         return vec![0.0; d.n * d.s * d.c];
     }
     let packed = (0..d.groups)
@@ -594,14 +702,16 @@ pub(crate) fn input_grad(
         inv,
         d,
         ob,
+        lanes,
     };
     let layout = Layout {
         rows: d.n * d.s,
         groups: d.groups,
         width: d.cg,
         segments: d.t,
-        len: og,
+        len: lanes.count,
         ob,
+        tile_k: lanes.tile_k,
     };
     run(isa, &job, layout)
 }
@@ -616,6 +726,7 @@ struct KernelGrad<'a> {
     idx: &'a [Option<usize>],
     d: Dims,
     ob: usize,
+    lanes: Lanes,
 }
 
 impl Job for KernelGrad<'_> {
@@ -629,10 +740,10 @@ impl Job for KernelGrad<'_> {
         let d = self.d;
         let at = split(rows, d.cg);
         for m in qs {
-            let start = at.map(|a| {
-                a.and_then(|(t, c)| self.idx[m * d.t + t].map(|s| s * d.c + grp * d.cg + c))
-            });
-            reads.push(self.x, start, d.s * d.c, d.n);
+            let first = self.lanes.first * d.s * d.c + grp * d.cg;
+            let start =
+                at.map(|a| a.and_then(|(t, c)| self.idx[m * d.t + t].map(|s| first + s * d.c + c)));
+            reads.push(self.x, start, d.s * d.c, self.lanes.count);
         }
     }
 
@@ -642,10 +753,10 @@ impl Job for KernelGrad<'_> {
         match &self.packed {
             Some(p) => {
                 let size = d.p * d.n * ob;
-                Weights::packed(&p[grp][b * size..][..size], d.n, ob)
+                packed_from(&p[grp][b * size..][..size], d.n, ob, self.lanes.first)
             }
             None => Weights {
-                w: &self.g[grp * og + b * ob..],
+                w: &self.g[self.lanes.first * d.p * d.o + grp * og + b * ob..],
                 segment: d.o,
                 step: d.p * d.o,
             },
@@ -663,10 +774,23 @@ pub(crate) fn kernel_grad(
     idx: &[Option<usize>],
     d: Dims,
 ) -> Vec<f32> {
+    kernel_grad_lanes(isa, x, g, idx, d, Lanes::all(d.n))
+}
+
+/// [`kernel_grad`] over the images `lanes` at each output position, in its
+/// partial sums.
+pub(crate) fn kernel_grad_lanes(
+    isa: Isa,
+    x: &[f32],
+    g: &[f32],
+    idx: &[Option<usize>],
+    d: Dims,
+    lanes: Lanes,
+) -> Vec<f32> {
     let og = d.og();
     let ob = Shape::of(isa, og).ob;
     let steps = d.p * d.n;
-    if steps == 0 {
+    if steps == 0 || lanes.count == 0 {
         return vec![0.0; d.t * d.cg * d.o];
     }
     // The cotangent is read where it is (step (m, i) at `(i * P + m) * O`)
@@ -690,14 +814,16 @@ pub(crate) fn kernel_grad(
         idx,
         d,
         ob,
+        lanes,
     };
     let layout = Layout {
         rows: d.t * d.cg,
         groups: d.groups,
         width: og,
         segments: d.p,
-        len: d.n,
+        len: lanes.count,
         ob,
+        tile_k: lanes.tile_k,
     };
     run(isa, &job, layout)
 }

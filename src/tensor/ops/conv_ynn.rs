@@ -17,43 +17,43 @@
 //!   convolutions with an input dilation to XLA and never go.
 
 use super::conv::Dims;
-use super::conv_fast::{self, Isa};
-use crate::xla::ynn_conv::{sum_chains, ynn_conv_sums, YnnConvPlan, YnnShape};
+use super::conv_fast::{self, Isa, Lanes};
+use crate::xla::ynn_conv::{ynn_conv_sums, YnnConvPlan, YnnShape};
 
 /// The main part of a convolution's sums on `conv_fast`'s register tiles
-/// where the plan and the CPU (`isa`) allow it (`chain(isa, taken)`: every
-/// output's chain over the taps and the channels `taken`, as a
-/// convolution of those channels alone), else zeros; and whether it ran
-/// (the rest is then only the channels past the last multiple of
-/// `tile_k`).
+/// where the plan and the CPU (`isa`) allow it (`chain(isa, lanes)`:
+/// every output's partial sums over the taps and one chunk of channels,
+/// reduced), else zeros; and whether it ran (the rest is then only the
+/// channels past the last multiple of `tile_k`).
 fn main_part(
     isa: Option<Isa>,
     plan: &YnnConvPlan,
     channels: usize,
     outputs: usize,
-    chain: impl Fn(Isa, &[usize]) -> Vec<f32>,
+    chain: impl Fn(Isa, Lanes) -> Vec<f32>,
 ) -> (Vec<f32>, bool) {
-    match (plan.tiled(), isa) {
-        (Some(tiled), Some(isa)) => {
-            let run = |first: usize, stride: usize, count: usize| {
-                let taken: Vec<usize> = (0..count).map(|i| first + i * stride).collect();
-                chain(isa, &taken)
-            };
-            (sum_chains(tiled, channels, outputs, run), true)
+    let (Some((tile_k, chunk)), Some(isa)) = (plan.tiled(), isa) else {
+        return (vec![0.0; outputs], false);
+    };
+    let main = channels / tile_k * tile_k;
+    let mut acc: Option<Vec<f32>> = None;
+    let mut first = 0;
+    while first < main {
+        let end = (first + chunk).min(main);
+        let lanes = Lanes {
+            first,
+            count: end - first,
+            tile_k,
+        };
+        // Each chunk's sums added to those before (`v + acc`).
+        let mut v = chain(isa, lanes);
+        if let Some(a) = &acc {
+            v.iter_mut().zip(a).for_each(|(v, a)| *v += a);
         }
-        _ => (vec![0.0; outputs], false),
+        acc = Some(v);
+        first = end;
     }
-}
-
-/// `a` (`[rows, groups, per]`) with only the columns `taken` of each group.
-fn columns_of(a: &[f32], groups: usize, per: usize, taken: &[usize]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(a.len() / per.max(1) * taken.len());
-    for row in a.chunks_exact((groups * per).max(1)) {
-        for g in 0..groups {
-            out.extend(taken.iter().map(|&c| row[g * per + c]));
-        }
-    }
-    out
+    (acc.unwrap_or_else(|| vec![0.0; outputs]), true)
 }
 
 /// Whether XLA hands a 2-D convolution to YNNPACK: `features` its input
@@ -121,26 +121,20 @@ pub(crate) fn forward(
         features: d.og(),
         groups: d.groups,
     };
-    let w = by_group(d.groups, d.t * d.cg, d.og(), |g, i, j| {
-        k[i * d.o + g * d.og() + j]
-    });
     let plan = YnnConvPlan::new(&shape);
-    // Each partial sum: the convolution of its channels alone.
-    let (mut y, tails) = main_part(isa, &plan, d.cg, d.n * d.p * d.o, |isa, taken| {
-        let xs = columns_of(x, d.groups, d.cg, taken);
-        let ks = columns_of(k, d.t, d.cg * d.o, &rows_of(taken, d.o));
-        let ds = Dims {
-            c: d.groups * taken.len(),
-            cg: taken.len(),
-            ..d
-        };
-        conv_fast::forward(isa, &xs, &ks, idx, ds)
+    let (mut y, tails) = main_part(isa, &plan, d.cg, d.n * d.p * d.o, |isa, lanes| {
+        conv_fast::forward_lanes(isa, x, k, idx, d, lanes)
     });
-    let lhs = |r: usize, g: usize, t: usize| {
-        let (n, m) = (r / d.p, r % d.p);
-        idx[m * d.t + t].map(|s| &x[(n * d.s + s) * d.c + g * d.cg..][..d.cg])
-    };
-    ynn_conv_sums(&plan, &shape, lhs, &w, |_| 0..shape.features, tails, &mut y);
+    if plan.rest(d.cg, tails) {
+        let w = by_group(d.groups, d.t * d.cg, d.og(), |g, i, j| {
+            k[i * d.o + g * d.og() + j]
+        });
+        let lhs = |r: usize, g: usize, t: usize| {
+            let (n, m) = (r / d.p, r % d.p);
+            idx[m * d.t + t].map(|s| &x[(n * d.s + s) * d.c + g * d.cg..][..d.cg])
+        };
+        ynn_conv_sums(&plan, &shape, lhs, &w, |_| 0..shape.features, tails, &mut y);
+    }
     y
 }
 
@@ -164,36 +158,25 @@ pub(crate) fn input_grad(
         features: d.cg,
         groups: d.groups,
     };
-    // Tap `t` of the flipped kernel is the kernel's `t - 1 - t`; its
-    // channels are the group's outputs, its features the group's inputs.
-    let w = by_group(d.groups, d.t * og, d.cg, |grp, i, j| {
-        let (t, c) = (d.t - 1 - i / og, i % og);
-        k[(t * d.cg + j) * d.o + grp * og + c]
-    });
     let plan = YnnConvPlan::new(&shape);
-    // Each partial sum: the cotangent of the outputs it takes alone.
-    let (mut dx, tails) = main_part(isa, &plan, og, d.n * d.s * d.c, |isa, taken| {
-        let gs = columns_of(g, d.groups, og, taken);
-        let ks = columns_of(k, 1, d.o, &by_groups(taken, d.groups, og));
-        let ds = Dims {
-            o: d.groups * taken.len(),
-            ..d
-        };
-        conv_fast::input_grad(isa, &gs, &ks, inv, ds)
+    let (mut dx, tails) = main_part(isa, &plan, og, d.n * d.s * d.c, |isa, lanes| {
+        conv_fast::input_grad_lanes(isa, g, k, inv, d, lanes)
     });
-    let lhs = |r: usize, grp: usize, t: usize| {
-        let (n, s) = (r / d.s, r % d.s);
-        inv[s * d.t + d.t - 1 - t].map(|m| &g[(n * d.p + m) * d.o + grp * og..][..og])
-    };
-    ynn_conv_sums(
-        &plan,
-        &shape,
-        lhs,
-        &w,
-        |_| 0..shape.features,
-        tails,
-        &mut dx,
-    );
+    if plan.rest(og, tails) {
+        // Tap `t` of the flipped kernel is the kernel's `t - 1 - t`; its
+        // channels are the group's outputs, its features the group's
+        // inputs.
+        let w = by_group(d.groups, d.t * og, d.cg, |grp, i, j| {
+            let (t, c) = (d.t - 1 - i / og, i % og);
+            k[(t * d.cg + j) * d.o + grp * og + c]
+        });
+        let lhs = |r: usize, grp: usize, t: usize| {
+            let (n, s) = (r / d.s, r % d.s);
+            inv[s * d.t + d.t - 1 - t].map(|m| &g[(n * d.p + m) * d.o + grp * og..][..og])
+        };
+        let all = |_| 0..shape.features;
+        ynn_conv_sums(&plan, &shape, lhs, &w, all, tails, &mut dx);
+    }
     dx
 }
 
@@ -218,63 +201,51 @@ pub(crate) fn kernel_grad(
         features: d.o,
         groups: 1,
     };
-    let mut xt = vec![0.0f32; x.len()];
-    for n in 0..d.n {
-        for s in 0..d.s {
-            for c in 0..d.c {
-                xt[(c * d.s + s) * d.n + n] = x[(n * d.s + s) * d.c + c];
-            }
-        }
-    }
-    let w = by_group(1, d.p * d.n, d.o, |_, i, f| {
-        let (m, n) = (i / d.n, i % d.n);
-        g[(n * d.p + m) * d.o + f]
-    });
     // Rows: kernel tap, then input feature (the cotangent's layout when
     // there is one group; a depthwise one keeps each row's own features,
     // on the plain loops).
     let plan = YnnConvPlan::new(&shape);
     let (mut dense, tails) = if d.groups == 1 {
-        // Each partial sum: the kernel's cotangent of its images alone.
-        main_part(isa, &plan, d.n, d.t * d.c * d.o, |isa, taken| {
-            let xs: Vec<f32> = taken
-                .iter()
-                .flat_map(|&n| &x[n * d.s * d.c..][..d.s * d.c])
-                .copied()
-                .collect();
-            let gs: Vec<f32> = taken
-                .iter()
-                .flat_map(|&n| &g[n * d.p * d.o..][..d.p * d.o])
-                .copied()
-                .collect();
-            let ds = Dims {
-                n: taken.len(),
-                ..d
-            };
-            conv_fast::kernel_grad(isa, &xs, &gs, idx, ds)
+        main_part(isa, &plan, d.n, d.t * d.c * d.o, |isa, lanes| {
+            conv_fast::kernel_grad_lanes(isa, x, g, idx, d, lanes)
         })
     } else {
         (vec![0.0f32; d.t * d.c * d.o], false)
     };
-    let lhs = |r: usize, _: usize, m: usize| {
-        let (t, c) = (r / d.c, r % d.c);
-        idx[m * d.t + t].map(|s| &xt[(c * d.s + s) * d.n..][..d.n])
-    };
-    let og = d.og();
-    let columns = |r: usize| {
-        if d.groups == 1 {
-            0..d.o
-        } else {
-            let c = r % d.c;
-            c * og..(c + 1) * og
+    if plan.rest(d.n, tails) {
+        let mut xt = vec![0.0f32; x.len()];
+        for n in 0..d.n {
+            for s in 0..d.s {
+                for c in 0..d.c {
+                    xt[(c * d.s + s) * d.n + n] = x[(n * d.s + s) * d.c + c];
+                }
+            }
         }
-    };
-    ynn_conv_sums(&plan, &shape, lhs, &w, columns, tails, &mut dense);
+        let w = by_group(1, d.p * d.n, d.o, |_, i, f| {
+            let (m, n) = (i / d.n, i % d.n);
+            g[(n * d.p + m) * d.o + f]
+        });
+        let lhs = |r: usize, _: usize, m: usize| {
+            let (t, c) = (r / d.c, r % d.c);
+            idx[m * d.t + t].map(|s| &xt[(c * d.s + s) * d.n..][..d.n])
+        };
+        let og = d.og();
+        let columns = |r: usize| {
+            if d.groups == 1 {
+                0..d.o
+            } else {
+                let c = r % d.c;
+                c * og..(c + 1) * og
+            }
+        };
+        ynn_conv_sums(&plan, &shape, lhs, &w, columns, tails, &mut dense);
+    }
     if d.groups == 1 {
         return dense;
     }
     // Depthwise: kernel element (tap, 0, f) is the dense one of input
     // feature f / og.
+    let og = d.og();
     let mut dk = vec![0.0f32; d.t * d.o];
     for t in 0..d.t {
         for f in 0..d.o {
@@ -282,23 +253,6 @@ pub(crate) fn kernel_grad(
         }
     }
     dk
-}
-
-/// The rows of a `[channel, o]` block (flattened) for `taken` channels:
-/// the indices `c * o + j`, channel by channel.
-fn rows_of(taken: &[usize], o: usize) -> Vec<usize> {
-    taken
-        .iter()
-        .flat_map(|&c| (0..o).map(move |j| c * o + j))
-        .collect()
-}
-
-/// The columns `g * per + c` for each group `g` and `c` in `taken`, as
-/// one list (for [`columns_of`] with one group).
-fn by_groups(taken: &[usize], groups: usize, per: usize) -> Vec<usize> {
-    (0..groups)
-        .flat_map(|g| taken.iter().map(move |&c| g * per + c))
-        .collect()
 }
 
 /// Weights `[group, i, j]` (`i < rows`, `j < cols`) from `at(group, i, j)`.
