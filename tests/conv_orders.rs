@@ -89,9 +89,9 @@ fn check(i: usize, case: &Case) -> Vec<String> {
 /// one-output convolution whose contraction (here 128 terms) Eigen shards
 /// by the inner dimension, and the input's cotangent of a 5x5 `VALID` one
 /// (425 terms, cut into Eigen's blocks); the kernel's cotangent of a
-/// grouped convolution (not depthwise: XLA runs it as a 3-D convolution
-/// with an input dilation, its own loop) and of a depthwise one with a
-/// multiplier of 2.
+/// grouped convolution that is not depthwise with a multiplier of 1 (XLA
+/// makes it a 3-D convolution with an input dilation, seen in its HLO, and
+/// runs it on its own loop: order not studied).
 const KNOWN: [&str; 6] = [
     "c32_f1 dk",
     "c19_f17_5x5_valid dx",

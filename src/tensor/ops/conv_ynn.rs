@@ -12,9 +12,9 @@
 //!   with strides it has an input dilation and never goes;
 //! - the kernel's cotangent (one group): the input, batch and features
 //!   swapped, convolved with the cotangent over a window of the output's
-//!   size, whose input features are the batch; of a depthwise convolution,
-//!   the diagonal of that dense convolution. Other grouped ones are 3-D
-//!   convolutions with an input dilation to XLA and never go.
+//!   size, whose input features are the batch; of a depthwise convolution
+//!   (multiplier 1), the diagonal of that dense convolution. Other grouped
+//!   ones are 3-D convolutions with an input dilation to XLA and never go.
 
 use super::conv::Dims;
 use super::conv_fast::{self, Isa, Lanes};
@@ -92,7 +92,10 @@ impl YnnRoutes {
         if !plain {
             return YnnRoutes::default();
         }
-        let depthwise = d.cg == 1 && d.groups == d.c;
+        // A depthwise convolution with a multiplier above 1 has its
+        // kernel's cotangent made a 3-D convolution with an input dilation
+        // (seen in XLA's HLO), like other grouped ones.
+        let depthwise = d.cg == 1 && d.groups == d.c && d.og() == 1;
         YnnRoutes {
             forward: offered((d.c, d.o), spatial, out, window),
             input_grad: unit_strides && !swapped.0 && offered((d.o, d.c), out, spatial, window),
