@@ -90,9 +90,7 @@ impl YnnConvPlan {
         };
         YnnConvPlan { plan, fma }
     }
-}
 
-impl YnnConvPlan {
     /// Whether [`ynn_conv_sums`] has anything to add over `channels`
     /// channels, with `tails_only` as it would be called.
     pub(crate) fn rest(&self, channels: usize, tails_only: bool) -> bool {
