@@ -511,11 +511,11 @@ fn run(isa: Isa, job: &impl Job, l: Layout) -> Vec<f32> {
     // registers.
     match (isa, l.ob, l.tile_k) {
         (Isa::Avx512, 32, 1) => tiled::<8, 1>(isa, job, l),
-        (Isa::Avx512, 32, 2) => tiled::<4, 2>(isa, job, l),
-        (Isa::Avx512, 32, _) => tiled::<2, 4>(isa, job, l),
+        (Isa::Avx512, 32, 2) => tiled::<6, 2>(isa, job, l),
+        (Isa::Avx512, 32, _) => tiled::<3, 4>(isa, job, l),
         (Isa::Avx512, _, 1) => tiled::<16, 1>(isa, job, l),
-        (Isa::Avx512, _, 2) => tiled::<8, 2>(isa, job, l),
-        (Isa::Avx512, _, _) => tiled::<4, 4>(isa, job, l),
+        (Isa::Avx512, _, 2) => tiled::<12, 2>(isa, job, l),
+        (Isa::Avx512, _, _) => tiled::<6, 4>(isa, job, l),
         (Isa::Avx2, _, 1) => tiled::<4, 1>(isa, job, l),
         (Isa::Avx2, _, 2) => tiled::<2, 2>(isa, job, l),
         (Isa::Avx2, _, _) => tiled::<1, 4>(isa, job, l),
