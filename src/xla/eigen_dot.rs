@@ -277,39 +277,111 @@ pub(crate) fn summation(m: usize, k: usize, n: usize, machine: &Machine) -> Summ
     if m == 1 || n == 1 || k <= 3 || (m <= 3 && n <= 3) {
         return Summation::Emitter;
     }
-    // Eigen's view.
-    let (em, en, ek) = (n, m, k);
+    // Eigen's view; the operands are plain arrays (no compute per
+    // coefficient), and oneDNN's `sgemm` blocks `k` again.
+    let plan = contraction(n, m, k, OperandCosts::default(), true, machine);
+    let ranges = plan.blocks.into_iter().map(|b| b.ranges);
+    if plan.sharded {
+        Summation::InnerDim(ranges.collect())
+    } else {
+        Summation::Chunks(ranges.flatten().collect())
+    }
+}
+
+/// The compute cost per coefficient (`costPerCoeff(true).compute_cycles`)
+/// of a contraction's two operand expressions, which Eigen's cost model
+/// adds to the product's: zero for arrays in memory, more for expressions
+/// computed on the fly (a convolution's image patches).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct OperandCosts {
+    /// Eigen's left operand (`m` rows).
+    pub(crate) lhs: f64,
+    /// Eigen's right operand (`n` columns).
+    pub(crate) rhs: f64,
+}
+
+/// One buffer of an Eigen contraction: ranges of terms, each summed from
+/// `+0` and added to the ranges before it in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EigenBlock {
+    /// The ranges of terms, in order.
+    pub(crate) ranges: Vec<(usize, usize)>,
+    /// Eigen's column block (`nc`): its `n` columns go to the kernel in
+    /// blocks of `nc` (the last one shorter).
+    pub(crate) nc: usize,
+}
+
+/// How Eigen's contraction of `[m, k] x [k, n]` (its column-major view)
+/// sums each output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EigenContraction {
+    /// The buffers: one, or with [`EigenContraction::sharded`] one per
+    /// block of the inner dimension, added as [`combine`] adds them.
+    pub(crate) blocks: Vec<EigenBlock>,
+    /// Sharded by the inner dimension (`EvalShardedByInnerDimContext`).
+    pub(crate) sharded: bool,
+}
+
+/// Eigen's evaluation of its contraction of `m x k` by `k x n` on
+/// `machine` with operand costs `costs` (`TensorContractionThreadPool.h`):
+/// sharded by the inner dimension, or one buffer in ranges of the
+/// parallel (`t > 1`) or sequential blocking. `dnnl_split`: oneDNN's
+/// `sgemm` cuts one call of more than 384 terms again (not when it sees
+/// one row, `m == 1`: it then jumps to its matrix-vector kernel).
+pub(crate) fn contraction(
+    em: usize,
+    en: usize,
+    ek: usize,
+    costs: OperandCosts,
+    dnnl_split: bool,
+    machine: &Machine,
+) -> EigenContraction {
     let threads = machine.threads.max(1);
     let by_col = shard_by_col(em, en, 2);
     let (bk, bm, bn) = blocking(ek, em, en, 2, by_col, machine);
-    let cost = contraction_cost(em, en, (bm, bn, bk), by_col);
+    let cost = contraction_cost(em, en, (bm, bn, bk), by_col, costs);
     let t = num_threads(en as f64 * em as f64, cost, threads);
-    let tk = num_threads_inner_dim(em, en, ek, threads);
+    let tk = num_threads_inner_dim(em, en, ek, threads, costs);
     if shard_by_inner_dim((em, en, ek), t, tk, machine.l3) {
         let target = ek.div_ceil(tk).div_ceil(8) * 8;
         let size = ek.min((12 * PACKET).max(target));
-        let blocks = ek.div_ceil(size);
-        return Summation::InnerDim(
-            (0..blocks)
-                .map(|b| {
-                    let (k0, k1) = (b * size, ((b + 1) * size).min(ek));
-                    let (kc, _, _) = blocking(k1 - k0, em, en, blocks, true, machine);
-                    k_chunks(k0, k1, kc)
-                })
-                .collect(),
-        );
+        let count = ek.div_ceil(size);
+        let blocks = (0..count)
+            .map(|b| {
+                let (k0, k1) = (b * size, ((b + 1) * size).min(ek));
+                // Each block is its own contraction (`evalGemmPartial`),
+                // blocked for as many threads as there are blocks.
+                let (kc, _, nc) = blocking(k1 - k0, em, en, count, true, machine);
+                EigenBlock {
+                    ranges: k_chunks(k0, k1, kc, dnnl_split),
+                    nc,
+                }
+            })
+            .collect();
+        return EigenContraction {
+            blocks,
+            sharded: true,
+        };
     }
-    let kc = if t == 1 {
-        blocking(ek, em, en, 1, true, machine).0
+    // One column runs on one thread.
+    let t = if en == 1 { 1 } else { t };
+    let (kc, _, nc) = if t == 1 {
+        blocking(ek, em, en, 1, true, machine)
     } else {
-        blocking(ek, em, en, t, shard_by_col(em, en, t), machine).0
+        blocking(ek, em, en, t, shard_by_col(em, en, t), machine)
     };
-    Summation::Chunks(k_chunks(0, ek, kc))
+    EigenContraction {
+        blocks: vec![EigenBlock {
+            ranges: k_chunks(0, ek, kc, dnnl_split),
+            nc,
+        }],
+        sharded: false,
+    }
 }
 
 /// Eigen's blocks of `kc` terms over `k0..k1`, each cut again by oneDNN's
-/// own blocking of one call.
-fn k_chunks(k0: usize, k1: usize, kc: usize) -> Vec<(usize, usize)> {
+/// own blocking of one call when `dnnl_split`.
+fn k_chunks(k0: usize, k1: usize, kc: usize, dnnl_split: bool) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut s = k0;
     while s < k1 {
@@ -317,7 +389,7 @@ fn k_chunks(k0: usize, k1: usize, kc: usize) -> Vec<(usize, usize)> {
         let len = e - s;
         // One block up to DNNL_BK terms, two halves below twice that, then
         // blocks of DNNL_BK.
-        let step = if len <= DNNL_BK {
+        let step = if !dnnl_split || len <= DNNL_BK {
             len
         } else if len < 2 * DNNL_BK {
             len.div_ceil(2)
@@ -375,8 +447,25 @@ fn heuristic(k: usize, m: usize, n: usize, threads: usize, mc: &Machine) -> (usi
             max_kc - 8 * ((max_kc - 1 - k % max_kc) / (8 * (k / max_kc + 1)))
         };
     }
-    // Eigen's mc and nc for one thread only size the blocks, which does
-    // not change any output's sums.
+    // Second level, on the L2 (`actual_l2`: 1.5 times its size): `nc`,
+    // which decides whether a last column block of width 1 is left (see
+    // [`EigenBlock::nc`]). Eigen's `mc` for one thread only sizes the
+    // blocks, which does not change any output's sums.
+    let actual_l2 = l2 * 3 / 2;
+    let remaining_l1 = l1 as i64 - ksub as i64 - (m * k * 4) as i64;
+    let max_nc = if remaining_l1 >= (NR * 4 * k) as i64 {
+        remaining_l1 as usize / (k * 4)
+    } else {
+        (3 * actual_l2) / (2 * 2 * k * 4)
+    };
+    let nc = (actual_l2 / (2 * k * 4)).min(max_nc) & !(NR - 1);
+    if n > nc && nc > 0 {
+        n = if n.is_multiple_of(nc) {
+            nc
+        } else {
+            nc - NR * ((nc - n % nc) / (NR * (n / nc + 1)))
+        };
+    }
     (k, m, n)
 }
 
@@ -417,11 +506,20 @@ fn bandwidth(by_col: bool, bm: usize, bn: usize, bk: usize) -> f64 {
 /// Eigen's `TensorOpCost` of a contraction: (bytes loaded, stored, compute).
 type Cost = (f64, f64, f64);
 
-/// `contractionCost` (per output coefficient).
-fn contraction_cost(m: usize, n: usize, (bm, bn, bk): (usize, usize, usize), by_col: bool) -> Cost {
+/// `contractionCost` (per output coefficient): the memory of one operand
+/// (the one not sharded), the compute of both.
+fn contraction_cost(
+    m: usize,
+    n: usize,
+    (bm, bn, bk): (usize, usize, usize),
+    by_col: bool,
+    costs: OperandCosts,
+) -> Cost {
     let kd = bk as f64;
     // Eigen passes `false` for `shard_by_col` here.
-    let compute = kd * bandwidth(false, bm, bn, bk) / PACKET as f64;
+    let compute = kd * bandwidth(false, bm, bn, bk) / PACKET as f64
+        + costs.lhs * kd / n as f64
+        + costs.rhs * kd / m as f64;
     let (lhs, rhs) = (4.0 * kd / n as f64, 4.0 * kd / m as f64);
     let loaded = if by_col { rhs } else { lhs };
     (loaded, 4.0, compute)
@@ -454,8 +552,10 @@ fn shard_by_col(m: usize, n: usize, t: usize) -> bool {
 }
 
 /// `numThreadsInnerDim`.
-fn num_threads_inner_dim(m: usize, n: usize, k: usize, max: usize) -> usize {
-    let compute = bandwidth(true, m, n, k) * (m * n) as f64 / PACKET as f64;
+fn num_threads_inner_dim(m: usize, n: usize, k: usize, max: usize, costs: OperandCosts) -> usize {
+    let compute = bandwidth(true, m, n, k) * (m * n) as f64 / PACKET as f64
+        + costs.lhs * m as f64
+        + costs.rhs * n as f64;
     let parallel = total_cost(k as f64, (4.0 * n as f64, 4.0, compute));
     let reduction = total_cost((m * n) as f64, (2.0, 1.0, 1.0 / PACKET as f64));
     let (mut best, mut min) = (1, parallel);

@@ -11,7 +11,8 @@
 //!   `pack_t_avx512` packs a B stored transposed); [`gemv`]: XLA's own
 //!   matrix-vector and vector-vector emitters; [`eigen_dot`]: the products
 //!   XLA keeps from YNNPACK (left operand transposed), blocked as Eigen's
-//!   contraction blocks them; [`onednn_gemv`]: oneDNN's matrix-vector
+//!   contraction blocks them, and [`eigen_conv`] the convolutions it
+//!   keeps; [`onednn_gemv`]: oneDNN's matrix-vector
 //!   kernel, which sums convolutions with one output (or, for the input's
 //!   gradient, one input) feature per group.
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
@@ -39,6 +40,7 @@ pub(crate) mod dot_blocked;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod dot_t4;
 pub(crate) mod dot_tiny;
+pub(crate) mod eigen_conv;
 pub(crate) mod eigen_dot;
 pub(crate) mod gemv;
 pub mod libm_f32;

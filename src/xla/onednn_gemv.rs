@@ -12,7 +12,7 @@
 //! 0 of the outputs of 24 cases differ. Up to 96 terms every way Eigen
 //! blocks the contraction gives this one sum; longer ones it splits
 //! (into blocks summed apart when the work is large, into pieces of a
-//! chain otherwise), which is not modelled here.
+//! chain otherwise), as [`super::eigen_conv`] decides.
 
 /// `((a0 + a1) + (a4 + a5)) + ((a2 + a3) + (a6 + a7))`: the eight lanes of
 /// a 256-bit register reduced by `vhaddps`, `vperm2f128`, `vaddps` and
@@ -32,6 +32,15 @@ pub(crate) const GEMV_MAX_TERMS: usize = 96;
 /// beyond the piece) and added.
 #[inline(always)]
 pub(crate) fn gemv_t_sum(n: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
+    gemv_t_sum_onto(0.0, n, term)
+}
+
+/// [`gemv_t_sum`] continued from `y` instead of `+0`: one call with
+/// `beta = 1`, as Eigen makes for every range of terms after the first
+/// (the lanes start from zeros, their sum and each piece are added to
+/// `y`).
+#[inline(always)]
+pub(crate) fn gemv_t_sum_onto(y: f32, n: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
     let n16 = n - n % 16;
     let mut acc = [0.0f32; 8];
     for j in (0..n16).step_by(8) {
@@ -40,7 +49,7 @@ pub(crate) fn gemv_t_sum(n: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
             *a = x.mul_add(w, *a);
         }
     }
-    let mut y = 0.0f32;
+    let mut y = y;
     if n16 > 0 {
         y += lanes_sum(acc);
     }

@@ -74,6 +74,27 @@ CASES = [
     ("c48_f48_g8", (2, 8, 8, 48), (3, 3, 6, 48), (1, 1), SAME, (1, 1), 8),
     # Eigen's side (at most 16 features each way), for the boundary.
     ("c16_f16", (2, 8, 8, 16), (3, 3, 16, 16), (1, 1), SAME, (1, 1), 1),
+    # Eigen cutting the sums (src/xla/eigen_conv.rs). Sharded by the inner
+    # dimension: 5x5 on 16 channels (400 terms, 200 + 200); two groups
+    # (104 + 96: the groups' chips count in the cost model).
+    ("eigen_k400_sharded", (1, 5, 60, 16), (5, 5, 16, 4), (1, 1), VALID, (1, 1), 1),
+    ("eigen_g2_sharded", (2, 16, 16, 16), (5, 5, 8, 8), (1, 1), SAME, (1, 1), 2),
+    # Parallel blocks (784 terms: 264, 264, 256); one thread (196 x 4,
+    # oneDNN halving 392); 25 positions in blocks of 24 (the last alone).
+    ("eigen_k784_chunks", (1, 7, 200, 16), (7, 7, 16, 16), (1, 1), VALID, (1, 1), 1),
+    ("eigen_k784_one_thread", (1, 7, 16, 16), (7, 7, 16, 2), (1, 1), VALID, (1, 1), 1),
+    ("eigen_lone_column", (1, 7, 31, 16), (7, 7, 16, 16), (1, 1), VALID, (1, 1), 1),
+    # One output feature (oneDNN's gemv): 144 terms whole, and sharded
+    # 96 + 48 (its kernel cotangent 1,600 terms, sharded too).
+    ("eigen_f1_k144", (2, 9, 7, 16), (3, 3, 16, 1), (1, 1), SAME, (1, 1), 1),
+    ("eigen_f1_sharded", (4, 20, 20, 16), (3, 3, 16, 1), (1, 1), SAME, (1, 1), 1),
+    # Kernel cotangents over a small batch: 6,272 terms sharded, 1,600 in
+    # blocks; a depthwise one (the diagonal of a dense convolution).
+    ("eigen_dk_batch8", (8, 28, 28, 3), (3, 3, 3, 8), (1, 1), SAME, (1, 1), 1),
+    ("eigen_dk_batch16_5x5", (16, 10, 10, 2), (5, 5, 2, 16), (1, 1), SAME, (1, 1), 1),
+    ("eigen_depthwise_dk", (4, 12, 12, 8), (3, 3, 1, 8), (1, 1), SAME, (1, 1), 8),
+    # 5x5 on 16 channels to 16: 400 terms each way.
+    ("eigen_c16_f16_5x5", (4, 20, 20, 16), (5, 5, 16, 16), (1, 1), SAME, (1, 1), 1),
 ]
 
 

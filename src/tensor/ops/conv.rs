@@ -6,12 +6,15 @@
 //! through one index list (positions in padding or between dilated
 //! elements read zeros). The convolution and its two cotangents run in
 //! XLA:CPU's orders: YNNPACK's partial sums for 2-D convolutions with 17
-//! or more features (`conv_ynn`), else mostly one chain of fused
-//! multiply-adds per output (Eigen's contraction); pooling gathers the
-//! same windows with a differentiable `take`.
+//! or more features (`conv_ynn`), else Eigen's contraction: one chain of
+//! fused multiply-adds per output, or oneDNN's matrix-vector order for
+//! one column, unless Eigen cuts the terms into ranges and blocks
+//! (`conv_eigen`); pooling gathers the same windows with a differentiable
+//! `take`.
 
 use ndarray::{ArcArray, ArrayD, IxDyn};
 
+use super::conv_eigen::{self, EigenRoutes};
 use super::conv_fast::{self, Isa};
 use super::conv_ynn::{self, YnnRoutes};
 use crate::tensor::error::{Result, TensorError};
@@ -434,7 +437,8 @@ fn kernel_by_output(k: &[f32], d: Dims) -> Vec<f32> {
 /// Whether XLA sums a convolution's contraction of `terms` terms with
 /// `inputs` input features per group in oneDNN's matrix-vector order
 /// ([`crate::xla::onednn_gemv`]; modelled without strides or dilations,
-/// for at most 96 terms).
+/// as one sum for at most 96 terms; longer ones Eigen cuts, see
+/// `conv_eigen`).
 fn gemv_fits(spec: &ConvSpec, inputs: usize, terms: usize) -> bool {
     let one = |v: &[usize]| v.iter().all(|&r| r == 1);
     inputs <= 16
@@ -708,11 +712,28 @@ impl Tensor {
             all_one(&spec.strides),
             (swaps.input_grad, swaps.kernel_grad),
         );
+        // Eigen's generic convolution (1-D run as 2-D), where its
+        // contraction cuts the sums: the rest of the 2-D and 1-D ones
+        // without input dilation (XLA's own loop when it swaps a
+        // cotangent's operands; the input's cotangent of a strided one has
+        // an input dilation; a grouped kernel cotangent is 3-D to XLA).
+        let eigen_side = (1..=2).contains(&sd) && all_one(&spec.lhs_dilation);
+        let eigen = EigenRoutes::of(
+            &d,
+            (
+                eigen_side && !ynn.forward,
+                eigen_side && all_one(&spec.strides) && !ynn.input_grad && !swaps.input_grad,
+                eigen_side && !ynn.kernel_grad && !swaps.kernel_grad,
+            ),
+            all_one(&spec.strides) && all_one(&spec.rhs_dilation),
+        );
         let y = if ynn.forward {
             conv_ynn::forward(x, k, &idx, d, Isa::detect(), &out_spatial)
         } else if scatter_forward {
             // Each output reads its inputs in increasing order with the tap.
             scattered_conv(x, (d.n, d.s, d.c), &idx, (d.p, d.t, d.o), k, false)
+        } else if let Some(plan) = &eigen.forward {
+            conv_eigen::forward(x, k, &idx, d, plan)
         } else if forward_gemv {
             conv_forward_gemv(x, k, &idx, d)
         } else {
@@ -744,6 +765,8 @@ impl Tensor {
                         // the kernel as `[tap, out, in]` (one group).
                         let kt = kernel_by_output(k, d);
                         scattered_conv(g, (d.n, d.p, d.o), &inv, (d.s, d.t, d.c), &kt, true)
+                    } else if let Some(plan) = &eigen.input_grad {
+                        conv_eigen::input_grad(g, k, &inv, d, plan)
                     } else if input_gemv {
                         conv_input_grad_gemv(g, k, &inv, d)
                     } else if swaps.input_grad {
@@ -757,6 +780,8 @@ impl Tensor {
                 let dk = needs[1].then(|| {
                     let dk = if ynn.kernel_grad {
                         conv_ynn::kernel_grad(x, g, &idx, d, Isa::detect(), &window)
+                    } else if let Some(plan) = &eigen.kernel_grad {
+                        conv_eigen::kernel_grad(x, g, &idx, d, plan)
                     } else if kernel_gemv {
                         conv_kernel_grad_gemv(x, g, &idx, d)
                     } else if swaps.kernel_grad {

@@ -5,6 +5,7 @@ pub(crate) mod binary;
 
 pub(crate) use binary::is_trailing;
 pub(crate) mod conv;
+mod conv_eigen;
 mod conv_fast;
 mod conv_ynn;
 pub(crate) mod cross_entropy;

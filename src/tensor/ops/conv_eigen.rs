@@ -1,0 +1,179 @@
+//! The convolutions XLA:CPU keeps on Eigen's contraction whose sums Eigen
+//! cuts ([`crate::xla::eigen_conv`]), and their operands in the form
+//! Eigen contracts them: per group, patches `[P, K]` by a kernel
+//! `[K, F/G]`.
+//!
+//! JAX computes each cotangent as a convolution of its own, which Eigen
+//! runs as such:
+//! - the forward pass: patches of the input (taps row-major, the group's
+//!   input features innermost) by the kernel;
+//! - the input's cotangent (stride 1): patches of the output's cotangent
+//!   over the flipped kernel's taps (the group's outputs innermost), by
+//!   the kernel laid out `[tap, out, in]`;
+//! - the kernel's cotangent (one group): the input with batch and features
+//!   swapped, its rows the input features times the taps, convolved over
+//!   the output positions (row-major, the batch innermost) with the
+//!   cotangent; of a depthwise convolution, the diagonal of that dense
+//!   convolution (XLA computes all of it and masks the rest).
+
+use super::conv::Dims;
+use crate::xla::eigen_conv::EigenConvPlan;
+use crate::xla::eigen_dot::Machine;
+
+/// The computations of a convolution that run on Eigen with cut sums,
+/// each with its plan (`None`: another route, or sums the plain routes
+/// give).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct EigenRoutes {
+    /// The forward pass.
+    pub(crate) forward: Option<EigenConvPlan>,
+    /// The input's cotangent.
+    pub(crate) input_grad: Option<EigenConvPlan>,
+    /// The kernel's cotangent.
+    pub(crate) kernel_grad: Option<EigenConvPlan>,
+}
+
+impl EigenRoutes {
+    /// The routes of a convolution with sizes `d`; `on`: whether XLA runs
+    /// its (forward, input's cotangent, kernel's cotangent) on Eigen's
+    /// generic convolution; `unit`: without strides or dilations, the
+    /// convolutions whose one-column contractions were measured in
+    /// oneDNN's matrix-vector order (others keep their plain route).
+    pub(crate) fn of(d: &Dims, on: (bool, bool, bool), unit: bool) -> EigenRoutes {
+        let machine = Machine::current();
+        let depthwise = d.cg == 1 && d.og() == 1 && d.groups == d.c;
+        let plan = |on: bool, rows: usize, terms: usize, columns: usize, groups: usize| {
+            let empty = rows == 0 || terms == 0 || columns == 0;
+            (on && !empty)
+                .then(|| EigenConvPlan::new(rows, terms, columns, groups, &machine))
+                .filter(|p| !p.is_plain() && (columns != 1 || unit))
+        };
+        EigenRoutes {
+            forward: plan(on.0, d.n * d.p, d.t * d.cg, d.og(), d.groups),
+            input_grad: plan(on.1, d.n * d.s, d.t * d.og(), d.cg, d.groups),
+            // One group, or the dense convolution of a depthwise one.
+            kernel_grad: plan(
+                on.2 && (d.groups == 1 || depthwise),
+                d.c * d.t,
+                d.p * d.n,
+                d.o,
+                1,
+            ),
+        }
+    }
+}
+
+/// The forward pass: `x` `[n, s, c]`, kernel `[tap, cg, o]`, `idx` the
+/// window's input positions (`None`: padding).
+pub(crate) fn forward(
+    x: &[f32],
+    k: &[f32],
+    idx: &[Option<usize>],
+    d: Dims,
+    plan: &EigenConvPlan,
+) -> Vec<f32> {
+    let og = d.og();
+    let mut y = vec![0.0f32; d.n * d.p * d.o];
+    for g in 0..d.groups {
+        let w: Vec<f32> = (0..d.t * d.cg)
+            .flat_map(|j| k[j * d.o + g * og..][..og].iter().copied())
+            .collect();
+        let sums = plan.sums(&w, |r, a| {
+            let (b, pos) = (r / d.p, r % d.p);
+            for (t, taps) in a.chunks_exact_mut(d.cg.max(1)).enumerate() {
+                match idx[pos * d.t + t] {
+                    Some(s) => taps.copy_from_slice(&x[(b * d.s + s) * d.c + g * d.cg..][..d.cg]),
+                    None => taps.fill(0.0),
+                }
+            }
+        });
+        for (r, row) in sums.chunks_exact(og.max(1)).enumerate() {
+            y[r * d.o + g * og..][..og].copy_from_slice(row);
+        }
+    }
+    y
+}
+
+/// The input's cotangent (stride 1): `gr` the output's cotangent
+/// `[n, p, o]`, `inv[s * t + tap]` the output position reading input `s`
+/// through `tap`.
+pub(crate) fn input_grad(
+    gr: &[f32],
+    k: &[f32],
+    inv: &[Option<usize>],
+    d: Dims,
+    plan: &EigenConvPlan,
+) -> Vec<f32> {
+    let og = d.og();
+    let mut dx = vec![0.0f32; d.n * d.s * d.c];
+    for g in 0..d.groups {
+        // Term `(flipped tap tt, output o)`: tap `t - 1 - tt`.
+        let mut w = vec![0.0f32; d.t * og * d.cg];
+        for tt in 0..d.t {
+            let t = d.t - 1 - tt;
+            for o in 0..og {
+                for ci in 0..d.cg {
+                    w[(tt * og + o) * d.cg + ci] = k[(t * d.cg + ci) * d.o + g * og + o];
+                }
+            }
+        }
+        let sums = plan.sums(&w, |r, a| {
+            let (b, s) = (r / d.s, r % d.s);
+            for (tt, outs) in a.chunks_exact_mut(og.max(1)).enumerate() {
+                match inv[s * d.t + d.t - 1 - tt] {
+                    Some(m) => outs.copy_from_slice(&gr[(b * d.p + m) * d.o + g * og..][..og]),
+                    None => outs.fill(0.0),
+                }
+            }
+        });
+        for (r, row) in sums.chunks_exact(d.cg.max(1)).enumerate() {
+            dx[r * d.c + g * d.cg..][..d.cg].copy_from_slice(row);
+        }
+    }
+    dx
+}
+
+/// The kernel's cotangent, `[tap, cg, o]`, of one group or depthwise (the
+/// dense convolution's diagonal): rows `(input feature, tap)`, terms
+/// `(output position, image)`.
+pub(crate) fn kernel_grad(
+    x: &[f32],
+    gr: &[f32],
+    idx: &[Option<usize>],
+    d: Dims,
+    plan: &EigenConvPlan,
+) -> Vec<f32> {
+    // The cotangent `[n, p, o]` as `[p, n, o]`: term `(m, b)`'s row.
+    let mut w = vec![0.0f32; d.p * d.n * d.o];
+    for b in 0..d.n {
+        for m in 0..d.p {
+            w[(m * d.n + b) * d.o..][..d.o].copy_from_slice(&gr[(b * d.p + m) * d.o..][..d.o]);
+        }
+    }
+    let sums = plan.sums(&w, |r, a| {
+        let (c, t) = (r / d.t, r % d.t);
+        for (m, images) in a.chunks_exact_mut(d.n.max(1)).enumerate() {
+            match idx[m * d.t + t] {
+                Some(s) => {
+                    for (b, v) in images.iter_mut().enumerate() {
+                        *v = x[(b * d.s + s) * d.c + c];
+                    }
+                }
+                None => images.fill(0.0),
+            }
+        }
+    });
+    let mut dk = vec![0.0f32; d.t * d.cg * d.o];
+    for c in 0..d.c {
+        for t in 0..d.t {
+            let row = &sums[(c * d.t + t) * d.o..][..d.o];
+            if d.groups == 1 {
+                dk[(t * d.cg + c) * d.o..][..d.o].copy_from_slice(row);
+            } else {
+                // Depthwise: feature `c`'s own output.
+                dk[t * d.c + c] = row[c];
+            }
+        }
+    }
+    dk
+}
