@@ -1,20 +1,28 @@
 //! `max_pool` and `avg_pool` (`flax.linen.pooling`).
 
 use crate::core::Result;
-use crate::tensor::{ConvSpec, Tensor, TensorError};
+use crate::tensor::{ConvSpec, Tensor, TensorError, WindowSum};
 
 use super::conv::{same_pads, Padding};
 
-/// A window reduction over the spatial dimensions of `[batch…, S…, C]`
-/// (Flax's `pool`): the windows gathered, `pad` where they read padding.
-fn windows(
+/// A pool's input and windows: `x` as `[batch, S…, C]` (its batch axes
+/// flattened into one, or one added), the batch axes, and each spatial
+/// axis' stride and padding.
+struct Pool {
+    x: Tensor,
+    batch: Vec<usize>,
+    strides: Vec<usize>,
+    pads: Vec<(usize, usize)>,
+}
+
+/// Checks a pool's arguments and resolves its padding (Flax's `pool`).
+fn pool(
     op: &'static str,
     x: &Tensor,
     window: &[usize],
     strides: Option<&[usize]>,
     padding: &Padding,
-    pad: f32,
-) -> Result<(Tensor, Vec<usize>, Vec<usize>)> {
+) -> Result<Pool> {
     let d = window.len();
     let bad = |message: String| TensorError::Argument { op, message };
     if d == 0 || window.contains(&0) {
@@ -47,11 +55,30 @@ fn windows(
             .into())
         }
     };
-    let mut spec = ConvSpec::new(d);
-    spec.strides = strides;
-    spec.padding = pads;
-    let (w, out_spatial) = super::super::tensor::conv_windows(op, &x, window, &spec, pad)?;
-    Ok((w, out_spatial, batch))
+    Ok(Pool {
+        x,
+        batch,
+        strides,
+        pads,
+    })
+}
+
+/// A window reduction over the spatial dimensions of `[batch…, S…, C]`
+/// (Flax's `pool`): the windows gathered, `pad` where they read padding.
+fn windows(
+    op: &'static str,
+    x: &Tensor,
+    window: &[usize],
+    strides: Option<&[usize]>,
+    padding: &Padding,
+    pad: f32,
+) -> Result<(Tensor, Vec<usize>, Vec<usize>)> {
+    let p = pool(op, x, window, strides, padding)?;
+    let mut spec = ConvSpec::new(window.len());
+    spec.strides = p.strides;
+    spec.padding = p.pads;
+    let (w, out_spatial) = super::super::tensor::conv_windows(op, &p.x, window, &spec, pad)?;
+    Ok((w, out_spatial, p.batch))
 }
 
 fn finish(y: Tensor, batch: &[usize], out_spatial: &[usize]) -> Result<Tensor> {
@@ -94,6 +121,22 @@ pub fn max_pool(
 /// the mean of each window; padding counts as zeros when
 /// `count_include_pad` (Flax's default), otherwise each window is divided
 /// by the number of input elements it covers.
+///
+/// As in JAX, each window is summed by `lax.reduce_window` in XLA:CPU's
+/// order (YNNPACK's or XLA's loop, see `crate::xla::reduce_window`), then
+/// multiplied by the `f32` reciprocal of its size; the cotangent runs
+/// through the same multiply and the transposed window sum. Inside
+/// [`as_jitted`](crate::tensor::as_jitted) the cotangent is that of a
+/// jitted program.
+///
+/// ```
+/// use flaxen::nn::{avg_pool, Padding};
+/// use flaxen::tensor::Tensor;
+/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 4.0], &[1, 4, 1])?;
+/// let y = avg_pool(&x, &[2], Some(&[2]), &Padding::Valid, true)?;
+/// assert_eq!(y.to_vec(), [3.0, 3.0]);
+/// # Ok::<(), flaxen::Error>(())
+/// ```
 pub fn avg_pool(
     x: &Tensor,
     window_shape: &[usize],
@@ -101,28 +144,64 @@ pub fn avg_pool(
     padding: &Padding,
     count_include_pad: bool,
 ) -> Result<Tensor> {
-    let (w, out, batch) = windows("avg_pool", x, window_shape, strides, padding, 0.0)?;
-    let sums = w.sum(&[2], false)?;
+    let p = pool("avg_pool", x, window_shape, strides, padding)?;
+    // The window on every axis of `[batch, S…, C]`.
+    let spec = WindowSum {
+        window: [1]
+            .iter()
+            .chain(window_shape)
+            .chain(&[1])
+            .copied()
+            .collect(),
+        strides: [1].iter().chain(&p.strides).chain(&[1]).copied().collect(),
+        pads: [(0, 0)]
+            .iter()
+            .chain(&p.pads)
+            .chain(&[(0, 0)])
+            .copied()
+            .collect(),
+        // Flax adds a batch axis to an input without one.
+        hlo_rank: p.batch.len().max(1) + window_shape.len() + 1,
+    };
+    let sums = p.x.window_sum(&spec)?;
+    let out: Vec<usize> = sums.shape()[1..=window_shape.len()].to_vec();
     let y = if count_include_pad {
         // XLA divides by a constant as a multiply by its f32 reciprocal
         // (measured).
         let size: usize = window_shape.iter().product();
         sums.mul(&Tensor::scalar(1.0 / size as f32))?
     } else {
-        // The same windows over ones count the real elements.
-        let ones = Tensor::ones(
-            &x.shape()[..x.ndim() - 1]
-                .iter()
-                .copied()
-                .chain([1])
-                .collect::<Vec<_>>(),
-        );
-        let (cw, _, _) = windows("avg_pool", &ones, window_shape, strides, padding, 0.0)?;
-        // XLA divides by a divisor broadcast over the channels as a
-        // multiply by its reciprocal (measured; a general fact of XLA's
-        // division by a broadcast operand).
-        let counts = cw.sum(&[2], false)?;
-        sums.mul(&Tensor::ones(counts.shape()).div(&counts)?)?
+        // Each window's count of real elements (exact in any order), as
+        // `[1, S_out…, 1]`. XLA divides by a divisor broadcast over the
+        // channels as a multiply by its reciprocal (measured; a general
+        // fact of XLA's division by a broadcast operand).
+        let per_axis: Vec<Vec<f32>> = (0..window_shape.len())
+            .map(|a| {
+                let n = p.x.shape()[a + 1] as isize;
+                (0..out[a])
+                    .map(|o| {
+                        let start = (o * p.strides[a]) as isize - p.pads[a].0 as isize;
+                        let end = (start + window_shape[a] as isize).min(n);
+                        (end - start.max(0)).max(0) as f32
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut recip = Vec::with_capacity(out.iter().product());
+        let mut index = vec![0usize; out.len()];
+        for _ in 0..out.iter().product::<usize>() {
+            let count: f32 = index.iter().zip(&per_axis).map(|(&i, c)| c[i]).product();
+            recip.push(1.0 / count);
+            for a in (0..index.len()).rev() {
+                index[a] += 1;
+                if index[a] < out[a] {
+                    break;
+                }
+                index[a] = 0;
+            }
+        }
+        let shape: Vec<usize> = [1].iter().chain(&out).chain(&[1]).copied().collect();
+        sums.mul(&Tensor::from_vec(recip, &shape)?)?
     };
-    finish(y, &batch, &out)
+    finish(y, &p.batch, &out)
 }

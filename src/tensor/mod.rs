@@ -87,6 +87,7 @@ pub use jit::{
 pub(crate) use ops::conv::gather_windows as conv_windows;
 pub(crate) use ops::cross_entropy::label_out_of_range;
 pub use ops::matmul::{exact_matmul_limit, set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
+pub(crate) use ops::reduce_window::WindowSum;
 pub use ops::{one_hot, ConvSpec};
 pub use shape::broadcast_shapes;
 pub use tensors::Tensors;

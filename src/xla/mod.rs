@@ -18,7 +18,9 @@
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
 //!   down columns (windows of rows, YNNPACK tiles); [`ynn_reduce`]: sums
 //!   from 4,096 elements, which XLA hands to YNNPACK, and [`ynn_exp`]:
-//!   YNNPACK's `exp`, where XLA fuses one into such a sum.
+//!   YNNPACK's `exp`, where XLA fuses one into such a sum;
+//!   [`reduce_window`]: window sums (`avg_pool`) and their cotangents,
+//!   by YNNPACK or XLA's loop.
 //! - [`batch_norm`]: BatchNorm's forward pass as XLA fuses it in a jitted
 //!   module (sums of squares contracted, constants folded);
 //!   [`batch_norm_grad`]: its backward program under `jax.grad`.
@@ -50,6 +52,7 @@ pub(crate) mod onednn_gemv;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod pack_t_avx512;
 pub(crate) mod reduce;
+pub(crate) mod reduce_window;
 pub(crate) mod vectors;
 pub(crate) mod ynn_conv;
 pub(crate) mod ynn_exp;

@@ -36,9 +36,24 @@ type Dims = SmallVec<[usize; 8]>;
 /// The sum of row-major `x` of `shape` over the axes whose bits are set in
 /// `axes`, into `out` (the kept axes, row-major), in YNNPACK's order.
 pub(crate) fn ynn_sum(x: &[f32], shape: &[usize], axes: u32, out: &mut [f32]) {
+    ynn_sum_strided(x, shape, &row_major_strides(shape), axes, out);
+}
+
+/// [`ynn_sum`] of a strided view of `x`: element `i` of `shape` at
+/// `sum(i[a] * strides[a])`. YNNPACK reduces such views where it reads
+/// its input through a stencil (`reduce_window`, `super::reduce_window`):
+/// the view's strides, not those of a dense copy, decide which axes merge
+/// into rows and where tiles start.
+pub(crate) fn ynn_sum_strided(
+    x: &[f32],
+    shape: &[usize],
+    strides: &[usize],
+    axes: u32,
+    out: &mut [f32],
+) {
     let r = shape.len();
     let reduced = |ax: usize| axes & (1 << ax) != 0;
-    let dense = row_major_strides(shape);
+    let dense: Dims = strides.iter().copied().collect();
     // The output as an array of the input's rank, reduced axes of 1.
     let c_shape: Dims = (0..r)
         .map(|a| if reduced(a) { 1 } else { shape[a] })

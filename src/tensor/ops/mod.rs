@@ -15,6 +15,7 @@ mod fused_products;
 pub(crate) mod gather;
 pub(crate) mod matmul;
 pub(crate) mod reduce;
+pub(crate) mod reduce_window;
 pub(crate) mod rows;
 mod shape_ops;
 pub(crate) mod unary;

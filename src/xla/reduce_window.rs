@@ -1,0 +1,465 @@
+//! Window sums as XLA:CPU computes `lax.reduce_window(x, 0., add, ...)`
+//! (what `flax.linen.avg_pool` sums), and the cotangent of such a sum,
+//! measured against jaxlib 0.10.2 on a Zen 4 with 2 CPUs (probe of 301
+//! configurations `[2,H,W,C]`, C in 1, 3, 4, 8, 16 and 17, windows 2x2 to
+//! 7x7 and 1x3, strides equal to the window, 1 and 2, VALID and SAME, plus
+//! 1-D, 3-D and large cases: 0 outputs differ; XLA's choice of back end
+//! read from `compile().as_text()`, the loop orders from the optimized
+//! LLVM IR that `--xla_dump_to` writes).
+//!
+//! No HLO pass rewrites an add `reduce-window`; XLA runs it one of two ways:
+//!
+//! - **YNNPACK** ([`uses_ynn`]): windows that do not overlap, from 4,096
+//!   input or output elements. YNNPACK pads the input with zeros, reads it
+//!   through a stencil (a new axis after each windowed one: `[N,H,W,C]` as
+//!   `[N,Ho,kh,Wo,kw,C]`, a strided view of the padded input, not a dense
+//!   copy) and reduces the new axes by its sum ([`ynn_sum_strided`]). The
+//!   view matters where VALID drops columns (`W != Wo * kw`: 356 of 8,192
+//!   outputs differ for a `[32,8,8,16]` 7x7 pool summed as a dense copy).
+//! - **XLA's loop** (every other case, overlapping windows always): one
+//!   output at a time, the window's loops (its axes longer than 1) nested
+//!   in row-major order around an accumulator from `+0`, padding positions
+//!   skipped. Each add is `fadd reassoc`, and LLVM, after unrolling the
+//!   innermost window loop, reorders two shapes of window
+//!   ([`window_sum`]); all others are summed left to right.
+//!
+//! The cotangent ([`window_sums_transpose`]) is another `reduce-window`
+//! (of the output's cotangent, dilated by the strides), always a loop.
+
+use smallvec::SmallVec;
+
+use super::reduce::vector_nest;
+use super::ynn_reduce::{ynn_sum_strided, YNN_MIN};
+
+type Dims = SmallVec<[usize; 8]>;
+
+/// The largest rank plus number of windowed axes YNNPACK's reduce-window
+/// takes (`IsReduceLikeOpSupportedByYnn`).
+const YNN_MAX_RANK: usize = 8;
+
+/// The output extents of windows `window` at `strides` over `shape` padded
+/// by `pads` (0 where the padded input is shorter than the window).
+pub(crate) fn window_out_shape(
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+) -> Vec<usize> {
+    (0..shape.len())
+        .map(|a| {
+            let padded = shape[a] + pads[a].0 + pads[a].1;
+            if padded >= window[a] {
+                (padded - window[a]) / strides[a] + 1
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+/// Whether XLA hands a `reduce-window` add of `f32` to YNNPACK
+/// (`xla/backends/cpu/ynn_support.cc`: `IsReduceLikeOpSupportedByYnn` and
+/// `IsInstructionPreferredByYnn`, checked against the compiled HLO): every
+/// window axis longer than 1 has a stride equal to its size (no overlap;
+/// axes of 1 may have any stride), some axis is windowed (longer than 1
+/// or strided), the HLO's rank (`hlo_rank`, which counts every batch
+/// axis where flaxen flattens them into one) plus the windowed axes is at
+/// most 8, and the input or the output has at least 4,096 elements.
+fn uses_ynn(
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+    hlo_rank: usize,
+) -> bool {
+    let windowed = (0..shape.len())
+        .filter(|&a| window[a] > 1 || strides[a] > 1)
+        .count();
+    let overlap = (0..shape.len()).any(|a| window[a] > 1 && strides[a] != window[a]);
+    let out: usize = window_out_shape(shape, window, strides, pads)
+        .iter()
+        .product();
+    windowed > 0
+        && !overlap
+        && hlo_rank + windowed <= YNN_MAX_RANK
+        && (shape.iter().product::<usize>() >= YNN_MIN || out >= YNN_MIN)
+}
+
+/// Row-major strides (elements) of `shape`.
+fn row_major_strides(shape: &[usize]) -> Dims {
+    let mut s: Dims = smallvec::smallvec![1; shape.len()];
+    for a in (0..shape.len().saturating_sub(1)).rev() {
+        s[a] = s[a + 1] * shape[a + 1];
+    }
+    s
+}
+
+/// Steps a row-major multi-index over `extents`; false after the last.
+fn next_index(index: &mut [usize], extents: &[usize]) -> bool {
+    for a in (0..index.len()).rev() {
+        index[a] += 1;
+        if index[a] < extents[a] {
+            return true;
+        }
+        index[a] = 0;
+    }
+    false
+}
+
+/// The sums of the windows of row-major `x` (`shape`): for each output
+/// position (row-major, extents [`window_out_shape`]) the sum of the
+/// `window` elements starting at `position * strides - pads.0`, padding
+/// read as zeros; in XLA:CPU's order (see the module's documentation).
+/// `hlo_rank` is the rank of the array in JAX's program ([`uses_ynn`]).
+pub(crate) fn window_sums(
+    x: &[f32],
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+    hlo_rank: usize,
+) -> Vec<f32> {
+    if uses_ynn(shape, window, strides, pads, hlo_rank) {
+        ynn_window_sums(x, shape, window, strides, pads)
+    } else {
+        loop_window_sums(x, shape, window, strides, pads)
+    }
+}
+
+/// YNNPACK's window sums: the input padded with zeros, read as the
+/// stencil's strided view (each windowed axis `a` as an axis of the
+/// outputs, `strides[a]` padded rows apart, then one of the window, a
+/// padded row apart), the window axes reduced by [`ynn_sum_strided`].
+fn ynn_window_sums(
+    x: &[f32],
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+) -> Vec<f32> {
+    let r = shape.len();
+    let padded: Dims = (0..r).map(|a| shape[a] + pads[a].0 + pads[a].1).collect();
+    let out_shape = window_out_shape(shape, window, strides, pads);
+    let mut out = vec![0.0f32; out_shape.iter().product()];
+    if out.is_empty() {
+        return out;
+    }
+    // The padded input.
+    let mut xp = vec![0.0f32; padded.iter().product()];
+    let p_strides = row_major_strides(&padded);
+    let last = r - 1;
+    let mut index: Dims = smallvec::smallvec![0; last];
+    for row in x.chunks_exact(shape[last].max(1)) {
+        let at: usize = (0..last)
+            .map(|a| (index[a] + pads[a].0) * p_strides[a])
+            .sum::<usize>()
+            + pads[last].0;
+        xp[at..at + row.len()].copy_from_slice(row);
+        next_index(&mut index, &shape[..last]);
+    }
+    let mut v_shape: Dims = SmallVec::new();
+    let mut v_strides: Dims = SmallVec::new();
+    let mut axes = 0u32;
+    for a in 0..r {
+        if window[a] > 1 || strides[a] > 1 {
+            v_shape.extend([out_shape[a], window[a]]);
+            v_strides.extend([p_strides[a] * strides[a], p_strides[a]]);
+            axes |= 1 << (v_shape.len() - 1);
+        } else {
+            v_shape.push(padded[a]);
+            v_strides.push(p_strides[a]);
+        }
+    }
+    ynn_sum_strided(&xp, &v_shape, &v_strides, axes, &mut out);
+    out
+}
+
+/// XLA's loop: one window at a time, its valid elements gathered row-major
+/// over the window axes (those longer than 1) and summed by
+/// [`window_sum`]. An axis of a window of 1 reads one position (`+0` at a
+/// padding position).
+fn loop_window_sums(
+    x: &[f32],
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+) -> Vec<f32> {
+    let r = shape.len();
+    let out_shape = window_out_shape(shape, window, strides, pads);
+    let count: usize = out_shape.iter().product();
+    let mut out = Vec::with_capacity(count);
+    if count == 0 {
+        return out;
+    }
+    let x_strides = row_major_strides(shape);
+    let loops: Dims = (0..r).filter(|&a| window[a] > 1).collect();
+    // Each window loop's element stride in the input, and its full extent.
+    let inner: Dims = loops.iter().map(|&a| x_strides[a]).collect();
+    let full: Dims = loops.iter().map(|&a| window[a]).collect();
+    // The innermost window loop padded by exactly (0, 1) has its last
+    // iteration peeled; other padded loops keep their bounds checks.
+    let split = (0..loops.len()).rev().find(|&k| pads[loops[k]] == (0, 1));
+    let checked: SmallVec<[bool; 8]> = loops
+        .iter()
+        .enumerate()
+        .map(|(k, &a)| pads[a] != (0, 0) && Some(k) != split)
+        .collect();
+    let geometry = Geometry {
+        full: &full,
+        checked: &checked,
+        inner: &inner,
+    };
+    let mut index: Dims = smallvec::smallvec![0; r];
+    let mut block: SmallVec<[f32; 64]> = SmallVec::new();
+    let mut ranges: SmallVec<[(usize, usize); 8]> = SmallVec::new();
+    loop {
+        // The window's first element and its valid range on each loop.
+        let mut base = 0usize;
+        let mut inside = true;
+        ranges.clear();
+        for a in 0..r {
+            let start = (index[a] * strides[a]) as isize - pads[a].0 as isize;
+            let lo = start.max(0) as usize;
+            let hi = ((start + window[a] as isize).max(0) as usize)
+                .min(shape[a])
+                .max(lo);
+            if window[a] > 1 {
+                ranges.push((lo, hi));
+            } else if lo < hi {
+                base += lo * x_strides[a];
+            } else {
+                inside = false;
+            }
+        }
+        let mut ext: Dims = ranges.iter().map(|&(lo, hi)| hi - lo).collect();
+        if !inside || ext.contains(&0) {
+            out.push(0.0);
+        } else {
+            block.clear();
+            for (k, &(lo, _)) in ranges.iter().enumerate() {
+                base += lo * inner[k];
+            }
+            let mut at: Dims = smallvec::smallvec![0; ranges.len()];
+            loop {
+                let offset: usize = at.iter().zip(&inner).map(|(i, s)| i * s).sum();
+                block.push(x[base + offset]);
+                if !next_index(&mut at, &ext) {
+                    break;
+                }
+            }
+            out.push(window_sum(&block, &mut ext, split, &geometry));
+        }
+        if !next_index(&mut index, &out_shape) {
+            return out;
+        }
+    }
+}
+
+/// The window loops of XLA's reduce-window loop: their full extents, which
+/// keep their bounds checks, and their element strides in the input.
+struct Geometry<'a> {
+    full: &'a [usize],
+    checked: &'a [bool],
+    inner: &'a [usize],
+}
+
+/// One window's sum from `+0`: its valid elements `block` (row-major,
+/// `ext`, one extent per window loop) in the order of XLA's loop as LLVM
+/// compiles it (read from the optimized IR; `reassoc` lets LLVM reorder).
+///
+/// - The innermost window loop padded by exactly `(0, 1)` (`split`: SAME
+///   at stride 1, or an odd remainder) has its last iteration peeled off:
+///   a window of its full extent sums positions `0..k-1` of that axis
+///   first, then position `k-1` (left to right if that axis is one of the
+///   two innermost loops, else as the rest). For a 2x2 window at stride 1
+///   that is column-major.
+/// - Otherwise [`nest_sum`].
+fn window_sum(block: &[f32], ext: &mut [usize], split: Option<usize>, g: &Geometry<'_>) -> f32 {
+    let Some(axis) = split else {
+        return nest_sum(0.0, block, ext, g);
+    };
+    let n = ext[axis];
+    let head = n.min(g.full[axis] - 1);
+    let inner: usize = ext[axis + 1..].iter().product();
+    let part = |start: usize, end: usize| -> SmallVec<[f32; 64]> {
+        block
+            .chunks_exact(n * inner)
+            .flat_map(|c| &c[start * inner..end * inner])
+            .copied()
+            .collect()
+    };
+    // The two innermost loops (extents longer than 1).
+    let vector_loop = (0..ext.len())
+        .rev()
+        .filter(|&a| ext[a] != 1)
+        .take(2)
+        .any(|a| a == axis);
+    let first = part(0, head);
+    ext[axis] = head;
+    let mut acc = nest_sum(0.0, &first, ext, g);
+    if n == g.full[axis] {
+        let last = part(head, n);
+        ext[axis] = n - head;
+        acc = if vector_loop {
+            last.iter().fold(acc, |a, &v| a + v)
+        } else {
+            nest_sum(acc, &last, ext, g)
+        };
+    }
+    ext[axis] = n;
+    acc
+}
+
+/// `acc` plus a block (row-major, `ext`) summed by the loop nest: left to
+/// right, except that LLVM vectorizes the second-innermost loop with 2
+/// lanes when it and the innermost have 2 iterations each, it keeps no
+/// bounds check, and its rows are a power of two elements apart in the
+/// input (measured: strides 16 and 32 vectorized; 24, 36, 48, 56 and 80
+/// not; no other window shape, 4x4, 2x4 or 8x8, ever was): lane 0 takes
+/// the first row from `acc`, lane 1 the second from `-0`, then lane 0 plus
+/// lane 1 ([`vector_nest`]); outer loops run in order around that.
+fn nest_sum(acc: f32, block: &[f32], ext: &[usize], g: &Geometry<'_>) -> f32 {
+    let loops: SmallVec<[(usize, bool, usize); 8]> = (0..ext.len())
+        .filter(|&k| ext[k] != 1)
+        .map(|k| (ext[k], g.checked[k], g.inner[k]))
+        .collect();
+    let [.., (b, b_checked, b_stride), (c, _, _)] = loops[..] else {
+        return block.iter().fold(acc, |a, &v| a + v);
+    };
+    if b_checked || b != 2 || c != 2 || !b_stride.is_power_of_two() {
+        return block.iter().fold(acc, |a, &v| a + v);
+    }
+    vector_nest(acc, block, (b, c, 2), |lane, x| lane + x)
+}
+
+/// The cotangent of [`window_sums`]: for each input element (row-major,
+/// `shape`), the sum from `+0` of the cotangents `g` (extents
+/// [`window_out_shape`]) of the windows that contain it. JAX transposes
+/// the sum into a `pad` of `g` (dilated by the strides) and another
+/// `reduce-window` (windows of the same size at stride 1), which XLA always
+/// runs as its loop.
+///
+/// - Eagerly the pad runs on its own, and the windows are summed in
+///   row-major order of their output positions (measured: 12 cases, 0
+///   differ).
+/// - Jitted (`jitted`), XLA folds the pad into the reduce-window's
+///   padding, its loops keep bounds checks, and LLVM hoists the innermost
+///   window loop of 2 iterations (if any) outside the others: the windows
+///   in row-major order with that axis first, the others in order
+///   (measured: 2-D windows 2x2, 3x2, 4x2 at stride 1 VALID and SAME and
+///   3x2 at strides 2x1 hoist the second axis; 2x3, 2x4, 3x3, 4x4 do not
+///   change; 3-D 2x2x2, 2x3x2, 3x2x2 hoist the third axis and 2x2x3 the
+///   second; 3x3x3 does not change). Which loop is hoisted where another
+///   axis of 2 has a stride above 1 is not measured (there it does not
+///   change the order in 2-D).
+pub(crate) fn window_sums_transpose(
+    g: &[f32],
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+    jitted: bool,
+) -> Vec<f32> {
+    let r = shape.len();
+    let out_shape = window_out_shape(shape, window, strides, pads);
+    let count: usize = shape.iter().product();
+    let mut dx = Vec::with_capacity(count);
+    if count == 0 {
+        return dx;
+    }
+    let g_strides = row_major_strides(&out_shape);
+    // The axes from the outermost loop to the innermost.
+    let hoisted = (0..r).rev().find(|&a| jitted && window[a] == 2);
+    let order: Dims = hoisted
+        .into_iter()
+        .chain((0..r).filter(|&a| Some(a) != hoisted))
+        .collect();
+    let mut index: Dims = smallvec::smallvec![0; r];
+    let mut first: Dims = smallvec::smallvec![0; r];
+    let mut ext: Dims = smallvec::smallvec![0; r];
+    loop {
+        // The windows o that contain position i: o * s - lo <= i < o * s -
+        // lo + k, 0 <= o < out.
+        for a in 0..r {
+            let p = index[a] + pads[a].0;
+            let lo = (p + 1).saturating_sub(window[a]).div_ceil(strides[a]);
+            let hi = (p / strides[a] + 1).min(out_shape[a]);
+            first[a] = lo;
+            ext[a] = hi.saturating_sub(lo);
+        }
+        let mut acc = 0.0f32;
+        if !ext.contains(&0) {
+            let loop_ext: Dims = order.iter().map(|&a| ext[a]).collect();
+            let mut at: Dims = smallvec::smallvec![0; r];
+            loop {
+                let offset: usize = order
+                    .iter()
+                    .zip(&at)
+                    .map(|(&a, &i)| (first[a] + i) * g_strides[a])
+                    .sum();
+                acc += g[offset];
+                if !next_index(&mut at, &loop_ext) {
+                    break;
+                }
+            }
+        }
+        dx.push(acc);
+        if !next_index(&mut index, shape) {
+            return dx;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plain definition: every window summed left to right.
+    fn plain(x: &[f32], shape: &[usize], window: &[usize], strides: &[usize]) -> Vec<f32> {
+        let pads = vec![(0, 0); shape.len()];
+        loop_window_sums(x, shape, window, strides, &pads)
+    }
+
+    #[test]
+    fn small_windows_sum_what_they_cover() {
+        // [1, 4, 4, 1] 2x2 at stride 2: each window's four elements.
+        let x: Vec<f32> = (0..16).map(|v| v as f32).collect();
+        let shape = [1, 4, 4, 1];
+        let y = window_sums(&x, &shape, &[1, 2, 2, 1], &[1, 2, 2, 1], &[(0, 0); 4], 4);
+        assert_eq!(y, [10.0, 18.0, 42.0, 50.0]);
+        assert_eq!(plain(&x, &shape, &[1, 2, 2, 1], &[1, 2, 2, 1]), y);
+    }
+
+    #[test]
+    fn ynn_and_loop_agree_on_exact_values() {
+        // Integers: every order gives the same sums.
+        let shape = [2, 16, 16, 8];
+        let x: Vec<f32> = (0..4096).map(|v| (v % 7) as f32).collect();
+        let w = [1, 2, 2, 1];
+        assert!(uses_ynn(&shape, &w, &w, &[(0, 0); 4], 4));
+        let ynn = window_sums(&x, &shape, &w, &w, &[(0, 0); 4], 4);
+        assert_eq!(ynn, plain(&x, &shape, &w, &w));
+        // VALID dropping a column, SAME padding.
+        let w = [1, 3, 3, 1];
+        let ynn = window_sums(&x, &shape, &w, &w, &[(0, 0); 4], 4);
+        assert_eq!(ynn, plain(&x, &shape, &w, &w));
+        let pads = [(0, 0), (1, 1), (1, 1), (0, 0)];
+        let ynn = window_sums(&x, &shape, &w, &w, &pads, 4);
+        assert_eq!(ynn, loop_window_sums(&x, &shape, &w, &w, &pads));
+    }
+
+    #[test]
+    fn transpose_adds_each_window_back() {
+        // [1, 3, 1] windows of 2 at stride 1: inputs 0 and 2 in one window,
+        // input 1 in both.
+        let g = [1.0, 10.0];
+        let dx = window_sums_transpose(&g, &[1, 3, 1], &[1, 2, 1], &[1, 1, 1], &[(0, 0); 3], false);
+        assert_eq!(dx, [1.0, 11.0, 10.0]);
+        // SAME padding (0, 1): the last input's window runs off the end.
+        let g = [1.0, 10.0, 100.0];
+        let pads = [(0, 0), (0, 1), (0, 0)];
+        let dx = window_sums_transpose(&g, &[1, 3, 1], &[1, 2, 1], &[1, 1, 1], &pads, false);
+        assert_eq!(dx, [1.0, 11.0, 110.0]);
+    }
+}
