@@ -2,7 +2,10 @@
 //! Flax CNN of the Flax docs' MNIST example (scaled down): two `Conv` →
 //! relu → `avg_pool` blocks, then `Dense` layers, trained with `adam` and
 //! evaluated on the last 297 images. It prints the model's table and one
-//! line per epoch.
+//! line per epoch — the lines Flax and optax print for the same training
+//! (`tools/oracle/train_cnn_digits.py`): every step's convolutions,
+//! pooling and gradients are computed in XLA:CPU's orders
+//! (`tests/cnn_step.rs` checks one step's gradients bit for bit).
 //!
 //! Run: `cargo run --release --example cnn_digits`
 
