@@ -36,23 +36,38 @@ const PATCH_COST: f64 = 86.0 / 8.0;
 /// (`TensorChipping.h`: `(3 * mul + div + 3 * add) / 8`).
 const CHIP_COST: f64 = 30.0 / 8.0;
 
-/// The operand costs of a convolution with `groups` feature groups, as
-/// measured (bisecting the inner-dimension shard's threshold): with one
-/// group jaxlib's convolution builds no chip (the patches cost alone);
-/// with several both operands are chips of the group.
-fn operand_costs(groups: usize) -> OperandCosts {
+/// The operand costs of a 2-D convolution (`EigenConv2D`, image patches)
+/// with `groups` feature groups, as measured (bisecting the
+/// inner-dimension shard's threshold): with one group jaxlib's convolution
+/// builds no chip (the patches cost alone); with several both operands are
+/// chips of the group.
+pub(crate) fn image_patch_costs(groups: usize) -> OperandCosts {
     if groups == 1 {
         OperandCosts {
             lhs: 0.0,
             rhs: PATCH_COST,
+            rhs_bytes: 4.0,
         }
     } else {
         OperandCosts {
             lhs: CHIP_COST,
             rhs: PATCH_COST + CHIP_COST,
+            rhs_bytes: 4.0,
         }
     }
 }
+
+/// The operand costs of a 3-D convolution (`EigenConv3D`, volume
+/// patches: the kernel cotangent of a grouped convolution). The kernel is
+/// a chip; the patches cost `(10 * div + 21 * mul + 8 * add) / 8`
+/// (`TensorVolumePatch.h`), which, unlike the image patches', does not add
+/// its argument's cost: no bytes loaded. Measured by the helper
+/// (`/work/scratch/grouped_dk/REPORT.md`: the other candidate costs fail).
+pub(crate) const VOLUME_PATCH_COSTS: OperandCosts = OperandCosts {
+    lhs: CHIP_COST,
+    rhs: 269.0 / 8.0,
+    rhs_bytes: 0.0,
+};
 
 /// How Eigen sums one group's contraction of a convolution: `rows`
 /// outputs per column (Eigen's `n`), `terms` terms each (`k`), `columns`
@@ -71,26 +86,19 @@ pub(crate) struct EigenConvPlan {
 
 impl EigenConvPlan {
     /// The plan of a contraction of `rows x terms` patches with a
-    /// `terms x columns` kernel, per group of a convolution with `groups`
-    /// feature groups, on `machine`.
+    /// `terms x columns` kernel whose operands cost `costs`
+    /// ([`image_patch_costs`], [`VOLUME_PATCH_COSTS`]), on `machine`.
     pub(crate) fn new(
         rows: usize,
         terms: usize,
         columns: usize,
-        groups: usize,
+        costs: OperandCosts,
         machine: &Machine,
     ) -> EigenConvPlan {
         // oneDNN jumps to its matrix-vector kernel for one column before
         // it blocks `k`.
         let dnnl_split = columns != 1;
-        let contraction = contraction(
-            columns,
-            rows,
-            terms,
-            operand_costs(groups),
-            dnnl_split,
-            machine,
-        );
+        let contraction = contraction(columns, rows, terms, costs, dnnl_split, machine);
         EigenConvPlan {
             rows,
             terms,
@@ -298,48 +306,48 @@ mod tests {
     #[test]
     fn plans_of_the_measured_machine() {
         // 5x5 on 16 channels, 4 features, 56 positions: sharded 200 + 200.
-        let p = EigenConvPlan::new(56, 400, 4, 1, &EPYC);
+        let p = EigenConvPlan::new(56, 400, 4, image_patch_costs(1), &EPYC);
         assert!(p.contraction.sharded);
         assert_eq!(ranges(&p), [vec![(0, 200)], vec![(200, 400)]]);
         // 7x7 on 16 channels, 16 features, 194 positions: 264, 264, 256.
-        let p = EigenConvPlan::new(194, 784, 16, 1, &EPYC);
+        let p = EigenConvPlan::new(194, 784, 16, image_patch_costs(1), &EPYC);
         assert!(!p.contraction.sharded);
         assert_eq!(ranges(&p), [vec![(0, 264), (264, 528), (528, 784)]]);
         // One thread (10 positions): 392-term blocks halved by oneDNN.
-        let p = EigenConvPlan::new(10, 784, 2, 1, &EPYC);
+        let p = EigenConvPlan::new(10, 784, 2, image_patch_costs(1), &EPYC);
         assert_eq!(
             ranges(&p),
             [vec![(0, 196), (196, 392), (392, 588), (588, 784)]]
         );
         // 25 positions in blocks of 24: the last alone.
-        let p = EigenConvPlan::new(25, 784, 16, 1, &EPYC);
+        let p = EigenConvPlan::new(25, 784, 16, image_patch_costs(1), &EPYC);
         assert!(p.contraction.sharded);
         assert!(p.contraction.blocks.iter().all(|b| p.alone(b) == Some(24)));
         // Two groups of 8 channels, 5x5, 4 features each, 512 positions:
         // sharded 104 + 96 (the chips' costs count).
-        let p = EigenConvPlan::new(512, 200, 4, 2, &EPYC);
+        let p = EigenConvPlan::new(512, 200, 4, image_patch_costs(2), &EPYC);
         assert_eq!(ranges(&p), [vec![(0, 104)], vec![(104, 200)]]);
         // One column, 144 terms: sharded from 127 rows on.
-        assert!(!EigenConvPlan::new(126, 144, 1, 1, &EPYC).is_plain());
+        assert!(!EigenConvPlan::new(126, 144, 1, image_patch_costs(1), &EPYC).is_plain());
         assert!(
-            !EigenConvPlan::new(126, 144, 1, 1, &EPYC)
+            !EigenConvPlan::new(126, 144, 1, image_patch_costs(1), &EPYC)
                 .contraction
                 .sharded
         );
         assert!(
-            EigenConvPlan::new(127, 144, 1, 1, &EPYC)
+            EigenConvPlan::new(127, 144, 1, image_patch_costs(1), &EPYC)
                 .contraction
                 .sharded
         );
         // 3x3 on 16 channels, 16 features: one chain.
-        assert!(EigenConvPlan::new(1600, 144, 16, 1, &EPYC).is_plain());
+        assert!(EigenConvPlan::new(1600, 144, 16, image_patch_costs(1), &EPYC).is_plain());
     }
 
     /// Cut sums: ranges added in order; the lone row one chain.
     #[test]
     fn sums_follow_the_ranges() {
         let (rows, k, m) = (25, 784, 16);
-        let p = EigenConvPlan::new(rows, k, m, 1, &EPYC);
+        let p = EigenConvPlan::new(rows, k, m, image_patch_costs(1), &EPYC);
         let a = |r: usize, j: usize| ((r * 31 + j * 17) % 23) as f32 * 0.37 - 4.0;
         let w: Vec<f32> = (0..k * m)
             .map(|i| ((i * 13) % 29) as f32 * 0.11 - 1.5)

@@ -291,13 +291,29 @@ pub(crate) fn summation(m: usize, k: usize, n: usize, machine: &Machine) -> Summ
 /// The compute cost per coefficient (`costPerCoeff(true).compute_cycles`)
 /// of a contraction's two operand expressions, which Eigen's cost model
 /// adds to the product's: zero for arrays in memory, more for expressions
-/// computed on the fly (a convolution's image patches).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// computed on the fly (a convolution's image patches); and the bytes
+/// that the right operand loads per coefficient.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct OperandCosts {
     /// Eigen's left operand (`m` rows).
     pub(crate) lhs: f64,
     /// Eigen's right operand (`n` columns).
     pub(crate) rhs: f64,
+    /// The bytes Eigen's right operand loads per coefficient: a float
+    /// (4), except for an expression whose cost leaves out its argument's
+    /// (a volume-patch op: 0).
+    pub(crate) rhs_bytes: f64,
+}
+
+impl Default for OperandCosts {
+    /// Arrays in memory: no compute, a float loaded per coefficient.
+    fn default() -> OperandCosts {
+        OperandCosts {
+            lhs: 0.0,
+            rhs: 0.0,
+            rhs_bytes: 4.0,
+        }
+    }
 }
 
 /// One buffer of an Eigen contraction: ranges of terms, each summed from
@@ -520,7 +536,7 @@ fn contraction_cost(
     let compute = kd * bandwidth(false, bm, bn, bk) / PACKET as f64
         + costs.lhs * kd / n as f64
         + costs.rhs * kd / m as f64;
-    let (lhs, rhs) = (4.0 * kd / n as f64, 4.0 * kd / m as f64);
+    let (lhs, rhs) = (4.0 * kd / n as f64, costs.rhs_bytes * kd / m as f64);
     let loaded = if by_col { rhs } else { lhs };
     (loaded, 4.0, compute)
 }
@@ -556,7 +572,7 @@ fn num_threads_inner_dim(m: usize, n: usize, k: usize, max: usize, costs: Operan
     let compute = bandwidth(true, m, n, k) * (m * n) as f64 / PACKET as f64
         + costs.lhs * m as f64
         + costs.rhs * n as f64;
-    let parallel = total_cost(k as f64, (4.0 * n as f64, 4.0, compute));
+    let parallel = total_cost(k as f64, (costs.rhs_bytes * n as f64, 4.0, compute));
     let reduction = total_cost((m * n) as f64, (2.0, 1.0, 1.0 / PACKET as f64));
     let (mut best, mut min) = (1, parallel);
     for nt in (2..=max).step_by(2) {

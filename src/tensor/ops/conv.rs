@@ -284,6 +284,38 @@ impl Swaps {
     }
 }
 
+/// Whether XLA's `ConvOperandSwapper` swaps the operands of a grouped
+/// convolution's kernel cotangent (measured by a helper,
+/// `/work/scratch/grouped_dk/REPORT.md`, route B): over the spatial
+/// dimensions that are not pure contractions (output as long as the input,
+/// no padding, stride and dilation 1), the output's positions outnumber the
+/// input's (an input of 1 padded fully on both sides counts as the
+/// output). The swapped convolution runs as XLA's own loop, not on Eigen.
+fn grouped_kernel_grad_swaps(
+    spatial: &[usize],
+    window: &[usize],
+    out: &[usize],
+    spec: &ConvSpec,
+) -> bool {
+    let (mut window_size, mut input_size) = (1usize, 1usize);
+    for i in 0..spatial.len() {
+        let (input, output) = (spatial[i] as i64, out[i] as i64);
+        let (stride, dilation) = (spec.strides[i] as i64, spec.rhs_dilation[i] as i64);
+        let lo = spec.padding[i].0 as i64;
+        // The cotangent convolution's high padding.
+        let hi = (window[i] as i64 - 1) * dilation + (output - 1) * stride + 1 - input - lo;
+        // Its window dilation is the stride, its stride the dilation.
+        let unit = stride == 1 && dilation == 1;
+        if output == input && lo == 0 && hi == 0 && unit {
+            continue;
+        }
+        window_size *= out[i];
+        let full = input == 1 && unit && lo == output - 1 && hi == output - 1;
+        input_size *= if full { out[i] } else { spatial[i] };
+    }
+    window_size > input_size
+}
+
 /// A convolution as Eigen's transposed 2-D convolution computes it, which
 /// XLA:CPU uses for a 2-D convolution with input dilation, stride 1, no
 /// kernel dilation and one group (JAX's input cotangent of a strided
@@ -726,6 +758,12 @@ impl Tensor {
                 eigen_side && !ynn.kernel_grad && !swaps.kernel_grad,
             ),
             all_one(&spec.strides) && all_one(&spec.rhs_dilation),
+            // A grouped kernel cotangent: a 3-D convolution (input
+            // dilation on the groups' axis), which XLA keeps on Eigen
+            // unless it swaps the operands (then its own loop).
+            sd == 2
+                && all_one(&spec.lhs_dilation)
+                && !grouped_kernel_grad_swaps(&spatial, &window, &out_spatial, spec),
         );
         let y = if ynn.forward {
             conv_ynn::forward(x, k, &idx, d, Isa::detect(), &out_spatial)
@@ -780,6 +818,8 @@ impl Tensor {
                 let dk = needs[1].then(|| {
                     let dk = if ynn.kernel_grad {
                         conv_ynn::kernel_grad(x, g, &idx, d, Isa::detect(), &window)
+                    } else if let Some(plan) = &eigen.grouped_kernel_grad {
+                        conv_eigen::grouped_kernel_grad(x, g, &idx, d, plan)
                     } else if let Some(plan) = &eigen.kernel_grad {
                         conv_eigen::kernel_grad(x, g, &idx, d, plan)
                     } else if kernel_gemv {

@@ -14,10 +14,14 @@
 //!   swapped, its rows the input features times the taps, convolved over
 //!   the output positions (row-major, the batch innermost) with the
 //!   cotangent; of a depthwise convolution, the diagonal of that dense
-//!   convolution (XLA computes all of it and masks the rest).
+//!   convolution (XLA computes all of it and masks the rest);
+//! - the kernel's cotangent (several groups, not depthwise): a 3-D
+//!   convolution whose third axis enumerates the groups, with input
+//!   dilation `G` on it (`EigenConv3D` on volume patches), see
+//!   [`grouped_kernel_grad`].
 
 use super::conv::Dims;
-use crate::xla::eigen_conv::EigenConvPlan;
+use crate::xla::eigen_conv::{image_patch_costs, EigenConvPlan, VOLUME_PATCH_COSTS};
 use crate::xla::eigen_dot::Machine;
 
 /// The computations of a convolution that run on Eigen with cut sums,
@@ -31,23 +35,34 @@ pub(crate) struct EigenRoutes {
     pub(crate) input_grad: Option<EigenConvPlan>,
     /// The kernel's cotangent.
     pub(crate) kernel_grad: Option<EigenConvPlan>,
+    /// The kernel's cotangent of a grouped convolution that is not
+    /// depthwise ([`grouped_kernel_grad`]).
+    pub(crate) grouped_kernel_grad: Option<EigenConvPlan>,
 }
 
 impl EigenRoutes {
     /// The routes of a convolution with sizes `d`; `on`: whether XLA runs
     /// its (forward, input's cotangent, kernel's cotangent) on Eigen's
-    /// generic convolution; `unit`: without strides or dilations, the
+    /// generic 2-D convolution; `unit`: without strides or dilations, the
     /// convolutions whose one-column contractions were measured in
-    /// oneDNN's matrix-vector order (others keep their plain route).
-    pub(crate) fn of(d: &Dims, on: (bool, bool, bool), unit: bool) -> EigenRoutes {
+    /// oneDNN's matrix-vector order (others keep their plain route);
+    /// `grouped`: whether XLA runs the kernel's cotangent, if grouped and
+    /// not depthwise, on Eigen's 3-D convolution.
+    pub(crate) fn of(d: &Dims, on: (bool, bool, bool), unit: bool, grouped: bool) -> EigenRoutes {
         let machine = Machine::current();
         let depthwise = d.cg == 1 && d.og() == 1 && d.groups == d.c;
+        let empty = |sizes: &[usize]| sizes.contains(&0);
         let plan = |on: bool, rows: usize, terms: usize, columns: usize, groups: usize| {
-            let empty = rows == 0 || terms == 0 || columns == 0;
-            (on && !empty)
-                .then(|| EigenConvPlan::new(rows, terms, columns, groups, &machine))
+            let costs = image_patch_costs(groups);
+            (on && !empty(&[rows, terms, columns]))
+                .then(|| EigenConvPlan::new(rows, terms, columns, costs, &machine))
                 .filter(|p| !p.is_plain() && (columns != 1 || unit))
         };
+        // Every plan, even one range: its terms include the other groups'
+        // zeros, which no plain route visits (one column: they take
+        // `gemv_t`'s lanes).
+        let (rows, terms) = (d.cg * d.t * d.groups, d.p * d.groups * d.n);
+        let grouped = grouped && d.groups > 1 && !depthwise && !empty(&[rows, terms, d.og()]);
         EigenRoutes {
             forward: plan(on.0, d.n * d.p, d.t * d.cg, d.og(), d.groups),
             input_grad: plan(on.1, d.n * d.s, d.t * d.og(), d.cg, d.groups),
@@ -59,6 +74,8 @@ impl EigenRoutes {
                 d.o,
                 1,
             ),
+            grouped_kernel_grad: grouped
+                .then(|| EigenConvPlan::new(rows, terms, d.og(), VOLUME_PATCH_COSTS, &machine)),
         }
     }
 }
@@ -174,6 +191,54 @@ pub(crate) fn kernel_grad(
                 dk[t * d.c + c] = row[c];
             }
         }
+    }
+    dk
+}
+
+/// The kernel's cotangent, `[tap, cg, o]`, of a grouped convolution that
+/// is not depthwise, as XLA computes it: one 3-D convolution, its third
+/// axis the groups with input dilation `G`, on Eigen's volume patches.
+/// Rows `p = (c * t + tap) * G + g`, terms `j = (position * G + z) * n +
+/// image` (positions row-major); a term is the input's `x[image, input of
+/// (position, tap), g * cg + c]` when `z == g` and the tap is inside the
+/// input, else a zero that Eigen still counts (in its plan, and in
+/// `gemv_t`'s lanes for one output per group); the kernel's term `j` is
+/// the cotangent `gr[image, position, z * og + f]`.
+pub(crate) fn grouped_kernel_grad(
+    x: &[f32],
+    gr: &[f32],
+    idx: &[Option<usize>],
+    d: Dims,
+    plan: &EigenConvPlan,
+) -> Vec<f32> {
+    let (og, g_n) = (d.og(), d.groups);
+    // `[position, z, image, f]`: the cotangent, term by term.
+    let mut w = vec![0.0f32; d.p * g_n * d.n * og];
+    for m in 0..d.p {
+        for z in 0..g_n {
+            for b in 0..d.n {
+                w[((m * g_n + z) * d.n + b) * og..][..og]
+                    .copy_from_slice(&gr[(b * d.p + m) * d.o + z * og..][..og]);
+            }
+        }
+    }
+    let sums = plan.sums(&w, |r, a| {
+        let (c, t, g) = (r / (d.t * g_n), r / g_n % d.t, r % g_n);
+        a.fill(0.0);
+        for m in 0..d.p {
+            if let Some(s) = idx[m * d.t + t] {
+                let images = &mut a[(m * g_n + g) * d.n..][..d.n];
+                for (b, v) in images.iter_mut().enumerate() {
+                    *v = x[(b * d.s + s) * d.c + g * d.cg + c];
+                }
+            }
+        }
+    });
+    // Row `(c, tap, g)`'s `og` sums are `dk[tap, c, g * og + f]`.
+    let mut dk = vec![0.0f32; d.t * d.cg * d.o];
+    for (r, row) in sums.chunks_exact(og).enumerate() {
+        let (c, t, g) = (r / (d.t * g_n), r / g_n % d.t, r % g_n);
+        dk[(t * d.cg + c) * d.o + g * og..][..og].copy_from_slice(row);
     }
     dk
 }
