@@ -45,6 +45,8 @@
 //! exact IEEE (`mul_add` is correctly rounded whether or not the CPU has
 //! FMA), so flaxen computes the same bits everywhere.
 
+use super::plan_cache::{cached, PlanCache};
+
 /// One generated YNNPACK dot kernel: block and tile shapes (`m`, `n`, `k`)
 /// and whether it reads B unpacked.
 #[derive(Clone, Copy, Debug)]
@@ -332,44 +334,11 @@ fn split_n(m: usize, n: usize, k: usize, block_n: usize) -> usize {
     sn.min(65536)
 }
 
-/// Plans already made on this thread, by their arguments: choosing a kernel
-/// weighs every kernel's cost, which took more time than small products
-/// themselves; a shape is planned once.
+/// The arguments a [`DotPlan`] is made from.
 type PlanKey = (usize, usize, usize, bool, usize, usize);
 
-/// A multiplicative hash for [`PlanKey`]s (SipHash cost more than the
-/// small products it was looking up).
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl std::hash::Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-}
-
-type PlanMap = std::collections::HashMap<
-    PlanKey,
-    std::sync::Arc<DotPlan>,
-    std::hash::BuildHasherDefault<KeyHasher>,
->;
-
 thread_local! {
-    static PLANS: std::cell::RefCell<PlanMap> = std::cell::RefCell::new(PlanMap::default());
+    static PLANS: PlanCache<PlanKey, DotPlan> = PlanCache::new();
 }
 
 /// [`plan`], made once per shape and thread.
@@ -381,20 +350,9 @@ pub(crate) fn cached_plan(
     a_batch: usize,
     b_batch: usize,
 ) -> std::sync::Arc<DotPlan> {
-    let key = (m, k, n, b_transposed, a_batch, b_batch);
-    if let Some(p) = PLANS.with(|c| c.borrow().get(&key).cloned()) {
-        return p;
-    }
-    let p = std::sync::Arc::new(plan(m, k, n, b_transposed, a_batch, b_batch));
-    PLANS.with(|c| {
-        let mut c = c.borrow_mut();
-        // A bound on memory for programs that see endless new shapes.
-        if c.len() >= 4096 {
-            c.clear();
-        }
-        c.insert(key, std::sync::Arc::clone(&p));
-    });
-    p
+    cached(&PLANS, (m, k, n, b_transposed, a_batch, b_batch), || {
+        plan(m, k, n, b_transposed, a_batch, b_batch)
+    })
 }
 
 /// The plan of a dot `[m, k] @ [k, n]` run by YNNPACK (`m, n, k >= 1`).

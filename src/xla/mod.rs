@@ -21,6 +21,8 @@
 //!   YNNPACK's `exp`, where XLA fuses one into such a sum;
 //!   [`reduce_window`]: window sums (`avg_pool`) and their cotangents,
 //!   by YNNPACK or XLA's loop.
+//! - [`plan_cache`]: what those libraries decide per shape, decided once
+//!   per shape and thread.
 //! - [`batch_norm`]: BatchNorm's forward pass as XLA fuses it in a jitted
 //!   module (sums of squares contracted, constants folded);
 //!   [`batch_norm_grad`]: its backward program under `jax.grad`.
@@ -51,6 +53,7 @@ pub(crate) mod math_f64;
 pub(crate) mod onednn_gemv;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod pack_t_avx512;
+pub(crate) mod plan_cache;
 pub(crate) mod reduce;
 pub(crate) mod reduce_window;
 pub(crate) mod vectors;

@@ -31,12 +31,14 @@
 //! selection).
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::dot::{plan_with_taps, DotPlan};
+use super::plan_cache::{cached, PlanCache};
 use super::vectors::on_widest_vectors;
 
 /// A convolution as XLA hands it to YNNPACK, per group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct YnnShape {
     /// The output's width: the rows of one dot call (YNNPACK's `m`).
     pub(crate) width: usize,
@@ -62,7 +64,16 @@ pub(crate) struct YnnConvPlan {
     fma: bool,
 }
 
+thread_local! {
+    static PLANS: PlanCache<YnnShape, YnnConvPlan> = PlanCache::new();
+}
+
 impl YnnConvPlan {
+    /// [`YnnConvPlan::new`], made once per shape and thread.
+    pub(crate) fn cached(shape: &YnnShape) -> Arc<YnnConvPlan> {
+        cached(&PLANS, *shape, || YnnConvPlan::new(shape))
+    }
+
     /// The plan of the convolution `shape`.
     pub(crate) fn new(shape: &YnnShape) -> YnnConvPlan {
         let YnnShape {

@@ -201,7 +201,7 @@ pub(crate) fn gather_windows(
 /// The sizes of a convolution: batch, input positions, input features,
 /// taps, kernel input features (per group), outputs, output positions,
 /// groups.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Dims {
     pub(crate) n: usize,
     pub(crate) s: usize,
@@ -218,6 +218,65 @@ impl Dims {
     pub(crate) fn og(&self) -> usize {
         self.o / self.groups
     }
+
+    /// Row `tap * cg + c` of the kernel `[tap, cg, o]` (group `g`'s
+    /// forward weights are its outputs `g * og..`).
+    pub(crate) fn kernel_row<'k>(&self, k: &'k [f32], row: usize) -> &'k [f32] {
+        &k[row * self.o..][..self.o]
+    }
+
+    /// Group `g`'s weights for the input's cotangent: the kernel flipped,
+    /// row `tt * og + f` (tap `t - 1 - tt`, the group's output `f`),
+    /// column `j` (the group's input feature).
+    pub(crate) fn flipped_kernel(&self, k: &[f32], g: usize, row: usize, j: usize) -> f32 {
+        let og = self.og();
+        let (tt, f) = (row / og, row % og);
+        k[((self.t - 1 - tt) * self.cg + j) * self.o + g * og + f]
+    }
+
+    /// The output's cotangent `[n, p, o]` as the kernel's cotangent reads
+    /// it: row `m * n + b` (position `m`, image `b`), all outputs.
+    pub(crate) fn cotangent_row<'g>(&self, gr: &'g [f32], row: usize) -> &'g [f32] {
+        let (m, b) = (row / self.n, row % self.n);
+        &gr[(b * self.p + m) * self.o..][..self.o]
+    }
+}
+
+/// Weights `[group, i, j]` (`i < rows`, `j < cols`), row-major, from
+/// `at(group, i, j)`: the layout a route reads.
+pub(crate) fn weights(
+    groups: usize,
+    rows: usize,
+    cols: usize,
+    at: impl Fn(usize, usize, usize) -> f32,
+) -> Vec<f32> {
+    let mut w = Vec::with_capacity(groups * rows * cols);
+    for g in 0..groups {
+        for i in 0..rows {
+            for j in 0..cols {
+                w.push(at(g, i, j));
+            }
+        }
+    }
+    w
+}
+
+/// [`weights`] from whole rows: `row(group, i)` is row `i`'s `cols`
+/// values (copied as slices: the forward kernel's and the cotangent's rows
+/// are contiguous).
+pub(crate) fn weight_rows<'a>(
+    groups: usize,
+    rows: usize,
+    cols: usize,
+    row: impl Fn(usize, usize) -> &'a [f32],
+) -> Vec<f32> {
+    let mut w = Vec::with_capacity(groups * rows * cols);
+    for g in 0..groups {
+        for i in 0..rows {
+            w.extend_from_slice(&row(g, i)[..cols]);
+        }
+    }
+    w
 }
 
 /// Which of a convolution's two cotangents XLA computes with the operands
@@ -770,8 +829,8 @@ impl Tensor {
         } else if scatter_forward {
             // Each output reads its inputs in increasing order with the tap.
             scattered_conv(x, (d.n, d.s, d.c), &idx, (d.p, d.t, d.o), k, false)
-        } else if let Some(plan) = &eigen.forward {
-            conv_eigen::forward(x, k, &idx, d, plan)
+        } else if let Some(plan) = eigen.forward() {
+            conv_eigen::forward(x, k, &idx, d, &plan)
         } else if forward_gemv {
             conv_forward_gemv(x, k, &idx, d)
         } else {
@@ -803,8 +862,8 @@ impl Tensor {
                         // the kernel as `[tap, out, in]` (one group).
                         let kt = kernel_by_output(k, d);
                         scattered_conv(g, (d.n, d.p, d.o), &inv, (d.s, d.t, d.c), &kt, true)
-                    } else if let Some(plan) = &eigen.input_grad {
-                        conv_eigen::input_grad(g, k, &inv, d, plan)
+                    } else if let Some(plan) = eigen.input_grad() {
+                        conv_eigen::input_grad(g, k, &inv, d, &plan)
                     } else if input_gemv {
                         conv_input_grad_gemv(g, k, &inv, d)
                     } else if swaps.input_grad {
@@ -818,10 +877,10 @@ impl Tensor {
                 let dk = needs[1].then(|| {
                     let dk = if ynn.kernel_grad {
                         conv_ynn::kernel_grad(x, g, &idx, d, Isa::detect(), &window)
-                    } else if let Some(plan) = &eigen.grouped_kernel_grad {
-                        conv_eigen::grouped_kernel_grad(x, g, &idx, d, plan)
-                    } else if let Some(plan) = &eigen.kernel_grad {
-                        conv_eigen::kernel_grad(x, g, &idx, d, plan)
+                    } else if let Some(plan) = eigen.grouped_kernel_grad() {
+                        conv_eigen::grouped_kernel_grad(x, g, &idx, d, &plan)
+                    } else if let Some(plan) = eigen.kernel_grad() {
+                        conv_eigen::kernel_grad(x, g, &idx, d, &plan)
                     } else if kernel_gemv {
                         conv_kernel_grad_gemv(x, g, &idx, d)
                     } else if swaps.kernel_grad {

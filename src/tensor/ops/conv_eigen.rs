@@ -20,64 +20,112 @@
 //!   dilation `G` on it (`EigenConv3D` on volume patches), see
 //!   [`grouped_kernel_grad`].
 
-use super::conv::Dims;
+use super::conv::{weight_rows, weights, Dims};
 use crate::xla::eigen_conv::{image_patch_costs, EigenConvPlan, VOLUME_PATCH_COSTS};
-use crate::xla::eigen_dot::Machine;
+use crate::xla::eigen_dot::{Machine, OperandCosts};
+use crate::xla::plan_cache::{cached, PlanCache};
+use std::sync::Arc;
 
-/// The computations of a convolution that run on Eigen with cut sums,
-/// each with its plan (`None`: another route, or sums the plain routes
-/// give).
-#[derive(Clone, Debug, Default)]
+/// Which computations of a convolution run on Eigen with cut sums; each
+/// plan is made (or looked up) when its pass runs, so a forward pass
+/// alone plans only itself.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct EigenRoutes {
-    /// The forward pass.
-    pub(crate) forward: Option<EigenConvPlan>,
-    /// The input's cotangent.
-    pub(crate) input_grad: Option<EigenConvPlan>,
-    /// The kernel's cotangent.
-    pub(crate) kernel_grad: Option<EigenConvPlan>,
-    /// The kernel's cotangent of a grouped convolution that is not
-    /// depthwise ([`grouped_kernel_grad`]).
-    pub(crate) grouped_kernel_grad: Option<EigenConvPlan>,
+    d: Dims,
+    /// Whether XLA runs the (forward, input's cotangent, kernel's
+    /// cotangent) on Eigen's generic 2-D convolution.
+    on: (bool, bool, bool),
+    /// Without strides or dilations: the convolutions whose one-column
+    /// contractions were measured in oneDNN's matrix-vector order (others
+    /// keep their plain route).
+    unit: bool,
+    /// Whether XLA runs the kernel's cotangent, if grouped and not
+    /// depthwise, on Eigen's 3-D convolution.
+    grouped: bool,
 }
 
 impl EigenRoutes {
-    /// The routes of a convolution with sizes `d`; `on`: whether XLA runs
-    /// its (forward, input's cotangent, kernel's cotangent) on Eigen's
-    /// generic 2-D convolution; `unit`: without strides or dilations, the
-    /// convolutions whose one-column contractions were measured in
-    /// oneDNN's matrix-vector order (others keep their plain route);
-    /// `grouped`: whether XLA runs the kernel's cotangent, if grouped and
-    /// not depthwise, on Eigen's 3-D convolution.
+    /// The routes of a convolution with sizes `d` (see the fields).
     pub(crate) fn of(d: &Dims, on: (bool, bool, bool), unit: bool, grouped: bool) -> EigenRoutes {
-        let machine = Machine::current();
-        let depthwise = d.cg == 1 && d.og() == 1 && d.groups == d.c;
-        let empty = |sizes: &[usize]| sizes.contains(&0);
-        let plan = |on: bool, rows: usize, terms: usize, columns: usize, groups: usize| {
-            let costs = image_patch_costs(groups);
-            (on && !empty(&[rows, terms, columns]))
-                .then(|| EigenConvPlan::new(rows, terms, columns, costs, &machine))
-                .filter(|p| !p.is_plain() && (columns != 1 || unit))
-        };
-        // Every plan, even one range: its terms include the other groups'
-        // zeros, which no plain route visits (one column: they take
-        // `gemv_t`'s lanes).
-        let (rows, terms) = (d.cg * d.t * d.groups, d.p * d.groups * d.n);
-        let grouped = grouped && d.groups > 1 && !depthwise && !empty(&[rows, terms, d.og()]);
         EigenRoutes {
-            forward: plan(on.0, d.n * d.p, d.t * d.cg, d.og(), d.groups),
-            input_grad: plan(on.1, d.n * d.s, d.t * d.og(), d.cg, d.groups),
-            // One group, or the dense convolution of a depthwise one.
-            kernel_grad: plan(
-                on.2 && (d.groups == 1 || depthwise),
-                d.c * d.t,
-                d.p * d.n,
-                d.o,
-                1,
-            ),
-            grouped_kernel_grad: grouped
-                .then(|| EigenConvPlan::new(rows, terms, d.og(), VOLUME_PATCH_COSTS, &machine)),
+            d: *d,
+            on,
+            unit,
+            grouped,
         }
     }
+
+    /// The forward pass's plan (`None`: another route, or sums the plain
+    /// routes give).
+    pub(crate) fn forward(&self) -> Option<Arc<EigenConvPlan>> {
+        let d = &self.d;
+        self.plan(self.on.0, d.n * d.p, d.t * d.cg, d.og(), d.groups)
+    }
+
+    /// The input's cotangent's plan.
+    pub(crate) fn input_grad(&self) -> Option<Arc<EigenConvPlan>> {
+        let d = &self.d;
+        self.plan(self.on.1, d.n * d.s, d.t * d.og(), d.cg, d.groups)
+    }
+
+    /// The kernel's cotangent's plan: one group, or the dense convolution
+    /// of a depthwise one.
+    pub(crate) fn kernel_grad(&self) -> Option<Arc<EigenConvPlan>> {
+        let d = &self.d;
+        let on = self.on.2 && (d.groups == 1 || self.depthwise());
+        self.plan(on, d.c * d.t, d.p * d.n, d.o, 1)
+    }
+
+    /// The plan of the kernel's cotangent of a grouped convolution that is
+    /// not depthwise ([`grouped_kernel_grad`]). Every plan, even one
+    /// range: its terms include the other groups' zeros, which no plain
+    /// route visits (one column: they take `gemv_t`'s lanes).
+    pub(crate) fn grouped_kernel_grad(&self) -> Option<Arc<EigenConvPlan>> {
+        let d = &self.d;
+        let (rows, terms) = (d.cg * d.t * d.groups, d.p * d.groups * d.n);
+        let on = self.grouped && d.groups > 1 && !self.depthwise();
+        (on && ![rows, terms, d.og()].contains(&0))
+            .then(|| cached_plan(rows, terms, d.og(), VOLUME_PATCH_COSTS))
+    }
+
+    fn depthwise(&self) -> bool {
+        let d = &self.d;
+        d.cg == 1 && d.og() == 1 && d.groups == d.c
+    }
+
+    fn plan(
+        &self,
+        on: bool,
+        rows: usize,
+        terms: usize,
+        columns: usize,
+        groups: usize,
+    ) -> Option<Arc<EigenConvPlan>> {
+        (on && ![rows, terms, columns].contains(&0))
+            .then(|| cached_plan(rows, terms, columns, image_patch_costs(groups)))
+            .filter(|p| !p.is_plain() && (columns != 1 || self.unit))
+    }
+}
+
+/// The arguments of an [`EigenConvPlan`] on this machine (the costs as
+/// bits).
+type PlanKey = (usize, usize, usize, [u64; 3]);
+
+thread_local! {
+    static PLANS: PlanCache<PlanKey, EigenConvPlan> = PlanCache::new();
+}
+
+/// [`EigenConvPlan::new`] on this machine, made once per shape and thread.
+fn cached_plan(
+    rows: usize,
+    terms: usize,
+    columns: usize,
+    costs: OperandCosts,
+) -> Arc<EigenConvPlan> {
+    let bits = [costs.lhs, costs.rhs, costs.rhs_bytes].map(f64::to_bits);
+    cached(&PLANS, (rows, terms, columns, bits), || {
+        EigenConvPlan::new(rows, terms, columns, costs, &Machine::current())
+    })
 }
 
 /// The forward pass: `x` `[n, s, c]`, kernel `[tap, cg, o]`, `idx` the
@@ -92,9 +140,7 @@ pub(crate) fn forward(
     let og = d.og();
     let mut y = vec![0.0f32; d.n * d.p * d.o];
     for g in 0..d.groups {
-        let w: Vec<f32> = (0..d.t * d.cg)
-            .flat_map(|j| k[j * d.o + g * og..][..og].iter().copied())
-            .collect();
+        let w = weight_rows(1, d.t * d.cg, og, |_, i| &d.kernel_row(k, i)[g * og..]);
         let sums = plan.sums(&w, |r, a| {
             let (b, pos) = (r / d.p, r % d.p);
             for (t, taps) in a.chunks_exact_mut(d.cg.max(1)).enumerate() {
@@ -124,16 +170,7 @@ pub(crate) fn input_grad(
     let og = d.og();
     let mut dx = vec![0.0f32; d.n * d.s * d.c];
     for g in 0..d.groups {
-        // Term `(flipped tap tt, output o)`: tap `t - 1 - tt`.
-        let mut w = vec![0.0f32; d.t * og * d.cg];
-        for tt in 0..d.t {
-            let t = d.t - 1 - tt;
-            for o in 0..og {
-                for ci in 0..d.cg {
-                    w[(tt * og + o) * d.cg + ci] = k[(t * d.cg + ci) * d.o + g * og + o];
-                }
-            }
-        }
+        let w = weights(1, d.t * og, d.cg, |_, i, j| d.flipped_kernel(k, g, i, j));
         let sums = plan.sums(&w, |r, a| {
             let (b, s) = (r / d.s, r % d.s);
             for (tt, outs) in a.chunks_exact_mut(og.max(1)).enumerate() {
@@ -161,12 +198,7 @@ pub(crate) fn kernel_grad(
     plan: &EigenConvPlan,
 ) -> Vec<f32> {
     // The cotangent `[n, p, o]` as `[p, n, o]`: term `(m, b)`'s row.
-    let mut w = vec![0.0f32; d.p * d.n * d.o];
-    for b in 0..d.n {
-        for m in 0..d.p {
-            w[(m * d.n + b) * d.o..][..d.o].copy_from_slice(&gr[(b * d.p + m) * d.o..][..d.o]);
-        }
-    }
+    let w = weight_rows(1, d.p * d.n, d.o, |_, i| d.cotangent_row(gr, i));
     let sums = plan.sums(&w, |r, a| {
         let (c, t) = (r / d.t, r % d.t);
         for (m, images) in a.chunks_exact_mut(d.n.max(1)).enumerate() {
@@ -213,15 +245,10 @@ pub(crate) fn grouped_kernel_grad(
 ) -> Vec<f32> {
     let (og, g_n) = (d.og(), d.groups);
     // `[position, z, image, f]`: the cotangent, term by term.
-    let mut w = vec![0.0f32; d.p * g_n * d.n * og];
-    for m in 0..d.p {
-        for z in 0..g_n {
-            for b in 0..d.n {
-                w[((m * g_n + z) * d.n + b) * og..][..og]
-                    .copy_from_slice(&gr[(b * d.p + m) * d.o + z * og..][..og]);
-            }
-        }
-    }
+    let w = weight_rows(d.p * g_n, d.n, og, |mz, b| {
+        let (m, z) = (mz / g_n, mz % g_n);
+        &d.cotangent_row(gr, m * d.n + b)[z * og..]
+    });
     let sums = plan.sums(&w, |r, a| {
         let (c, t, g) = (r / (d.t * g_n), r / g_n % d.t, r % g_n);
         a.fill(0.0);

@@ -592,7 +592,7 @@ pub(crate) fn forward_lanes(
         return vec![0.0; d.n * d.p * d.o];
     }
     let packed = (0..d.groups)
-        .map(|g| pack(taps, og, ob, |tc, j| k[tc * d.o + g * og + j]))
+        .map(|g| pack(taps, og, ob, |tc, j| d.kernel_row(k, tc)[g * og + j]))
         .collect();
     let job = Forward {
         x,
@@ -689,12 +689,7 @@ pub(crate) fn input_grad_lanes(
         return vec![0.0; d.n * d.s * d.c];
     }
     let packed = (0..d.groups)
-        .map(|grp| {
-            pack(chain, d.cg, ob, |st, j| {
-                let (tt, o) = (st / og, st % og);
-                k[((d.t - 1 - tt) * d.cg + j) * d.o + grp * og + o]
-            })
-        })
+        .map(|grp| pack(chain, d.cg, ob, |st, j| d.flipped_kernel(k, grp, st, j)))
         .collect();
     let job = InputGrad {
         g,
@@ -799,12 +794,7 @@ pub(crate) fn kernel_grad_lanes(
     // otherwise (several blocks would read it strided several times).
     let packed = (og != ob).then(|| {
         (0..d.groups)
-            .map(|grp| {
-                pack(steps, og, ob, |st, j| {
-                    let (m, i) = (st / d.n, st % d.n);
-                    g[(i * d.p + m) * d.o + grp * og + j]
-                })
-            })
+            .map(|grp| pack(steps, og, ob, |st, j| d.cotangent_row(g, st)[grp * og + j]))
             .collect()
     });
     let job = KernelGrad {

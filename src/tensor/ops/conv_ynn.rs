@@ -16,7 +16,7 @@
 //!   (multiplier 1), the diagonal of that dense convolution. Other grouped
 //!   ones are 3-D convolutions with an input dilation to XLA and never go.
 
-use super::conv::Dims;
+use super::conv::{weight_rows, weights, Dims};
 use super::conv_fast::{self, Isa, Lanes};
 use crate::xla::ynn_conv::{ynn_conv_sums, YnnConvPlan, YnnShape};
 
@@ -124,13 +124,14 @@ pub(crate) fn forward(
         features: d.og(),
         groups: d.groups,
     };
-    let plan = YnnConvPlan::new(&shape);
+    let plan = YnnConvPlan::cached(&shape);
     let (mut y, tails) = main_part(isa, &plan, d.cg, d.n * d.p * d.o, |isa, lanes| {
         conv_fast::forward_lanes(isa, x, k, idx, d, lanes)
     });
     if plan.rest(d.cg, tails) {
-        let w = by_group(d.groups, d.t * d.cg, d.og(), |g, i, j| {
-            k[i * d.o + g * d.og() + j]
+        let og = d.og();
+        let w = weight_rows(d.groups, d.t * d.cg, og, |g, i| {
+            &d.kernel_row(k, i)[g * og..]
         });
         let lhs = |r: usize, g: usize, t: usize| {
             let (n, m) = (r / d.p, r % d.p);
@@ -161,17 +162,15 @@ pub(crate) fn input_grad(
         features: d.cg,
         groups: d.groups,
     };
-    let plan = YnnConvPlan::new(&shape);
+    let plan = YnnConvPlan::cached(&shape);
     let (mut dx, tails) = main_part(isa, &plan, og, d.n * d.s * d.c, |isa, lanes| {
         conv_fast::input_grad_lanes(isa, g, k, inv, d, lanes)
     });
     if plan.rest(og, tails) {
-        // Tap `t` of the flipped kernel is the kernel's `t - 1 - t`; its
-        // channels are the group's outputs, its features the group's
-        // inputs.
-        let w = by_group(d.groups, d.t * og, d.cg, |grp, i, j| {
-            let (t, c) = (d.t - 1 - i / og, i % og);
-            k[(t * d.cg + j) * d.o + grp * og + c]
+        // The flipped kernel's channels are the group's outputs, its
+        // features the group's inputs.
+        let w = weights(d.groups, d.t * og, d.cg, |grp, i, j| {
+            d.flipped_kernel(k, grp, i, j)
         });
         let lhs = |r: usize, grp: usize, t: usize| {
             let (n, s) = (r / d.s, r % d.s);
@@ -207,7 +206,7 @@ pub(crate) fn kernel_grad(
     // Rows: kernel tap, then input feature (the cotangent's layout when
     // there is one group; a depthwise one keeps each row's own features,
     // on the plain loops).
-    let plan = YnnConvPlan::new(&shape);
+    let plan = YnnConvPlan::cached(&shape);
     let (mut dense, tails) = if d.groups == 1 {
         main_part(isa, &plan, d.n, d.t * d.c * d.o, |isa, lanes| {
             conv_fast::kernel_grad_lanes(isa, x, g, idx, d, lanes)
@@ -224,10 +223,7 @@ pub(crate) fn kernel_grad(
                 }
             }
         }
-        let w = by_group(1, d.p * d.n, d.o, |_, i, f| {
-            let (m, n) = (i / d.n, i % d.n);
-            g[(n * d.p + m) * d.o + f]
-        });
+        let w = weight_rows(1, d.p * d.n, d.o, |_, i| d.cotangent_row(g, i));
         let lhs = |r: usize, _: usize, m: usize| {
             let (t, c) = (r / d.c, r % d.c);
             idx[m * d.t + t].map(|s| &xt[(c * d.s + s) * d.n..][..d.n])
@@ -256,24 +252,6 @@ pub(crate) fn kernel_grad(
         }
     }
     dk
-}
-
-/// Weights `[group, i, j]` (`i < rows`, `j < cols`) from `at(group, i, j)`.
-fn by_group(
-    groups: usize,
-    rows: usize,
-    cols: usize,
-    at: impl Fn(usize, usize, usize) -> f32,
-) -> Vec<f32> {
-    let mut w = Vec::with_capacity(groups * rows * cols);
-    for g in 0..groups {
-        for i in 0..rows {
-            for j in 0..cols {
-                w.push(at(g, i, j));
-            }
-        }
-    }
-    w
 }
 
 #[cfg(test)]
