@@ -119,6 +119,7 @@ fn op_name(kind: &OpKind, at: &Location) -> String {
         OpKind::MaxLastStopped => "max".into(),
         OpKind::LabelLogits(_) => "take_along_axis".into(),
         OpKind::BatchNorm(_) => "batch_norm".into(),
+        OpKind::Kernel(name) => (*name).into(),
         OpKind::Other => format!("the operation at {}:{}", at.file(), at.line()),
     }
 }

@@ -31,6 +31,7 @@ use super::batched::current_layout;
 use super::debug_nans::{check_gradients, check_nans, debug_nans};
 use super::error::{Result, TensorError};
 use super::grad::{detach, pull, trace_on};
+use super::kernel::Kernel;
 use super::ops::binary::{
     div_da, div_db, div_op, div_traced_da, div_traced_db, is_trailing, max_da, max_db, mul_da,
     mul_db, mul_op, nan_max, picks, Rule,
@@ -553,6 +554,8 @@ struct Step {
     /// array is not written); for a select: the byte buffer holding its
     /// mask (see [`byte_masks`]).
     bytes: Option<usize>,
+    /// An [`OpKind::Kernel`]'s computations.
+    kernel: Option<Arc<dyn Kernel>>,
 }
 
 /// The shapes (`m, k, n`) and strides of a product's forward (`a @ b`)
@@ -786,6 +789,10 @@ impl Plan {
                 }
                 OpKind::Neg | OpKind::Unary(..) => in_shapes[0].clone(),
                 OpKind::BatchNorm(bn) => bn.shape(&in_shapes[0]),
+                OpKind::Kernel(name) => match node.kernel() {
+                    Some(kernel) => kernel.shape().to_vec(),
+                    None => return Err(unsupported(format!("{name} was not kept for replay"))),
+                },
                 OpKind::Add
                 | OpKind::Sub
                 | OpKind::Mul
@@ -917,6 +924,7 @@ impl Plan {
                 ins: [In::Empty; 3],
                 zip,
                 bytes: None,
+                kernel: node.kernel().cloned(),
             });
         }
         drop(nodes);
@@ -1735,8 +1743,16 @@ fn forward_body(
             Some(mask) => select_forward(step, out, mask, b, c),
             None => select_forward(step, out, a, b, c),
         },
+        OpKind::Kernel(_) => kernel_of(step).forward(&ins[..step.inputs.len()], out),
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
+}
+
+/// An [`OpKind::Kernel`] step's computations (planned only with them).
+fn kernel_of(step: &Step) -> &dyn Kernel {
+    step.kernel
+        .as_deref()
+        .expect("a kernel step holds its kernel")
 }
 
 /// A select's mask: floats (picked where not zero, see [`picks`]) or the
@@ -2062,6 +2078,7 @@ fn backward_body(
             sum_axes_backward(g, &step.in_shapes[0], axes, mean, dst)
         }
         OpKind::BatchNorm(_) => unreachable!("planned forward only"),
+        OpKind::Kernel(_) => kernel_of(step).backward(input, g, &ins[..step.inputs.len()], dst),
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }

@@ -64,6 +64,7 @@ pub(crate) mod int_inputs;
 pub(crate) mod item_view;
 mod jit;
 pub(crate) mod jit_forward;
+pub(crate) mod kernel;
 mod ops;
 pub(crate) mod sampled;
 pub(crate) mod shape;

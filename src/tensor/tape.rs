@@ -14,6 +14,7 @@ use ndarray::{ArcArray, ArrayD, IxDyn};
 use smallvec::SmallVec;
 
 use super::item_view::ItemView;
+use super::kernel::Kernel;
 use super::unary_fn::UnaryFn;
 use super::Tensor;
 
@@ -188,6 +189,9 @@ pub(crate) enum OpKind {
     /// only on the tape of a forward program, never differentiated;
     /// replayed forward only.
     BatchNorm(crate::xla::batch_norm::Step),
+    /// An operation with computations of its own (a convolution, a window
+    /// sum; named so), held by its node ([`Node::kernel`]).
+    Kernel(&'static str),
 }
 
 /// A shape of at most [`Dims::MAX`] axes of at most `u32::MAX` elements
@@ -279,6 +283,9 @@ pub(crate) struct NodeExtra {
     /// The tangent rule, recorded only on tapes of forward-mode
     /// differentiation ([`Tape::records_tangents`]).
     pub(crate) tangent: Option<TangentRule>,
+    /// An [`OpKind::Kernel`]'s computations, kept on tapes a compiled step
+    /// may replay.
+    pub(crate) kernel: Option<Arc<dyn Kernel>>,
 }
 
 impl NodeExtra {
@@ -299,6 +306,7 @@ impl NodeExtra {
             dot,
             view,
             tangent: None,
+            kernel: None,
         }))
     }
 }
@@ -346,6 +354,16 @@ impl Node {
     /// Records the tangent rule.
     pub(crate) fn set_tangent(&mut self, rule: TangentRule) {
         self.extra.get_or_insert_with(Default::default).tangent = Some(rule);
+    }
+
+    /// See [`NodeExtra::kernel`].
+    pub(crate) fn kernel(&self) -> Option<&Arc<dyn Kernel>> {
+        self.extra.as_ref()?.kernel.as_ref()
+    }
+
+    /// Records an [`OpKind::Kernel`]'s computations.
+    pub(crate) fn set_kernel(&mut self, kernel: Arc<dyn Kernel>) {
+        self.extra.get_or_insert_with(Default::default).kernel = Some(kernel);
     }
 }
 

@@ -12,11 +12,12 @@
 //! (`conv_eigen`); pooling gathers the same windows with a differentiable
 //! `take`.
 
-use ndarray::{ArcArray, ArrayD, IxDyn};
+use std::sync::Arc;
 
-use super::conv_eigen::{self, EigenRoutes};
+use ndarray::{ArrayD, IxDyn};
+
 use super::conv_fast::{self, Isa};
-use super::conv_ynn::{self, YnnRoutes};
+use super::conv_routes::Conv;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::Tensor;
 use crate::xla::onednn_gemv::{gemv_t_sum, GEMV_MAX_TERMS};
@@ -287,20 +288,20 @@ pub(crate) fn weight_rows<'a>(
 /// runs as XLA's emitted loop, which visits the terms in another order
 /// (measured: jaxlib 0.10.2, `tools/oracle/generate_layers.py`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Swaps {
+pub(super) struct Swaps {
     /// The input's cotangent (a convolution of the output's cotangent with
     /// the flipped kernel, window = the kernel): taps in increasing order.
-    input_grad: bool,
+    pub(super) input_grad: bool,
     /// The kernel's cotangent (a convolution of the input with the output's
     /// cotangent, window = the output): positions in decreasing order.
-    kernel_grad: bool,
+    pub(super) kernel_grad: bool,
 }
 
 impl Swaps {
     /// For input spatial sizes `spatial`, kernel `window` and output
     /// `out`. A circular convolution is JAX's `VALID` convolution of the
     /// wrapped input, whose sizes count.
-    fn of(spatial: &[usize], window: &[usize], out: &[usize], spec: &ConvSpec) -> Swaps {
+    pub(super) fn of(spatial: &[usize], window: &[usize], out: &[usize], spec: &ConvSpec) -> Swaps {
         if spec.feature_group_count != 1 || [spatial, window, out].iter().any(|v| v.contains(&0)) {
             return Swaps {
                 input_grad: false,
@@ -350,7 +351,7 @@ impl Swaps {
 /// no padding, stride and dilation 1), the output's positions outnumber the
 /// input's (an input of 1 padded fully on both sides counts as the
 /// output). The swapped convolution runs as XLA's own loop, not on Eigen.
-fn grouped_kernel_grad_swaps(
+pub(super) fn grouped_kernel_grad_swaps(
     spatial: &[usize],
     window: &[usize],
     out: &[usize],
@@ -388,7 +389,7 @@ fn grouped_kernel_grad_swaps(
 /// `tap`, increasing with the tap or, when `taps_reversed`, decreasing;
 /// `w[(tap * c + ci) * f + j]` the kernel; `x` is `[n, s, c]` and the
 /// result `[n, p, f]` (`p` output positions).
-fn scattered_conv(
+pub(super) fn scattered_conv(
     x: &[f32],
     (n, s, c): (usize, usize, usize),
     reads: &[Option<usize>],
@@ -434,7 +435,7 @@ fn scattered_conv(
 /// input feature by input feature, padding included as zeros (measured
 /// against `lax.conv_general_dilated` on CPU). Vectorized across the
 /// outputs of a position, each keeping its own chain.
-fn conv_forward(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
+pub(super) fn conv_forward(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
     use rayon::prelude::*;
     /// Positions computed together: independent chains keep the FMA
     /// units busy (each chain is sequential).
@@ -483,37 +484,38 @@ fn conv_forward(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32
 
 /// The forward pass on the register tiles of `conv_fast`, where the CPU
 /// has them: the same chains, so the same bits.
-fn conv_forward_fast(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Option<Vec<f32>> {
+pub(super) fn conv_forward_fast(
+    x: &[f32],
+    k: &[f32],
+    idx: &[Option<usize>],
+    d: Dims,
+) -> Option<Vec<f32>> {
     Isa::detect().map(|isa| conv_fast::forward(isa, x, k, idx, d))
 }
 
 /// The input cotangent on the register tiles, where the CPU has them.
-fn conv_input_grad_fast(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) -> Option<Vec<f32>> {
+pub(super) fn conv_input_grad_fast(
+    g: &[f32],
+    k: &[f32],
+    inv: &[Option<usize>],
+    d: Dims,
+) -> Option<Vec<f32>> {
     Isa::detect().map(|isa| conv_fast::input_grad(isa, g, k, inv, d))
 }
 
 /// The kernel cotangent on the register tiles, where the CPU has them.
-fn conv_kernel_grad_fast(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Option<Vec<f32>> {
+pub(super) fn conv_kernel_grad_fast(
+    x: &[f32],
+    g: &[f32],
+    idx: &[Option<usize>],
+    d: Dims,
+) -> Option<Vec<f32>> {
     Isa::detect().map(|isa| conv_fast::kernel_grad(isa, x, g, idx, d))
-}
-
-/// `a` in row-major order: the same shared data when it is (no copy).
-fn row_major(a: &ArcArray<f32, IxDyn>) -> ArcArray<f32, IxDyn> {
-    if a.is_standard_layout() {
-        a.clone()
-    } else {
-        a.as_standard_layout().into_owned().into_shared()
-    }
-}
-
-/// The values of an array [`row_major`] made.
-fn row_major_slice(a: &ArcArray<f32, IxDyn>) -> &[f32] {
-    a.as_slice().expect("row_major makes standard layout")
 }
 
 /// The kernel `[tap, in, out]` as `[tap, out, in]`:
 /// `kt[(t * O + o) * cg + c] = k[(t * cg + c) * O + o]`.
-fn kernel_by_output(k: &[f32], d: Dims) -> Vec<f32> {
+pub(super) fn kernel_by_output(k: &[f32], d: Dims) -> Vec<f32> {
     let mut kt = vec![0.0f32; k.len()];
     for t in 0..d.t {
         for c in 0..d.cg {
@@ -530,7 +532,7 @@ fn kernel_by_output(k: &[f32], d: Dims) -> Vec<f32> {
 /// ([`crate::xla::onednn_gemv`]; modelled without strides or dilations,
 /// as one sum for at most 96 terms; longer ones Eigen cuts, see
 /// `conv_eigen`).
-fn gemv_fits(spec: &ConvSpec, inputs: usize, terms: usize) -> bool {
+pub(super) fn gemv_fits(spec: &ConvSpec, inputs: usize, terms: usize) -> bool {
     let one = |v: &[usize]| v.iter().all(|&r| r == 1);
     inputs <= 16
         && terms <= GEMV_MAX_TERMS
@@ -543,7 +545,7 @@ fn gemv_fits(spec: &ConvSpec, inputs: usize, terms: usize) -> bool {
 /// in oneDNN's matrix-vector order: per output, the taps row-major and,
 /// innermost, the group's input features (a padding tap's terms are
 /// zeros in their lanes).
-fn conv_forward_gemv(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
+pub(super) fn conv_forward_gemv(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
     use rayon::prelude::*;
     let mut y = vec![0.0f32; d.n * d.p * d.o];
     y.par_chunks_mut(d.o.max(1))
@@ -569,7 +571,12 @@ fn conv_forward_gemv(x: &[f32], k: &[f32], idx: &[Option<usize>], d: Dims) -> Ve
 /// group in oneDNN's matrix-vector order (XLA's convolution of the
 /// cotangent with the flipped kernel): per input element, the taps in
 /// reverse order and, innermost, the group's outputs.
-fn conv_input_grad_gemv(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) -> Vec<f32> {
+pub(super) fn conv_input_grad_gemv(
+    g: &[f32],
+    k: &[f32],
+    inv: &[Option<usize>],
+    d: Dims,
+) -> Vec<f32> {
     use rayon::prelude::*;
     let og = d.og();
     let mut dx = vec![0.0f32; d.n * d.s * d.c];
@@ -594,7 +601,12 @@ fn conv_input_grad_gemv(g: &[f32], k: &[f32], inv: &[Option<usize>], d: Dims) ->
 /// The kernel's cotangent of a convolution with one output feature (one
 /// group) in oneDNN's matrix-vector order: per kernel element, the output
 /// positions row-major and, innermost, the batch.
-fn conv_kernel_grad_gemv(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
+pub(super) fn conv_kernel_grad_gemv(
+    x: &[f32],
+    g: &[f32],
+    idx: &[Option<usize>],
+    d: Dims,
+) -> Vec<f32> {
     let mut dk = vec![0.0f32; d.t * d.cg];
     with_fma(|| {
         for (row, v) in dk.iter_mut().enumerate() {
@@ -620,7 +632,7 @@ fn conv_kernel_grad_gemv(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -
 /// `taps_forward`: the taps in increasing order instead, as XLA computes
 /// the cotangent when it swaps the transposed convolution's operands
 /// ([`Swaps`]).
-fn conv_input_grad(
+pub(super) fn conv_input_grad(
     g: &[f32],
     k: &[f32],
     inv: &[Option<usize>],
@@ -664,7 +676,7 @@ fn conv_input_grad(
 /// `positions_backward`: the output positions in decreasing order (the
 /// batch still increasing), as XLA computes the cotangent when it swaps
 /// the convolution's operands ([`Swaps`]).
-fn conv_kernel_grad(
+pub(super) fn conv_kernel_grad(
     x: &[f32],
     g: &[f32],
     idx: &[Option<usize>],
@@ -773,127 +785,9 @@ impl Tensor {
             p: out_spatial.iter().product(),
             groups,
         };
-        // Row-major data, shared rather than copied when it already is.
-        let (xa, ka) = (row_major(&self.data), row_major(&kernel.data));
-        let (x, k) = (row_major_slice(&xa), row_major_slice(&ka));
-        let swaps = Swaps::of(&spatial, &window, &out_spatial, spec);
-        let all_one = |v: &[usize]| v.iter().all(|&r| r == 1);
-        let eigen_2d = sd == 2 && groups == 1 && !spec.circular && all_one(&spec.rhs_dilation);
-        // Eigen's transposed path: the forward pass with input dilation
-        // (unless XLA swaps its operands: a window larger than the input),
-        // and the input's cotangent of a strided convolution.
-        let scatter_forward = eigen_2d
-            && all_one(&spec.strides)
-            && !all_one(&spec.lhs_dilation)
-            && window.iter().product::<usize>() <= spatial.iter().product::<usize>();
-        let scatter_input_grad =
-            eigen_2d && all_one(&spec.lhs_dilation) && !all_one(&spec.strides) && !swaps.input_grad;
-        // oneDNN's matrix-vector kernel: one output feature per group (the
-        // forward pass, the kernel's cotangent of one group), one input
-        // feature per group (the input's cotangent).
-        let forward_gemv = d.og() == 1 && gemv_fits(spec, d.cg, d.t * d.cg);
-        let input_gemv = d.cg == 1 && !swaps.input_grad && gemv_fits(spec, d.og(), d.t * d.og());
-        let kernel_gemv =
-            groups == 1 && o == 1 && !swaps.kernel_grad && gemv_fits(spec, d.n, d.p * d.n);
-        // YNNPACK: 2-D convolutions with 17 or more features either way.
-        let ynn = YnnRoutes::of(
-            &d,
-            (&spatial, &out_spatial, &window),
-            all_one(&spec.lhs_dilation),
-            all_one(&spec.strides),
-            (swaps.input_grad, swaps.kernel_grad),
-        );
-        // Eigen's generic convolution (1-D run as 2-D), where its
-        // contraction cuts the sums: the rest of the 2-D and 1-D ones
-        // without input dilation (XLA's own loop when it swaps a
-        // cotangent's operands; the input's cotangent of a strided one has
-        // an input dilation; a grouped kernel cotangent is 3-D to XLA).
-        let eigen_side = (1..=2).contains(&sd) && all_one(&spec.lhs_dilation);
-        let eigen = EigenRoutes::of(
-            &d,
-            (
-                eigen_side && !ynn.forward,
-                eigen_side && all_one(&spec.strides) && !ynn.input_grad && !swaps.input_grad,
-                eigen_side && !ynn.kernel_grad && !swaps.kernel_grad,
-            ),
-            all_one(&spec.strides) && all_one(&spec.rhs_dilation),
-            // A grouped kernel cotangent: a 3-D convolution (input
-            // dilation on the groups' axis), which XLA keeps on Eigen
-            // unless it swaps the operands (then its own loop).
-            sd == 2
-                && all_one(&spec.lhs_dilation)
-                && !grouped_kernel_grad_swaps(&spatial, &window, &out_spatial, spec),
-        );
-        let y = if ynn.forward {
-            conv_ynn::forward(x, k, &idx, d, Isa::detect(), &out_spatial)
-        } else if scatter_forward {
-            // Each output reads its inputs in increasing order with the tap.
-            scattered_conv(x, (d.n, d.s, d.c), &idx, (d.p, d.t, d.o), k, false)
-        } else if let Some(plan) = eigen.forward() {
-            conv_eigen::forward(x, k, &idx, d, &plan)
-        } else if forward_gemv {
-            conv_forward_gemv(x, k, &idx, d)
-        } else {
-            conv_forward_fast(x, k, &idx, d).unwrap_or_else(|| conv_forward(x, k, &idx, d))
-        };
-        let mut out_shape = vec![d.n];
-        out_shape.extend(&out_spatial);
-        out_shape.push(o);
-        let value = ArrayD::from_shape_vec(IxDyn(&out_shape), y).expect("output size");
-        // Which output position reads input `s` through each tap.
-        let mut inv = vec![None; d.s * d.t];
-        for (i, src) in idx.iter().enumerate() {
-            if let Some(s) = src {
-                inv[s * d.t + i % d.t] = Some(i / d.t);
-            }
-        }
-        let (x_shape, k_shape) = (self.shape().to_vec(), kernel.shape().to_vec());
+        let conv = Conv::new(d, idx, (spatial, window, out_spatial), spec);
         Ok(
-            Tensor::record(value.into_shared(), &[self, kernel], move |g, needs| {
-                let g = g.as_standard_layout();
-                let g = g.as_slice().expect("standard layout");
-                let (x, k) = (row_major_slice(&xa), row_major_slice(&ka));
-                let dx = needs[0].then(|| {
-                    let dx = if ynn.input_grad {
-                        conv_ynn::input_grad(g, k, &inv, d, Isa::detect(), &spatial)
-                    } else if scatter_input_grad {
-                        // Each input reads the cotangent's positions
-                        // (`inv`) in decreasing order with the tap, through
-                        // the kernel as `[tap, out, in]` (one group).
-                        let kt = kernel_by_output(k, d);
-                        scattered_conv(g, (d.n, d.p, d.o), &inv, (d.s, d.t, d.c), &kt, true)
-                    } else if let Some(plan) = eigen.input_grad() {
-                        conv_eigen::input_grad(g, k, &inv, d, &plan)
-                    } else if input_gemv {
-                        conv_input_grad_gemv(g, k, &inv, d)
-                    } else if swaps.input_grad {
-                        conv_input_grad(g, k, &inv, d, true)
-                    } else {
-                        conv_input_grad_fast(g, k, &inv, d)
-                            .unwrap_or_else(|| conv_input_grad(g, k, &inv, d, false))
-                    };
-                    ArrayD::from_shape_vec(IxDyn(&x_shape), dx).expect("input size")
-                });
-                let dk = needs[1].then(|| {
-                    let dk = if ynn.kernel_grad {
-                        conv_ynn::kernel_grad(x, g, &idx, d, Isa::detect(), &window)
-                    } else if let Some(plan) = eigen.grouped_kernel_grad() {
-                        conv_eigen::grouped_kernel_grad(x, g, &idx, d, &plan)
-                    } else if let Some(plan) = eigen.kernel_grad() {
-                        conv_eigen::kernel_grad(x, g, &idx, d, &plan)
-                    } else if kernel_gemv {
-                        conv_kernel_grad_gemv(x, g, &idx, d)
-                    } else if swaps.kernel_grad {
-                        conv_kernel_grad(x, g, &idx, d, true)
-                    } else {
-                        conv_kernel_grad_fast(x, g, &idx, d)
-                            .unwrap_or_else(|| conv_kernel_grad(x, g, &idx, d, false))
-                    };
-                    ArrayD::from_shape_vec(IxDyn(&k_shape), dk).expect("kernel size")
-                });
-                smallvec::smallvec![dx, dk]
-            })
-            .with_tangent(|| {
+            Tensor::record_kernel(Arc::new(conv), &[self, kernel]).with_tangent(|| {
                 let spec = spec.clone();
                 crate::tensor::forward::bilinear(self.detached(), kernel.detached(), move |x, k| {
                     Ok(x.conv_general_dilated(k, &spec)?)

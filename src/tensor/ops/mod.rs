@@ -7,6 +7,7 @@ pub(crate) use binary::is_trailing;
 pub(crate) mod conv;
 mod conv_eigen;
 mod conv_fast;
+mod conv_routes;
 mod conv_ynn;
 pub(crate) mod cross_entropy;
 mod data_ops;

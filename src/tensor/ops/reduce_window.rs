@@ -1,10 +1,10 @@
 //! Window sums (`lax.reduce_window` with `add`), as `avg_pool` sums.
 
-use ndarray::{ArrayD, IxDyn};
-use smallvec::smallvec;
+use std::sync::Arc;
 
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::linear;
+use crate::tensor::kernel::Kernel;
 use crate::tensor::Tensor;
 use crate::xla::reduce_window::{window_out_shape, window_sums, window_sums_transpose};
 
@@ -28,8 +28,8 @@ impl Tensor {
     /// ([`crate::xla::reduce_window`]), and its cotangent in the order of
     /// the `reduce-window` JAX transposes it into; jitted (inside
     /// [`as_jitted`](crate::tensor::as_jitted) when this runs), that of a
-    /// jitted program. Recorded as an operation compiled steps do not
-    /// replay (they then run eagerly).
+    /// jitted program (the mode when it is recorded, also in a compiled
+    /// step's replays).
     pub(crate) fn window_sum(&self, spec: &WindowSum) -> Result<Tensor> {
         let shape = self.shape().to_vec();
         let r = shape.len();
@@ -42,34 +42,59 @@ impl Tensor {
                 message: format!("{spec:?} does not fit an input of shape {shape:?}"),
             });
         }
-        let out_shape = window_out_shape(&shape, &spec.window, &spec.strides, &spec.pads);
-        let x = self.data.as_standard_layout();
-        let sums = window_sums(
-            x.as_slice().expect("standard layout"),
-            &shape,
-            &spec.window,
-            &spec.strides,
-            &spec.pads,
-            spec.hlo_rank,
-        );
-        let out = ArrayD::from_shape_vec(IxDyn(&out_shape), sums).expect("output size");
-        let jitted = crate::tensor::in_compiled_region();
-        let back = spec.clone();
+        let kernel = WindowSumKernel {
+            out_shape: window_out_shape(&shape, &spec.window, &spec.strides, &spec.pads),
+            in_shape: shape,
+            spec: spec.clone(),
+            jitted: crate::tensor::in_compiled_region(),
+        };
         let tangent = spec.clone();
-        Ok(Tensor::record(out.into_shared(), &[self], move |g, _| {
-            let g = g.as_standard_layout();
-            let dx = window_sums_transpose(
-                g.as_slice().expect("standard layout"),
-                &shape,
-                &back.window,
-                &back.strides,
-                &back.pads,
-                jitted,
-            );
-            smallvec![Some(
-                ArrayD::from_shape_vec(IxDyn(&shape), dx).expect("input size")
-            )]
-        })
-        .with_tangent(|| linear(move |t| Ok(t.window_sum(&tangent)?))))
+        Ok(Tensor::record_kernel(Arc::new(kernel), &[self])
+            .with_tangent(|| linear(move |t| Ok(t.window_sum(&tangent)?))))
+    }
+}
+
+/// A window sum of an input of shape `shape` (see [`Tensor::window_sum`]).
+struct WindowSumKernel {
+    spec: WindowSum,
+    in_shape: Vec<usize>,
+    out_shape: Vec<usize>,
+    /// Whether the cotangent is a jitted program's.
+    jitted: bool,
+}
+
+impl Kernel for WindowSumKernel {
+    fn name(&self) -> &'static str {
+        "reduce_window"
+    }
+
+    fn shape(&self) -> &[usize] {
+        &self.out_shape
+    }
+
+    fn forward(&self, ins: &[&[f32]], out: &mut [f32]) {
+        let s = &self.spec;
+        let sums = window_sums(
+            ins[0],
+            &self.in_shape,
+            &s.window,
+            &s.strides,
+            &s.pads,
+            s.hlo_rank,
+        );
+        out.copy_from_slice(&sums);
+    }
+
+    fn backward(&self, _: usize, g: &[f32], _: &[&[f32]], dst: &mut [f32]) {
+        let s = &self.spec;
+        let dx = window_sums_transpose(
+            g,
+            &self.in_shape,
+            &s.window,
+            &s.strides,
+            &s.pads,
+            self.jitted,
+        );
+        dst.copy_from_slice(&dx);
     }
 }

@@ -1,0 +1,92 @@
+//! Operations that carry their own forward and backward computations
+//! (a convolution, a window sum): recorded once with their shapes and
+//! routes decided, then run eagerly or replayed by a compiled step
+//! ([`jit_value_and_grad`](super::jit_value_and_grad)) from its buffers,
+//! the same code either way.
+
+use std::sync::Arc;
+
+use ndarray::{ArcArray, ArrayD, IxDyn};
+use smallvec::SmallVec;
+
+use super::tape::OpKind;
+use super::Tensor;
+
+/// An operation on row-major `f32` inputs of fixed shapes, with its
+/// cotangent rules; everything shape-dependent is decided when it is
+/// built, so that a replay only computes.
+pub(crate) trait Kernel: Send + Sync {
+    /// The operation's name, for messages.
+    fn name(&self) -> &'static str;
+
+    /// The output's shape.
+    fn shape(&self) -> &[usize];
+
+    /// The output into `out` (row-major; every element written: a replay
+    /// reuses its buffers) from the inputs' row-major values.
+    fn forward(&self, ins: &[&[f32]], out: &mut [f32]);
+
+    /// Input `input`'s cotangent into `dst` (row-major, its input's
+    /// shape; every element written) from the output's cotangent `g`.
+    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]], dst: &mut [f32]);
+}
+
+/// `a`'s values row-major, shared rather than copied when they already
+/// are.
+pub(crate) fn row_major(a: &ArcArray<f32, IxDyn>) -> ArcArray<f32, IxDyn> {
+    if a.is_standard_layout() {
+        a.clone()
+    } else {
+        a.as_standard_layout().into_owned().into_shared()
+    }
+}
+
+/// The values of an array [`row_major`] made.
+pub(crate) fn row_major_slice(a: &ArcArray<f32, IxDyn>) -> &[f32] {
+    a.as_slice().expect("row_major makes standard layout")
+}
+
+impl Tensor {
+    /// `kernel` applied to `inputs` (whose shapes it was built for),
+    /// recorded so that gradients run its backward and a compiled step
+    /// replays it.
+    #[track_caller]
+    pub(crate) fn record_kernel(kernel: Arc<dyn Kernel>, inputs: &[&Tensor]) -> Tensor {
+        let data: SmallVec<[ArcArray<f32, IxDyn>; 2]> =
+            inputs.iter().map(|t| row_major(&t.data)).collect();
+        let mut out = vec![0.0f32; kernel.shape().iter().product()];
+        {
+            let slices: SmallVec<[&[f32]; 2]> = data.iter().map(row_major_slice).collect();
+            kernel.forward(&slices, &mut out);
+        }
+        let value = ArrayD::from_shape_vec(IxDyn(kernel.shape()), out).expect("the kernel's shape");
+        let replayed = Arc::clone(&kernel);
+        let backward = move |g: ArrayD<f32>, needs: &[bool]| {
+            let g = g.as_standard_layout();
+            let g = g.as_slice().expect("standard layout");
+            let slices: SmallVec<[&[f32]; 2]> = data.iter().map(row_major_slice).collect();
+            data.iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    needs[i].then(|| {
+                        let mut dst = vec![0.0f32; x.len()];
+                        kernel.backward(i, g, &slices, &mut dst);
+                        ArrayD::from_shape_vec(x.raw_dim(), dst).expect("the input's shape")
+                    })
+                })
+                .collect()
+        };
+        let t = Tensor::record_kind(
+            value.into_shared(),
+            inputs,
+            OpKind::Kernel(replayed.name()),
+            backward,
+        );
+        if let Some(tr) = &t.tracer {
+            if tr.tape.is_replayed() && tr.tape.is_open() {
+                tr.tape.nodes()[tr.node].set_kernel(replayed);
+            }
+        }
+        t
+    }
+}
