@@ -197,13 +197,17 @@ fn loop_window_sums(
     // Each window loop's element stride in the input, and its full extent.
     let inner: Dims = loops.iter().map(|&a| x_strides[a]).collect();
     let full: Dims = loops.iter().map(|&a| window[a]).collect();
-    // The innermost window loop padded by exactly (0, 1) has its last
-    // iteration peeled; other padded loops keep their bounds checks.
-    let split = (0..loops.len()).rev().find(|&k| pads[loops[k]] == (0, 1));
+    // The padding the windows read: LLVM drops a bounds check that can
+    // never fail, so high padding past the last window does not count.
+    let reached = reached_pads(shape, window, strides, pads, &out_shape);
+    let split = peeled_loop(&loops, window, |a| {
+        let (lo, hi) = reached[a];
+        (lo > 0 || hi > 0, lo > 0 || hi > 1)
+    });
     let checked: SmallVec<[bool; 8]> = loops
         .iter()
         .enumerate()
-        .map(|(k, &a)| pads[a] != (0, 0) && Some(k) != split)
+        .map(|(k, &a)| reached[a] != (0, 0) && Some(k) != split)
         .collect();
     let geometry = Geometry {
         full: &full,
@@ -254,6 +258,67 @@ fn loop_window_sums(
             return out;
         }
     }
+}
+
+/// The window loop (an index into `loops`, outermost first) whose last
+/// iteration XLA's emitter peels off into a loop of its own, if any. XLA
+/// peels the loops of a reduce-window's window, innermost first while the
+/// loops seen so far make fewer than 64 iterations, at the first loop whose
+/// bounds check goes away without its last iteration: one of 2 iterations
+/// (its first then reads one position, checked against the output index
+/// alone), or one whose check only its last iteration can fail. One loop
+/// at most (measured: the `--xla_dump_to` LLVM IR before optimization of
+/// 15 windows 2x2 to 3x4, strides 1 and 2, low and high padding on either
+/// axis; the rule of the `xla.loop` peeling pass of XLA's emitters, which
+/// here stops after one).
+///
+/// `checks(a)`: whether the loop over window axis `a` has a bounds check
+/// with all its iterations, and without its last.
+fn peeled_loop(
+    loops: &[usize],
+    window: &[usize],
+    checks: impl Fn(usize) -> (bool, bool),
+) -> Option<usize> {
+    /// The emitter peels within the innermost loops of fewer than this
+    /// many iterations together.
+    const PEEL_ITERATIONS: usize = 64;
+    let mut iterations = 1usize;
+    for k in (0..loops.len()).rev() {
+        if iterations >= PEEL_ITERATIONS {
+            break;
+        }
+        let a = loops[k];
+        iterations *= window[a];
+        let (checked, still_checked) = checks(a);
+        if checked && !(window[a] > 2 && still_checked) {
+            return Some(k);
+        }
+    }
+    None
+}
+
+/// The padding that some window of `out_shape` reads, per axis: all of
+/// the low padding (the first window starts there), and of the high
+/// padding only what the last window reaches. With `strides` above 1 the
+/// last window can stop short of the high padding (`[9]` padded `(0, 1)`
+/// by windows of 3 at stride 2: the last covers 6 to 8), and XLA's loop
+/// then has no bounds check on that axis (measured: the optimized LLVM IR
+/// of a `[3, 9, 9, 4]` pool padded `((1, 2), (0, 1))` sums its 3x3 windows
+/// left to right, checking the rows only).
+fn reached_pads(
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+    out_shape: &[usize],
+) -> SmallVec<[(usize, usize); 8]> {
+    (0..shape.len())
+        .map(|a| {
+            let (lo, hi) = pads[a];
+            let end = out_shape[a].saturating_sub(1) * strides[a] + window[a];
+            (lo, hi.min(end.saturating_sub(lo + shape[a])))
+        })
+        .collect()
 }
 
 /// The window loops of XLA's reduce-window loop: their full extents, which
@@ -344,15 +409,19 @@ fn nest_sum(acc: f32, block: &[f32], ext: &[usize], g: &Geometry<'_>) -> f32 {
 ///   row-major order of their output positions (measured: 12 cases, 0
 ///   differ).
 /// - Jitted (`jitted`), XLA folds the pad into the reduce-window's
-///   padding, its loops keep bounds checks, and LLVM hoists the innermost
-///   window loop of 2 iterations (if any) outside the others: the windows
-///   in row-major order with that axis first, the others in order
-///   (measured: 2-D windows 2x2, 3x2, 4x2 at stride 1 VALID and SAME and
-///   3x2 at strides 2x1 hoist the second axis; 2x3, 2x4, 3x3, 4x4 do not
-///   change; 3-D 2x2x2, 2x3x2, 3x2x2 hoist the third axis and 2x2x3 the
-///   second; 3x3x3 does not change). Which loop is hoisted where another
-///   axis of 2 has a stride above 1 is not measured (there it does not
-///   change the order in 2-D).
+///   padding and input dilation, and its emitter may peel the last
+///   iteration of one window loop ([`peeled_loop`]): the windows whose
+///   position on that axis is the last (the largest output index, when it
+///   is a window's) come after all the others, each part in row-major
+///   order. A loop's bounds check is there if the folded padding is (the
+///   forward's low padding short of `k - 1`, or its high side) or the
+///   input is dilated (strides above 1, whose holes are checked), so the
+///   loops of 2 are peeled unless the forward's padding was `k - 1` on
+///   both ends at stride 1 (measured: 2-D windows 2x2, 3x2, 4x2 at stride 1
+///   VALID and SAME and 3x2 at strides 2x1 peel the second axis; 2x3,
+///   2x4, 3x3, 4x4 do not change; 3-D 2x2x2, 2x3x2, 3x2x2 peel the third
+///   axis and 2x2x3 the second; 3x3x3 does not change; a 2x2 window padded
+///   (1, 1) at stride 1 peels none).
 pub(crate) fn window_sums_transpose(
     g: &[f32],
     shape: &[usize],
@@ -369,38 +438,58 @@ pub(crate) fn window_sums_transpose(
         return dx;
     }
     let g_strides = row_major_strides(&out_shape);
-    // The axes from the outermost loop to the innermost.
-    let hoisted = (0..r).rev().find(|&a| jitted && window[a] == 2);
-    let order: Dims = hoisted
-        .into_iter()
-        .chain((0..r).filter(|&a| Some(a) != hoisted))
-        .collect();
+    let peeled = if jitted {
+        let loops: Dims = (0..r).filter(|&a| window[a] > 1).collect();
+        peeled_loop(&loops, window, |a| {
+            // The transposed reduce-window's padding of the dilated
+            // cotangent (`k - 1 - lo` low, the rest of its `n + k - 1`
+            // high); stride 1, so all of it is reached.
+            let k = window[a];
+            let dilated = out_shape[a].saturating_sub(1) * strides[a] + 1;
+            let lo = (k - 1).saturating_sub(pads[a].0);
+            let hi = (shape[a] + k - 1).saturating_sub(lo + dilated);
+            let holes = strides[a] > 1 && out_shape[a] > 1;
+            (lo > 0 || hi > 0 || holes, lo > 0 || hi > 1 || holes)
+        })
+        .map(|k| loops[k])
+    } else {
+        None
+    };
     let mut index: Dims = smallvec::smallvec![0; r];
     let mut first: Dims = smallvec::smallvec![0; r];
     let mut ext: Dims = smallvec::smallvec![0; r];
     loop {
         // The windows o that contain position i: o * s - lo <= i < o * s -
         // lo + k, 0 <= o < out.
+        let mut last = None;
         for a in 0..r {
             let p = index[a] + pads[a].0;
             let lo = (p + 1).saturating_sub(window[a]).div_ceil(strides[a]);
             let hi = (p / strides[a] + 1).min(out_shape[a]);
             first[a] = lo;
             ext[a] = hi.saturating_sub(lo);
+            // The window reading position i through its last element.
+            if Some(a) == peeled && p.is_multiple_of(strides[a]) && p / strides[a] < out_shape[a] {
+                last = Some((a, p / strides[a]));
+            }
         }
         let mut acc = 0.0f32;
         if !ext.contains(&0) {
-            let loop_ext: Dims = order.iter().map(|&a| ext[a]).collect();
-            let mut at: Dims = smallvec::smallvec![0; r];
-            loop {
-                let offset: usize = order
-                    .iter()
-                    .zip(&at)
-                    .map(|(&a, &i)| (first[a] + i) * g_strides[a])
-                    .sum();
-                acc += g[offset];
-                if !next_index(&mut at, &loop_ext) {
+            // The windows but the peeled ones, then those.
+            for tail in [false, true] {
+                if tail && last.is_none() {
                     break;
+                }
+                let mut at: Dims = smallvec::smallvec![0; r];
+                loop {
+                    let in_tail = last.is_some_and(|(a, o)| first[a] + at[a] == o);
+                    if in_tail == tail {
+                        let offset: usize = (0..r).map(|a| (first[a] + at[a]) * g_strides[a]).sum();
+                        acc += g[offset];
+                    }
+                    if !next_index(&mut at, &ext) {
+                        break;
+                    }
                 }
             }
         }

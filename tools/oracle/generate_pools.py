@@ -8,7 +8,7 @@ ends: 2-D windows of 2x2, 3x3, 7x7 and 2x3, overlapping (stride 1 or 2,
 SAME and VALID; jitted, XLA's loop hoists a window axis of 2 in the
 cotangent), VALID leaving columns out, channels 1, 3, 8 and 16,
 `count_include_pad=False`, 1-D and 3-D pools, an input without a batch
-axis and one with two.
+axis and one with two, asymmetric explicit padding.
 
 For each case, with `f(x) = avg_pool(x, window, strides, padding,
 count_include_pad)`:
@@ -88,8 +88,24 @@ CASES = [
     ((2, 6, 7, 5, 4), (2, 2, 3), (1, 1, 1), "VALID", True),
     ((8, 8, 3), (2, 2), (2, 2), "VALID", True),
     ((2, 3, 8, 8, 4), (2, 2), (2, 2), "VALID", True),
-    # Asymmetric explicit padding: not modelled (tests/pool_orders.rs KNOWN).
+    # Asymmetric explicit padding. The last window at stride 2 stops short
+    # of the high padding ((0, 1) read as (0, 0), (0, 2) as (0, 1)), or
+    # reaches it; low padding only.
     ((3, 9, 9, 4), (3, 3), (2, 2), ((1, 2), (0, 1)), True),
+    ((2, 8, 8, 4), (3, 3), (2, 2), ((0, 2), (0, 2)), True),
+    ((2, 8, 8, 3), (2, 2), (1, 1), ((1, 0), (0, 1)), True),
+    ((2, 9, 9, 4), (3, 3), (1, 1), ((2, 0), (0, 2)), True),
+    ((2, 10, 9, 4), (3, 2), (2, 2), ((0, 1), (1, 1)), True),
+    ((2, 7, 7, 4), (2, 2), (2, 2), ((0, 1), (0, 1)), True),
+    ((2, 9, 8, 4), (3, 3), (2, 2), ((1, 2), (0, 1)), False),
+    # Which window loop XLA peels: the inner one of 2 padded low, the outer
+    # one padded (0, 1) past an inner one padded on both ends, none for
+    # (0, 2); the inner one of a 2x2 padded on both ends.
+    ((2, 9, 9, 4), (3, 2), (1, 1), ((0, 0), (1, 0)), True),
+    ((2, 9, 9, 4), (3, 3), (1, 1), ((0, 1), (1, 1)), True),
+    ((2, 9, 9, 4), (3, 3), (1, 1), ((0, 2), (0, 0)), True),
+    ((2, 9, 9, 4), (3, 3), (1, 1), ((0, 1), (0, 0)), True),
+    ((2, 9, 9, 4), (2, 2), (1, 1), ((1, 1), (1, 1)), True),
 ]
 
 
