@@ -33,7 +33,8 @@ from generate_random import check_versions  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "convs.json")
 
-# (name, x shape NHWC, kernel HWIO, strides, padding, kernel dilation, groups)
+# (name, x shape NHWC, kernel HWIO, strides, padding ("SAME", "VALID" or
+# (low, high) pairs), kernel dilation, groups)
 SAME = "SAME"
 VALID = "VALID"
 CASES = [
@@ -95,6 +96,16 @@ CASES = [
     ("eigen_depthwise_dk", (4, 12, 12, 8), (3, 3, 1, 8), (1, 1), SAME, (1, 1), 8),
     # 5x5 on 16 channels to 16: 400 terms each way.
     ("eigen_c16_f16_5x5", (4, 20, 20, 16), (5, 5, 16, 16), (1, 1), SAME, (1, 1), 1),
+    # Grouped kernel cotangents whose operands XLA swaps (padding past the
+    # kernel: more output positions than input ones), XLA's own loop; with
+    # 2 groups LLVM leaves the batch's first product unfused from a batch
+    # of 16, and at 12 on every other output feature (known).
+    ("swapped_g2_n2", (2, 4, 4, 4), (2, 2, 2, 4), (1, 1), ((2, 2), (1, 1)), (1, 1), 2),
+    ("swapped_g2_n16", (16, 4, 4, 4), (2, 2, 2, 4), (1, 1), ((2, 2), (1, 1)), (1, 1), 2),
+    ("swapped_g2_n24_3x3", (24, 5, 5, 6), (3, 3, 3, 4), (1, 1), ((3, 3), (3, 3)), (1, 1), 2),
+    ("swapped_g3_n9", (9, 4, 4, 6), (2, 2, 2, 6), (1, 1), ((2, 2), (1, 1)), (1, 1), 3),
+    ("swapped_g4_n16_3x3", (16, 5, 5, 4), (3, 3, 1, 12), (1, 1), ((3, 3), (3, 3)), (1, 1), 4),
+    ("swapped_g2_n12", (12, 4, 4, 4), (2, 2, 2, 4), (1, 1), ((2, 2), (1, 1)), (1, 1), 2),
 ]
 
 

@@ -345,8 +345,7 @@ impl Swaps {
 }
 
 /// Whether XLA's `ConvOperandSwapper` swaps the operands of a grouped
-/// convolution's kernel cotangent (measured by a helper,
-/// `/work/scratch/grouped_dk/REPORT.md`, route B): over the spatial
+/// convolution's kernel cotangent (measured: jaxlib 0.10.2's HLO): over the spatial
 /// dimensions that are not pure contractions (output as long as the input,
 /// no padding, stride and dilation 1), the output's positions outnumber the
 /// input's (an input of 1 padded fully on both sides counts as the
@@ -707,6 +706,74 @@ pub(super) fn conv_kernel_grad(
                                 let outs = grp * d.og()..(grp + 1) * d.og();
                                 for (a, &gv) in acc[outs.clone()].iter_mut().zip(&gr[outs]) {
                                     *a = xv.mul_add(gv, *a);
+                                }
+                            }
+                        }
+                    }
+                },
+            )
+        });
+    dk
+}
+
+/// Whether LLVM leaves the first product of each position's batch unfused
+/// in XLA's loop for a grouped kernel cotangent with swapped operands
+/// ([`grouped_kernel_grad_swapped`]). With 2 groups the loop over the
+/// groups' window is unrolled into two copies, one per group, and LLVM
+/// merges them after their first product, which then is rounded before
+/// its add (a `vmulss` and a `vaddss`; read from the optimized LLVM IR).
+/// Measured on 12 geometries (Cg 1 to 3, Fg 1 to 4, windows 2x2 and 3x3,
+/// inputs 3x3 to 6x6): every position's first term unfused from a batch
+/// of 16 (to 32), none up to 5 (and none ever with 3 or 4 groups).
+/// Between, it depends on LLVM's unrolling (sometimes only every other
+/// output feature): not modelled, taken as fused.
+fn first_product_unfused(d: Dims) -> bool {
+    d.groups == 2 && d.n >= 16
+}
+
+/// The kernel's cotangent of a grouped convolution whose operands XLA
+/// swaps ([`grouped_kernel_grad_swaps`]): XLA's emitted loop over the
+/// swapped convolution, whose window is the output reversed. For each
+/// kernel element, one chain of fused multiply-adds from `+0` over the
+/// output positions in decreasing order (the input rows and columns
+/// decreasing) and, innermost, the batch; positions in the padding are
+/// skipped, not added as zeros; each output gets its own group's terms
+/// only (the other groups are holes of the input dilation, skipped too).
+/// The batch's first term at each position may be a rounded product
+/// added ([`first_product_unfused`]).
+pub(super) fn grouped_kernel_grad_swapped(
+    x: &[f32],
+    g: &[f32],
+    idx: &[Option<usize>],
+    d: Dims,
+) -> Vec<f32> {
+    use rayon::prelude::*;
+    let unfused = first_product_unfused(d);
+    let og = d.og();
+    let mut dk = vec![0.0f32; d.t * d.cg * d.o];
+    dk.par_chunks_mut(d.o.max(1))
+        .enumerate()
+        .for_each(|(row, acc)| {
+            with_fma(
+                #[inline(always)]
+                || {
+                    let (t, c) = (row / d.cg, row % d.cg);
+                    for m in (0..d.p).rev() {
+                        let Some(s) = idx[m * d.t + t] else {
+                            continue;
+                        };
+                        for n in 0..d.n {
+                            let gr = &g[(n * d.p + m) * d.o..][..d.o];
+                            let xr = &x[(n * d.s + s) * d.c..][..d.c];
+                            for grp in 0..d.groups {
+                                let xv = xr[grp * d.cg + c];
+                                let outs = grp * og..(grp + 1) * og;
+                                for (a, &gv) in acc[outs.clone()].iter_mut().zip(&gr[outs]) {
+                                    *a = if unfused && n == 0 {
+                                        *a + xv * gv
+                                    } else {
+                                        xv.mul_add(gv, *a)
+                                    };
                                 }
                             }
                         }

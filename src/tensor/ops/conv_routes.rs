@@ -47,6 +47,8 @@ enum KernelGrad {
     Ynn,
     /// Eigen's 3-D convolution of a grouped one.
     EigenGrouped(Arc<EigenConvPlan>),
+    /// XLA's loop over a grouped one's swapped operands.
+    GroupedSwapped,
     Eigen(Arc<EigenConvPlan>),
     Gemv,
     Swapped,
@@ -61,6 +63,7 @@ struct Decisions {
     ynn: YnnRoutes,
     eigen: EigenRoutes,
     swaps: Swaps,
+    grouped_swapped: bool,
     scatter_input_grad: bool,
     input_gemv: bool,
     kernel_gemv: bool,
@@ -131,6 +134,12 @@ impl Conv {
         // without input dilation (XLA's own loop when it swaps a
         // cotangent's operands; the input's cotangent of a strided one has
         // an input dilation; a grouped kernel cotangent is 3-D to XLA).
+        // A grouped kernel cotangent whose operands XLA swaps: its own loop.
+        let grouped_swapped = sd == 2
+            && d.groups > 1
+            && !(d.cg == 1 && d.og() == 1)
+            && all_one(&spec.lhs_dilation)
+            && conv::grouped_kernel_grad_swaps(&spatial, &window, &out_spatial, spec);
         let eigen_side = (1..=2).contains(&sd) && all_one(&spec.lhs_dilation);
         let eigen = EigenRoutes::of(
             &d,
@@ -143,9 +152,7 @@ impl Conv {
             // A grouped kernel cotangent: a 3-D convolution (input
             // dilation on the groups' axis), which XLA keeps on Eigen
             // unless it swaps the operands (then its own loop).
-            sd == 2
-                && all_one(&spec.lhs_dilation)
-                && !conv::grouped_kernel_grad_swaps(&spatial, &window, &out_spatial, spec),
+            sd == 2 && all_one(&spec.lhs_dilation) && !grouped_swapped,
         );
         let forward = if ynn.forward {
             Forward::Ynn
@@ -181,6 +188,7 @@ impl Conv {
                 ynn,
                 eigen,
                 swaps,
+                grouped_swapped,
                 scatter_input_grad,
                 input_gemv,
                 kernel_gemv,
@@ -216,6 +224,8 @@ impl Conv {
                 KernelGrad::Ynn
             } else if let Some(plan) = c.eigen.grouped_kernel_grad() {
                 KernelGrad::EigenGrouped(plan)
+            } else if c.grouped_swapped {
+                KernelGrad::GroupedSwapped
             } else if let Some(plan) = c.eigen.kernel_grad() {
                 KernelGrad::Eigen(plan)
             } else if c.kernel_gemv {
@@ -270,6 +280,7 @@ impl Conv {
         match self.kernel_grad_route() {
             KernelGrad::Ynn => conv_ynn::kernel_grad(x, g, idx, d, Isa::detect(), &self.window),
             KernelGrad::EigenGrouped(plan) => conv_eigen::grouped_kernel_grad(x, g, idx, d, plan),
+            KernelGrad::GroupedSwapped => conv::grouped_kernel_grad_swapped(x, g, idx, d),
             KernelGrad::Eigen(plan) => conv_eigen::kernel_grad(x, g, idx, d, plan),
             KernelGrad::Gemv => conv::conv_kernel_grad_gemv(x, g, idx, d),
             KernelGrad::Swapped => conv::conv_kernel_grad(x, g, idx, d, true),
