@@ -19,8 +19,9 @@
 //! - **XLA's loop** (every other case, overlapping windows always): one
 //!   output at a time, the window's loops (its axes longer than 1) nested
 //!   in row-major order around an accumulator from `+0`, padding positions
-//!   skipped. Each add is `fadd reassoc`, and LLVM, after unrolling the
-//!   innermost window loop, reorders two shapes of window
+//!   skipped. XLA's emitter may peel one window loop's last iteration
+//!   ([`peeled_loop`]); each add is `fadd reassoc`, and LLVM, after
+//!   unrolling the innermost window loop, vectorizes 2x2 blocks
 //!   ([`window_sum`]); all others are summed left to right.
 //!
 //! The cotangent ([`window_sums_transpose`]) is another `reduce-window`
@@ -333,11 +334,12 @@ struct Geometry<'a> {
 /// `ext`, one extent per window loop) in the order of XLA's loop as LLVM
 /// compiles it (read from the optimized IR; `reassoc` lets LLVM reorder).
 ///
-/// - The innermost window loop padded by exactly `(0, 1)` (`split`: SAME
-///   at stride 1, or an odd remainder) has its last iteration peeled off:
-///   a window of its full extent sums positions `0..k-1` of that axis
-///   first, then position `k-1` (left to right if that axis is one of the
-///   two innermost loops, else as the rest). For a 2x2 window at stride 1
+/// - The window loop XLA's emitter peels (`split`, [`peeled_loop`]: for
+///   instance one padded `(0, 1)`, SAME at stride 1, or any padded loop
+///   of 2) has its last iteration in a loop of its own: a window of its
+///   full extent sums positions `0..k-1` of that axis first, then
+///   position `k-1` (left to right if that axis is one of the two
+///   innermost loops, else as the rest). For a 2x2 window at stride 1
 ///   that is column-major.
 /// - Otherwise [`nest_sum`].
 fn window_sum(block: &[f32], ext: &mut [usize], split: Option<usize>, g: &Geometry<'_>) -> f32 {

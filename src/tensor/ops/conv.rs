@@ -722,11 +722,12 @@ pub(super) fn conv_kernel_grad(
 /// groups' window is unrolled into two copies, one per group, and LLVM
 /// merges them after their first product, which then is rounded before
 /// its add (a `vmulss` and a `vaddss`; read from the optimized LLVM IR).
-/// Measured on 12 geometries (Cg 1 to 3, Fg 1 to 4, windows 2x2 and 3x3,
-/// inputs 3x3 to 6x6): every position's first term unfused from a batch
-/// of 16 (to 32), none up to 5 (and none ever with 3 or 4 groups).
-/// Between, it depends on LLVM's unrolling (sometimes only every other
-/// output feature): not modelled, taken as fused.
+/// Measured on 11 geometries with 2 groups (Cg 1 to 3, Fg 1 to 4,
+/// windows 2x2 and 3x3, inputs 3x3 to 6x8): every position's first term
+/// unfused with a batch of 16, 20, 24 and 32, none with 1, 2 and 4; never
+/// with 3 or 4 groups (4 geometries, batches 2 to 32). From 6 to 13 it
+/// depends on LLVM's unrolling (all, none, or only the even output
+/// features): not modelled, taken as fused.
 fn first_product_unfused(d: Dims) -> bool {
     d.groups == 2 && d.n >= 16
 }
