@@ -1,7 +1,7 @@
 //! `max_pool` and `avg_pool` (`flax.linen.pooling`).
 
 use crate::core::Result;
-use crate::tensor::{ConvSpec, Tensor, TensorError, WindowSum};
+use crate::tensor::{Tensor, TensorError, WindowSum};
 
 use super::conv::{same_pads, Padding};
 
@@ -63,22 +63,28 @@ fn pool(
     })
 }
 
-/// A window reduction over the spatial dimensions of `[batch…, S…, C]`
-/// (Flax's `pool`): the windows gathered, `pad` where they read padding.
-fn windows(
-    op: &'static str,
-    x: &Tensor,
-    window: &[usize],
-    strides: Option<&[usize]>,
-    padding: &Padding,
-    pad: f32,
-) -> Result<(Tensor, Vec<usize>, Vec<usize>)> {
-    let p = pool(op, x, window, strides, padding)?;
-    let mut spec = ConvSpec::new(window.len());
-    spec.strides = p.strides;
-    spec.padding = p.pads;
-    let (w, out_spatial) = super::super::tensor::conv_windows(op, &p.x, window, &spec, pad)?;
-    Ok((w, out_spatial, p.batch))
+impl Pool {
+    /// The pool's window on every axis of `[batch, S…, C]`, as
+    /// `lax.reduce_window` takes it.
+    fn spec(&self, window: &[usize]) -> WindowSum {
+        WindowSum {
+            window: [1].iter().chain(window).chain(&[1]).copied().collect(),
+            strides: [1]
+                .iter()
+                .chain(&self.strides)
+                .chain(&[1])
+                .copied()
+                .collect(),
+            pads: [(0, 0)]
+                .iter()
+                .chain(&self.pads)
+                .chain(&[(0, 0)])
+                .copied()
+                .collect(),
+            // Flax adds a batch axis to an input without one.
+            hlo_rank: self.batch.len().max(1) + window.len() + 1,
+        }
+    }
 }
 
 fn finish(y: Tensor, batch: &[usize], out_spatial: &[usize]) -> Result<Tensor> {
@@ -91,6 +97,16 @@ fn finish(y: Tensor, batch: &[usize], out_spatial: &[usize]) -> Result<Tensor> {
 
 /// `nn.max_pool(x, window_shape, strides, padding)`: the maximum of each
 /// window (padding reads `-inf`).
+///
+/// As in JAX, the maxima are `lax.reduce_window` with `max`, NaN and
+/// signed zeros treated as XLA:CPU's back end for the pool treats them
+/// (see `crate::xla::window_max`). The cotangent is JAX's: each window's
+/// goes to one element, the first of tied maxima in row-major window
+/// order (not shared among them), overlapping windows adding theirs in
+/// row-major order, and a window whose maximum is `-inf` may give its
+/// cotangent to padding, where it is lost (see
+/// `crate::xla::select_scatter`). Inside a compiled step it runs eagerly,
+/// with the same numbers.
 ///
 /// ```
 /// use flaxen::nn::{max_pool, Padding};
@@ -106,15 +122,10 @@ pub fn max_pool(
     strides: Option<&[usize]>,
     padding: &Padding,
 ) -> Result<Tensor> {
-    let (w, out, batch) = windows(
-        "max_pool",
-        x,
-        window_shape,
-        strides,
-        padding,
-        f32::NEG_INFINITY,
-    )?;
-    finish(w.max(&[2], false)?, &batch, &out)
+    let p = pool("max_pool", x, window_shape, strides, padding)?;
+    let y = p.x.window_max(&p.spec(window_shape))?;
+    let out: Vec<usize> = y.shape()[1..=window_shape.len()].to_vec();
+    finish(y, &p.batch, &out)
 }
 
 /// `nn.avg_pool(x, window_shape, strides, padding, count_include_pad)`:
@@ -145,25 +156,7 @@ pub fn avg_pool(
     count_include_pad: bool,
 ) -> Result<Tensor> {
     let p = pool("avg_pool", x, window_shape, strides, padding)?;
-    // The window on every axis of `[batch, S…, C]`.
-    let spec = WindowSum {
-        window: [1]
-            .iter()
-            .chain(window_shape)
-            .chain(&[1])
-            .copied()
-            .collect(),
-        strides: [1].iter().chain(&p.strides).chain(&[1]).copied().collect(),
-        pads: [(0, 0)]
-            .iter()
-            .chain(&p.pads)
-            .chain(&[(0, 0)])
-            .copied()
-            .collect(),
-        // Flax adds a batch axis to an input without one.
-        hlo_rank: p.batch.len().max(1) + window_shape.len() + 1,
-    };
-    let sums = p.x.window_sum(&spec)?;
+    let sums = p.x.window_sum(&p.spec(window_shape))?;
     let out: Vec<usize> = sums.shape()[1..=window_shape.len()].to_vec();
     let y = if count_include_pad {
         // XLA divides by a constant as a multiply by its f32 reciprocal

@@ -85,7 +85,6 @@ pub use jit::{
     jit_value_and_grad, jit_value_and_grad_with, jit_value_and_grad_with_aux,
     jit_value_and_grad_with_keys, JitValueAndGrad,
 };
-pub(crate) use ops::conv::gather_windows as conv_windows;
 pub(crate) use ops::cross_entropy::label_out_of_range;
 pub use ops::matmul::{exact_matmul_limit, set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
 pub(crate) use ops::reduce_window::WindowSum;

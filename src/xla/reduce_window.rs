@@ -66,7 +66,7 @@ pub(crate) fn window_out_shape(
 /// or strided), the HLO's rank (`hlo_rank`, which counts every batch
 /// axis where flaxen flattens them into one) plus the windowed axes is at
 /// most 8, and the input or the output has at least 4,096 elements.
-fn uses_ynn(
+pub(crate) fn uses_ynn(
     shape: &[usize],
     window: &[usize],
     strides: &[usize],
@@ -87,7 +87,7 @@ fn uses_ynn(
 }
 
 /// Row-major strides (elements) of `shape`.
-fn row_major_strides(shape: &[usize]) -> Dims {
+pub(crate) fn row_major_strides(shape: &[usize]) -> Dims {
     let mut s: Dims = smallvec::smallvec![1; shape.len()];
     for a in (0..shape.len().saturating_sub(1)).rev() {
         s[a] = s[a + 1] * shape[a + 1];
@@ -96,7 +96,7 @@ fn row_major_strides(shape: &[usize]) -> Dims {
 }
 
 /// Steps a row-major multi-index over `extents`; false after the last.
-fn next_index(index: &mut [usize], extents: &[usize]) -> bool {
+pub(crate) fn next_index(index: &mut [usize], extents: &[usize]) -> bool {
     for a in (0..index.len()).rev() {
         index[a] += 1;
         if index[a] < extents[a] {

@@ -172,33 +172,6 @@ pub(crate) fn window_indices(
     Ok((out_shape, idx))
 }
 
-/// The windows of `x` (`[N, S₁…S_d, C]`): `[N, positions, window, C]`
-/// with zeros where the window reads padding, and the output spatial shape.
-pub(crate) fn gather_windows(
-    op: &'static str,
-    x: &Tensor,
-    window: &[usize],
-    spec: &ConvSpec,
-    pad_value: f32,
-) -> Result<(Tensor, Vec<usize>)> {
-    let shape = x.shape();
-    let (n, c) = (shape[0], shape[shape.len() - 1]);
-    let spatial = &shape[1..shape.len() - 1];
-    let (out_shape, idx) = window_indices(op, spatial, window, spec)?;
-    let s: usize = spatial.iter().product();
-    let flat = x.reshape(&[n as isize, s as isize, c as isize])?;
-    // Row `s` is the padding value every out-of-range read takes.
-    let filler = Tensor::full(&[n, 1, c], pad_value);
-    let rows = Tensor::concatenate(&[flat, filler], 1)?;
-    let ids: Vec<i32> = idx.iter().map(|i| i.unwrap_or(s) as i32).collect();
-    let positions: usize = out_shape.iter().product();
-    let win: usize = window.iter().product();
-    let ids = ArrayD::from_shape_vec(IxDyn(&[ids.len()]), ids).expect("length");
-    let taken = rows.take(&ids, 1)?;
-    let windows = taken.reshape(&[n as isize, positions as isize, win as isize, c as isize])?;
-    Ok((windows, out_shape))
-}
-
 /// The sizes of a convolution: batch, input positions, input features,
 /// taps, kernel input features (per group), outputs, output positions,
 /// groups.

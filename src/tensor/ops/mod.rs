@@ -20,5 +20,6 @@ pub(crate) mod reduce_window;
 pub(crate) mod rows;
 mod shape_ops;
 pub(crate) mod unary;
+mod window_max;
 pub use conv::ConvSpec;
 pub use data_ops::one_hot;
