@@ -25,7 +25,9 @@ For each case, with `f(x) = max_pool(x, window, strides, padding)` and
 `c = inputs(y.shape, 2)`:
 
 * `y`: eager `f(x)`; `dx`: eager `jax.grad(lambda x: jnp.sum(f(x) * c))`;
-* `jit_y`: `jax.jit(f)(x)`; `jit_dx`: `jax.jit` of that gradient.
+* `jit_y`: `jax.jit(f)(x)`; `jit_dx`: `jax.jit` of that gradient;
+* `jvp`: the tangent of eager `jax.jvp(f, (x,), (t,))`, `t = inputs(shape,
+  3)` (`select_and_gather_add`).
 
 Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU), flax==0.12.8; a machine with 2
 CPUs (YNNPACK's tiles). From the repository root:
@@ -142,6 +144,7 @@ def main():
             "dx": expected(jax.grad(loss)(x, c)),
             "jit_y": expected(jax.jit(f)(x)),
             "jit_dx": expected(jax.jit(jax.grad(loss))(x, c)),
+            "jvp": expected(jax.jvp(f, (x,), (jnp.asarray(inputs(shape, 3)),))[1]),
         })
     with open(OUT, "w") as fh:
         json.dump({"cases": cases}, fh)
