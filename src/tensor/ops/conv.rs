@@ -14,8 +14,6 @@
 
 use std::sync::Arc;
 
-use ndarray::{ArrayD, IxDyn};
-
 use super::conv_fast::{self, Isa};
 use super::conv_routes::Conv;
 use crate::tensor::error::{Result, TensorError};

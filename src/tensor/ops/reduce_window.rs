@@ -32,16 +32,7 @@ impl Tensor {
     /// step's replays).
     pub(crate) fn window_sum(&self, spec: &WindowSum) -> Result<Tensor> {
         let shape = self.shape().to_vec();
-        let r = shape.len();
-        let fits = [spec.window.len(), spec.strides.len(), spec.pads.len()] == [r; 3]
-            && !spec.window.contains(&0)
-            && !spec.strides.contains(&0);
-        if !fits {
-            return Err(TensorError::Argument {
-                op: "reduce_window",
-                message: format!("{spec:?} does not fit an input of shape {shape:?}"),
-            });
-        }
+        check(&shape, spec)?;
         let kernel = WindowSumKernel {
             out_shape: window_out_shape(&shape, &spec.window, &spec.strides, &spec.pads),
             in_shape: shape,
@@ -51,6 +42,23 @@ impl Tensor {
         let tangent = spec.clone();
         Ok(Tensor::record_kernel(Arc::new(kernel), &[self])
             .with_tangent(|| linear(move |t| Ok(t.window_sum(&tangent)?))))
+    }
+}
+
+/// Whether `spec` fits an input of `shape` (one positive window and
+/// stride per axis).
+pub(super) fn check(shape: &[usize], spec: &WindowSum) -> Result<()> {
+    let r = shape.len();
+    let fits = [spec.window.len(), spec.strides.len(), spec.pads.len()] == [r; 3]
+        && !spec.window.contains(&0)
+        && !spec.strides.contains(&0);
+    if fits {
+        Ok(())
+    } else {
+        Err(TensorError::Argument {
+            op: "reduce_window",
+            message: format!("{spec:?} does not fit an input of shape {shape:?}"),
+        })
     }
 }
 

@@ -6,14 +6,15 @@ use std::sync::Arc;
 use ndarray::{ArrayD, IxDyn};
 use smallvec::smallvec;
 
-use crate::tensor::error::{Result, TensorError};
+use crate::tensor::error::Result;
 use crate::tensor::forward::linear;
+use crate::tensor::kernel::Kernel;
 use crate::tensor::Tensor;
 use crate::xla::reduce_window::window_out_shape;
 use crate::xla::select_scatter::{gather_selected, scatter_selected, select_windows, Selection};
 use crate::xla::window_max::window_maxima;
 
-use super::reduce_window::WindowSum;
+use super::reduce_window::{check, WindowSum};
 
 impl Tensor {
     /// `lax.reduce_window(self, -inf, lax.max, window, strides, pads)`:
@@ -23,42 +24,23 @@ impl Tensor {
     /// `select_and_scatter_add`: each window's cotangent goes to one
     /// element, the first of tied maxima, and windows that overlap add
     /// theirs in row-major order ([`crate::xla::select_scatter`]; the
-    /// same eagerly and jitted). Recorded as an operation compiled steps
-    /// do not replay (they then run eagerly).
+    /// same eagerly and jitted, and in a compiled step's replays).
     pub(crate) fn window_max(&self, spec: &WindowSum) -> Result<Tensor> {
         let shape = self.shape().to_vec();
         check(&shape, spec)?;
-        let x = self.data.as_standard_layout().into_owned().into_shared();
-        let maxima = window_maxima(
-            x.as_slice().expect("standard layout"),
-            &shape,
-            &spec.window,
-            &spec.strides,
-            &spec.pads,
-            spec.hlo_rank,
-        );
         let out_shape = window_out_shape(&shape, &spec.window, &spec.strides, &spec.pads);
-        let out = ArrayD::from_shape_vec(IxDyn(&out_shape), maxima).expect("output size");
-        let back = spec.clone();
-        let (tangent, tx, t_shape) = (spec.clone(), x.clone(), shape.clone());
-        Ok(Tensor::record(out.into_shared(), &[self], move |g, _| {
-            let sel = select_windows(
-                x.as_slice().expect("standard layout"),
-                &shape,
-                &back.window,
-                &back.strides,
-                &back.pads,
-                Selection::Scatter,
-            );
-            let g = g.as_standard_layout();
-            let dx = scatter_selected(g.as_slice().expect("standard layout"), &sel, x.len());
-            smallvec![Some(
-                ArrayD::from_shape_vec(IxDyn(&shape), dx).expect("input size")
-            )]
-        })
-        .with_tangent(move || {
+        let kernel = WindowMax {
+            spec: spec.clone(),
+            in_shape: shape.clone(),
+            out_shape: out_shape.clone(),
+        };
+        let y = Tensor::record_kernel(Arc::new(kernel), &[self]);
+        // The tangent reads the input's values.
+        let (tangent, x, t_shape) = (spec.clone(), self.data.clone(), shape);
+        Ok(y.with_tangent(move || {
+            let x = x.as_standard_layout();
             let sel: Arc<[Option<usize>]> = select_windows(
-                tx.as_slice().expect("standard layout"),
+                x.as_slice().expect("standard layout"),
                 &t_shape,
                 &tangent.window,
                 &tangent.strides,
@@ -96,19 +78,46 @@ impl Tensor {
     }
 }
 
-/// Whether `spec` fits an input of `shape` (one positive window and
-/// stride per axis).
-fn check(shape: &[usize], spec: &WindowSum) -> Result<()> {
-    let r = shape.len();
-    let fits = [spec.window.len(), spec.strides.len(), spec.pads.len()] == [r; 3]
-        && !spec.window.contains(&0)
-        && !spec.strides.contains(&0);
-    if fits {
-        Ok(())
-    } else {
-        Err(TensorError::Argument {
-            op: "reduce_window",
-            message: format!("{spec:?} does not fit an input of shape {shape:?}"),
-        })
+/// A window maximum of an input of shape `in_shape` (see
+/// [`Tensor::window_max`]).
+struct WindowMax {
+    spec: WindowSum,
+    in_shape: Vec<usize>,
+    out_shape: Vec<usize>,
+}
+
+impl Kernel for WindowMax {
+    fn name(&self) -> &'static str {
+        "reduce_window_max"
+    }
+
+    fn shape(&self) -> &[usize] {
+        &self.out_shape
+    }
+
+    fn forward(&self, ins: &[&[f32]], out: &mut [f32]) {
+        let s = &self.spec;
+        let maxima = window_maxima(
+            ins[0],
+            &self.in_shape,
+            &s.window,
+            &s.strides,
+            &s.pads,
+            s.hlo_rank,
+        );
+        out.copy_from_slice(&maxima);
+    }
+
+    fn backward(&self, _: usize, g: &[f32], ins: &[&[f32]], dst: &mut [f32]) {
+        let s = &self.spec;
+        let sel = select_windows(
+            ins[0],
+            &self.in_shape,
+            &s.window,
+            &s.strides,
+            &s.pads,
+            Selection::Scatter,
+        );
+        dst.copy_from_slice(&scatter_selected(g, &sel, dst.len()));
     }
 }
