@@ -97,8 +97,12 @@ fn zip_map(
 }
 
 /// Whether `small` broadcasts to `full` by repeating along leading axes only
-/// (its shape, without leading ones, is a suffix of `full`).
+/// (its shape, without leading ones, is a suffix of `full`, and it has no
+/// more axes than `full`: `[1, 1]` against `[]` broadcasts to `[1, 1]`).
 pub(crate) fn is_trailing(small: &[usize], full: &[usize]) -> bool {
+    if small.len() > full.len() {
+        return false;
+    }
     let lead = small.iter().take_while(|&&d| d == 1).count();
     let small = &small[lead..];
     small.len() <= full.len() && same_shape(&full[full.len() - small.len()..], small)
@@ -940,5 +944,25 @@ mod slice_path_tests {
             })
             .collect();
         assert_eq!(results[0], results[1]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tensor::Tensor;
+
+    /// A scalar against a one-element operand of more axes broadcasts to
+    /// the operand's axes (JAX: `(1.0 - z).shape == z.shape`), whichever
+    /// side it is on; a one-feature GRU's `1 - z` took the scalar's shape.
+    #[test]
+    fn scalar_with_one_element_keeps_the_axes() {
+        let z = Tensor::from_vec(vec![0.25], &[1, 1]).unwrap();
+        let one = Tensor::scalar(1.0);
+        for t in [one.sub(&z), z.sub(&one), one.mul(&z), one.add(&z)] {
+            assert_eq!(t.unwrap().shape(), &[1, 1]);
+        }
+        let row = Tensor::from_vec(vec![2.0], &[1]).unwrap();
+        assert_eq!(row.add(&z).unwrap().shape(), &[1, 1]);
+        assert_eq!(z.add(&row).unwrap().shape(), &[1, 1]);
     }
 }
