@@ -40,13 +40,13 @@ def enc_bits(x):
     return {"shape": list(x.shape), "bits": [int(v) for v in x.reshape(-1).view(np.uint32)]}
 
 
-def expected(x):
-    """An expected array: its u32 bits, or beyond 4,096 elements the SHA-1
+def expected(x, limit=4096):
+    """An expected array: its u32 bits, or beyond `limit` elements the SHA-1
     of its bits (little-endian, every NaN as 0x7fc00000) and its length,
     so that the fixture stays small; the tests hash flaxen's values the
     same way (tests/common's `digest`)."""
     bits = np.asarray(x, dtype=np.float32).reshape(-1).view(np.uint32).copy()
-    if bits.size <= 4096:
+    if bits.size <= limit:
         return bits.tolist()
     nan = np.isnan(bits.view(np.float32))
     bits[nan] = CANONICAL_NAN
