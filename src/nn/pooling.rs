@@ -105,8 +105,8 @@ fn finish(y: Tensor, batch: &[usize], out_spatial: &[usize]) -> Result<Tensor> {
 /// order (not shared among them), overlapping windows adding theirs in
 /// row-major order, and a window whose maximum is `-inf` may give its
 /// cotangent to padding, where it is lost (see
-/// `crate::xla::select_scatter`). Inside a compiled step it runs eagerly,
-/// with the same numbers.
+/// `crate::xla::select_scatter`). A compiled step replays it with the
+/// same numbers.
 ///
 /// ```
 /// use flaxen::nn::{max_pool, Padding};

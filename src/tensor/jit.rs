@@ -8,8 +8,10 @@
 //! `reshape`, `maximum` and comparisons (with equal shapes or a
 //! row-broadcast operand),
 //! `softmax` and `log_softmax` over the last axis, `squeeze`, `select`,
-//! random draws, and the integer-label cross-entropy's gather and
-//! stop-gradient maximum: an eager `BatchNorm`'s operations among them),
+//! random draws, the integer-label cross-entropy's gather and
+//! stop-gradient maximum: an eager `BatchNorm`'s operations among them,
+//! and operations with computations of their own: convolutions and
+//! pooling windows, see `tensor::kernel`),
 //! later calls replay the tape on the new parameter
 //! values with buffers allocated once, instead of running `f` again.
 //! Otherwise every call runs `value_and_grad`. The `int32` arrays of the
