@@ -1745,7 +1745,10 @@ fn forward_body(
             Some(mask) => select_forward(step, out, mask, b, c),
             None => select_forward(step, out, a, b, c),
         },
-        OpKind::Kernel(_) => kernel_of(step).forward(&ins[..step.inputs.len()], out),
+        // (The routes return new vectors: a replay copies them.)
+        OpKind::Kernel(_) => {
+            out.copy_from_slice(&kernel_of(step).forward(&ins[..step.inputs.len()]))
+        }
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }
@@ -2080,7 +2083,9 @@ fn backward_body(
             sum_axes_backward(g, &step.in_shapes[0], axes, mean, dst)
         }
         OpKind::BatchNorm(_) => unreachable!("planned forward only"),
-        OpKind::Kernel(_) => kernel_of(step).backward(input, g, &ins[..step.inputs.len()], dst),
+        OpKind::Kernel(_) => {
+            dst.copy_from_slice(&kernel_of(step).backward(input, g, &ins[..step.inputs.len()]))
+        }
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }

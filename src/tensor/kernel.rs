@@ -22,13 +22,14 @@ pub(crate) trait Kernel: Send + Sync {
     /// The output's shape.
     fn shape(&self) -> &[usize];
 
-    /// The output into `out` (row-major; every element written: a replay
-    /// reuses its buffers) from the inputs' row-major values.
-    fn forward(&self, ins: &[&[f32]], out: &mut [f32]);
+    /// The output, row-major, from the inputs' row-major values. (Owned:
+    /// an eager operation keeps it as its value without a copy; a replay
+    /// copies it into its buffer.)
+    fn forward(&self, ins: &[&[f32]]) -> Vec<f32>;
 
-    /// Input `input`'s cotangent into `dst` (row-major, its input's
-    /// shape; every element written) from the output's cotangent `g`.
-    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]], dst: &mut [f32]);
+    /// Input `input`'s cotangent, row-major in its input's shape, from the
+    /// output's cotangent `g`.
+    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32>;
 }
 
 /// `a`'s values row-major, shared rather than copied when they already
@@ -54,11 +55,10 @@ impl Tensor {
     pub(crate) fn record_kernel(kernel: Arc<dyn Kernel>, inputs: &[&Tensor]) -> Tensor {
         let data: SmallVec<[ArcArray<f32, IxDyn>; 2]> =
             inputs.iter().map(|t| row_major(&t.data)).collect();
-        let mut out = vec![0.0f32; kernel.shape().iter().product()];
-        {
+        let out = {
             let slices: SmallVec<[&[f32]; 2]> = data.iter().map(row_major_slice).collect();
-            kernel.forward(&slices, &mut out);
-        }
+            kernel.forward(&slices)
+        };
         let value = ArrayD::from_shape_vec(IxDyn(kernel.shape()), out).expect("the kernel's shape");
         let replayed = Arc::clone(&kernel);
         let backward = move |g: ArrayD<f32>, needs: &[bool]| {
@@ -69,9 +69,8 @@ impl Tensor {
                 .enumerate()
                 .map(|(i, x)| {
                     needs[i].then(|| {
-                        let mut dst = vec![0.0f32; x.len()];
-                        kernel.backward(i, g, &slices, &mut dst);
-                        ArrayD::from_shape_vec(x.raw_dim(), dst).expect("the input's shape")
+                        let dx = kernel.backward(i, g, &slices);
+                        ArrayD::from_shape_vec(x.raw_dim(), dx).expect("the input's shape")
                     })
                 })
                 .collect()

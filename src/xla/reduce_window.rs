@@ -127,6 +127,38 @@ pub(crate) fn window_sums(
     }
 }
 
+/// `x` (row-major, `shape`) padded by `pads` with `fill`, and the padded
+/// array's row-major strides.
+pub(crate) fn padded_input(
+    x: &[f32],
+    shape: &[usize],
+    pads: &[(usize, usize)],
+    fill: f32,
+) -> (Vec<f32>, Dims) {
+    let r = shape.len();
+    let padded: Dims = (0..r).map(|a| shape[a] + pads[a].0 + pads[a].1).collect();
+    let mut xp = vec![fill; padded.iter().product()];
+    let p_strides = row_major_strides(&padded);
+    if x.is_empty() {
+        return (xp, p_strides);
+    }
+    if r == 0 {
+        xp.copy_from_slice(x);
+        return (xp, p_strides);
+    }
+    let last = r - 1;
+    let mut index: Dims = smallvec::smallvec![0; last];
+    for row in x.chunks_exact(shape[last]) {
+        let at: usize = (0..last)
+            .map(|a| (index[a] + pads[a].0) * p_strides[a])
+            .sum::<usize>()
+            + pads[last].0;
+        xp[at..at + row.len()].copy_from_slice(row);
+        next_index(&mut index, &shape[..last]);
+    }
+    (xp, p_strides)
+}
+
 /// YNNPACK's window sums: the input padded with zeros, read as the
 /// stencil's strided view (each windowed axis `a` as an axis of the
 /// outputs, `strides[a]` padded rows apart, then one of the window, a
@@ -145,19 +177,7 @@ fn ynn_window_sums(
     if out.is_empty() {
         return out;
     }
-    // The padded input.
-    let mut xp = vec![0.0f32; padded.iter().product()];
-    let p_strides = row_major_strides(&padded);
-    let last = r - 1;
-    let mut index: Dims = smallvec::smallvec![0; last];
-    for row in x.chunks_exact(shape[last].max(1)) {
-        let at: usize = (0..last)
-            .map(|a| (index[a] + pads[a].0) * p_strides[a])
-            .sum::<usize>()
-            + pads[last].0;
-        xp[at..at + row.len()].copy_from_slice(row);
-        next_index(&mut index, &shape[..last]);
-    }
+    let (xp, p_strides) = padded_input(x, shape, pads, 0.0);
     let mut v_shape: Dims = SmallVec::new();
     let mut v_strides: Dims = SmallVec::new();
     let mut axes = 0u32;

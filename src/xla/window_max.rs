@@ -28,7 +28,9 @@
 
 use smallvec::SmallVec;
 
-use super::reduce_window::{next_index, row_major_strides, uses_ynn, window_out_shape};
+use super::reduce_window::{
+    next_index, padded_input, row_major_strides, uses_ynn, window_out_shape,
+};
 
 type Dims = SmallVec<[usize; 8]>;
 
@@ -139,20 +141,12 @@ fn ynn_window_maxima(
     pads: &[(usize, usize)],
 ) -> Vec<f32> {
     let r = shape.len();
-    let padded: Dims = (0..r).map(|a| shape[a] + pads[a].0 + pads[a].1).collect();
     let out_shape = window_out_shape(shape, window, strides, pads);
     let count: usize = out_shape.iter().product();
     if count == 0 {
         return Vec::new();
     }
-    let mut xp = vec![f32::NEG_INFINITY; padded.iter().product()];
-    let p_strides = row_major_strides(&padded);
-    let mut index: Dims = smallvec::smallvec![0; r];
-    for &v in x {
-        let at: usize = (0..r).map(|a| (index[a] + pads[a].0) * p_strides[a]).sum();
-        xp[at] = v;
-        next_index(&mut index, shape);
-    }
+    let (xp, p_strides) = padded_input(x, shape, pads, f32::NEG_INFINITY);
     // The window axes (extent, stride in `xp`), outermost first; an axis
     // of 1 reads one element and drops out.
     let win: Axes = (0..r)

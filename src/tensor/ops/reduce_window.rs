@@ -80,29 +80,27 @@ impl Kernel for WindowSumKernel {
         &self.out_shape
     }
 
-    fn forward(&self, ins: &[&[f32]], out: &mut [f32]) {
+    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
         let s = &self.spec;
-        let sums = window_sums(
+        window_sums(
             ins[0],
             &self.in_shape,
             &s.window,
             &s.strides,
             &s.pads,
             s.hlo_rank,
-        );
-        out.copy_from_slice(&sums);
+        )
     }
 
-    fn backward(&self, _: usize, g: &[f32], _: &[&[f32]], dst: &mut [f32]) {
+    fn backward(&self, _: usize, g: &[f32], _: &[&[f32]]) -> Vec<f32> {
         let s = &self.spec;
-        let dx = window_sums_transpose(
+        window_sums_transpose(
             g,
             &self.in_shape,
             &s.window,
             &s.strides,
             &s.pads,
             self.jitted,
-        );
-        dst.copy_from_slice(&dx);
+        )
     }
 }

@@ -95,20 +95,19 @@ impl Kernel for WindowMax {
         &self.out_shape
     }
 
-    fn forward(&self, ins: &[&[f32]], out: &mut [f32]) {
+    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
         let s = &self.spec;
-        let maxima = window_maxima(
+        window_maxima(
             ins[0],
             &self.in_shape,
             &s.window,
             &s.strides,
             &s.pads,
             s.hlo_rank,
-        );
-        out.copy_from_slice(&maxima);
+        )
     }
 
-    fn backward(&self, _: usize, g: &[f32], ins: &[&[f32]], dst: &mut [f32]) {
+    fn backward(&self, _: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
         let s = &self.spec;
         let sel = select_windows(
             ins[0],
@@ -118,6 +117,6 @@ impl Kernel for WindowMax {
             &s.pads,
             Selection::Scatter,
         );
-        dst.copy_from_slice(&scatter_selected(g, &sel, dst.len()));
+        scatter_selected(g, &sel, ins[0].len())
     }
 }
