@@ -1,7 +1,7 @@
 //! Shape arithmetic: NumPy broadcasting, axis normalization, and reducing a
 //! broadcast gradient back to its input's shape.
 
-use ndarray::{ArrayD, ArrayViewD, Axis, Dimension};
+use ndarray::{ArrayD, ArrayViewD, Dimension};
 
 use super::error::{Result, TensorError};
 
@@ -126,32 +126,23 @@ pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<
             return array_from_vec(ndarray::IxDyn(shape), acc);
         }
     }
-    let mut g = grad.to_owned();
-    while g.ndim() > shape.len() {
-        g = g.sum_axis(Axis(0));
-    }
-    for (i, &d) in shape.iter().enumerate() {
-        if d == 1 && g.shape()[i] != 1 {
-            g = sum_lanes(&g, i).insert_axis(Axis(i));
-        }
-    }
-    g
-}
-
-/// Sums `g` over axis `axis`, each lane as XLA sums a row (left to right
-/// in windows of 32: [`crate::xla::reduce::xla_row_sum`]; ndarray's
-/// `sum_axis` would add with 8 accumulators).
-fn sum_lanes(g: &ArrayD<f32>, axis: usize) -> ArrayD<f32> {
-    let mut lane = Vec::with_capacity(g.shape()[axis]);
-    let mut out = g.index_axis(Axis(axis), 0).to_owned();
-    ndarray::Zip::from(&mut out)
-        .and(g.lanes(Axis(axis)))
-        .for_each(|o, l| {
-            lane.clear();
-            lane.extend(l.iter().copied());
-            *o = crate::xla::reduce::xla_row_sum(&lane);
-        });
-    out
+    // JAX transposes the broadcast into one `reduce_sum` over all the
+    // broadcast axes (the new leading ones and those of length 1), then a
+    // reshape: one sum over several axes in XLA's order, not one axis
+    // after another (measured: `x - mean` of a LayerNorm over two axes).
+    let lead = grad.ndim() - shape.len();
+    let axes: Vec<usize> = (0..grad.ndim())
+        .filter(|&a| a < lead || (shape[a - lead] == 1 && grad.shape()[a] != 1))
+        .collect();
+    let summed = crate::tensor::ops::reduce::sum_axes(grad, &axes);
+    let summed = if summed.is_standard_layout() {
+        summed
+    } else {
+        summed.as_standard_layout().into_owned()
+    };
+    summed
+        .into_shape_with_order(ndarray::IxDyn(shape))
+        .expect("the kept axes are the target's")
 }
 
 /// Up to this many zeros are cleared by hand (see [`zeros_vec`]): 1 KiB,

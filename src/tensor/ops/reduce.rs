@@ -93,7 +93,7 @@ pub(crate) fn reduce_sum(x: &[f32], shape: &[usize], axes: u32, mean: bool, out:
 /// Sums `x` over the (sorted) `axes`, dropping them: from 4,096 elements
 /// (and a reduced axis longer than 1) in YNNPACK's order, to which XLA
 /// hands such sums ([`crate::xla::ynn_reduce::ynn_sum`]).
-fn sum_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
+pub(crate) fn sum_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
     let long = axes.iter().any(|&a| x.shape()[a] > 1);
     if x.len() >= crate::xla::ynn_reduce::YNN_MIN && long && x.ndim() <= 32 {
         // XLA hands it to YNNPACK.
