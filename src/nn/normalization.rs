@@ -11,31 +11,48 @@ use crate::tensor::Tensor;
 
 use super::module::{config_error, Module};
 
+/// A normalization's `mask` (Flax's `mask=` argument): 1 where an element
+/// counts, 0 where not, broadcast to the input's shape.
+pub(super) struct Mask {
+    /// The mask as 1/0 of the input's shape.
+    ones: Tensor,
+    /// Whether the mask, aligned to the input's axes from the last, has
+    /// length 1 on an axis the input is longer on. XLA then computes the
+    /// count from the smaller mask (a broadcast, or a product with the
+    /// axis's length) and divides by it as a multiply by its `f32`
+    /// reciprocal; a count summed from a mask of the input's own shape it
+    /// divides by (measured: `jnp.mean(x, where=mask)` with masks of
+    /// `[7]`, `[30, 7]`, `[10, 1, 7]`, `[10, 30, 1]` and `[10, 30, 7]` for
+    /// an `x` of `[10, 30, 7]`).
+    by_reciprocal: bool,
+}
+
+/// `jnp.mean(t, axes, where=mask)`: the masked sum divided by the count,
+/// as XLA divides it (see [`Mask`]). The division's cotangent divides by
+/// the count (eager JAX's transposed `div`, a program of its own).
+pub(super) fn masked_mean(t: &Tensor, mask: &Mask, axes: &[isize]) -> Result<Tensor> {
+    let sum = Tensor::select(&mask.ones, t, &Tensor::zeros(&[]))?.sum(axes, false)?;
+    let count = mask.ones.sum(axes, false)?;
+    Ok(sum.div_by_count(&count, mask.by_reciprocal)?)
+}
+
 /// Mean and variance over `axes`, as Flax's `_compute_stats`. With
 /// `use_fast_variance`, `var = max(0, mean(x²) - mean(x)²)`, `x²` computed
 /// before either mean (so that under `grad` the cotangents of `x` add up in
-/// JAX's order); otherwise `var = mean((x - mean(x))²)`. A `mask` (1 where
-/// an element counts, 0 where not, already broadcast to `x`'s shape) makes
-/// every mean `jnp.mean(..., where=mask)`: the masked sum times the f32
-/// reciprocal of the count. (With an axis
+/// JAX's order); otherwise `var = mean((x - mean(x))²)`. A `mask` makes
+/// every mean `jnp.mean(..., where=mask)` ([`masked_mean`]). (With an axis
 /// name, see `BatchNorm::call_batched`.)
 pub(super) fn compute_stats(
     x: &Tensor,
     axes: &[usize],
     use_fast_variance: bool,
-    mask: Option<&Tensor>,
+    mask: Option<&Mask>,
 ) -> Result<(Tensor, Tensor)> {
     let axes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
     let mean_of = |t: &Tensor| -> Result<Tensor> {
         match mask {
             None => Ok(t.mean(&axes, false)?),
-            Some(m) => {
-                let sum = Tensor::select(m, t, &Tensor::zeros(&[]))?.sum(&axes, false)?;
-                // XLA divides by the count as a multiply by its f32
-                // reciprocal (measured: eager and jitted JAX agree on it).
-                let count = m.sum(&axes, false)?;
-                Ok(sum.mul(&Tensor::ones(&[]).div(&count)?)?)
-            }
+            Some(m) => masked_mean(t, m, &axes),
         }
     };
     if use_fast_variance {
@@ -56,13 +73,13 @@ pub(super) fn compute_stats(
     }
 }
 
-/// A boolean `mask` as 1/0 of `x`'s shape, or a typed error when it does
+/// A boolean `mask` as a [`Mask`] for `x`, or a typed error when it does
 /// not broadcast.
 pub(super) fn mask_tensor(
     s: &Scope<'_>,
     mask: Option<&ArrayD<bool>>,
     x: &Tensor,
-) -> Result<Option<Tensor>> {
+) -> Result<Option<Mask>> {
     let Some(mask) = mask else { return Ok(None) };
     let Some(view) = mask.broadcast(x.shape()) else {
         return Err(config_error(
@@ -74,13 +91,18 @@ pub(super) fn mask_tensor(
             ),
         ));
     };
-    Ok(Some(Tensor::from_array(view.mapv(|m| {
-        if m {
-            1.0f32
-        } else {
-            0.0
-        }
-    }))))
+    // The mask's axes, aligned from the last (missing leading ones: 1).
+    let lead = x.ndim() - mask.ndim();
+    let by_reciprocal = x
+        .shape()
+        .iter()
+        .enumerate()
+        .any(|(a, &d)| d > 1 && (a < lead || mask.shape()[a - lead] == 1));
+    let ones = Tensor::from_array(view.mapv(|m| if m { 1.0f32 } else { 0.0 }));
+    Ok(Some(Mask {
+        ones,
+        by_reciprocal,
+    }))
 }
 
 /// Flax's `_normalize`: `(x - mean) * rsqrt(var + eps) * scale + bias`, with

@@ -7,7 +7,7 @@ use crate::init::{self, Initializer};
 use crate::tensor::Tensor;
 
 use super::module::Module;
-use super::normalization::{canonical_axis, mask_tensor, normalize};
+use super::normalization::{canonical_axis, mask_tensor, masked_mean, normalize, Mask};
 
 /// Root-mean-square layer normalization (Flax's `nn.RMSNorm`): divides by
 /// `sqrt(mean(x²) + epsilon)` over `reduction_axes` — no mean is
@@ -103,17 +103,13 @@ pub(super) fn axes(s: &Scope<'_>, axes: &[isize], ndim: usize, what: &str) -> Re
 }
 
 /// `mean(x², axes)`, masked as `jnp.mean(..., where=mask)`.
-pub(super) fn mean_square(x: &Tensor, axes: &[usize], mask: Option<&Tensor>) -> Result<Tensor> {
+pub(super) fn mean_square(x: &Tensor, axes: &[usize], mask: Option<&Mask>) -> Result<Tensor> {
     let axes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
     let x2 = x.square();
-    Ok(match mask {
-        None => x2.mean(&axes, false)?,
-        Some(m) => {
-            let sum = Tensor::select(m, &x2, &Tensor::zeros(&[]))?.sum(&axes, false)?;
-            let count = m.sum(&axes, false)?;
-            sum.mul(&Tensor::ones(&[]).div(&count)?)?
-        }
-    })
+    match mask {
+        None => Ok(x2.mean(&axes, false)?),
+        Some(m) => masked_mean(&x2, m, &axes),
+    }
 }
 
 impl Module for RMSNorm {

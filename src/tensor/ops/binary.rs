@@ -514,6 +514,40 @@ impl Tensor {
         }
     }
 
+    /// `self / count` as JAX computes `jnp.mean(x, where=mask)`'s division
+    /// of the masked sum by the count of `mask` (no gradient flows into
+    /// `count`): as a multiply by the count's `f32` reciprocal when
+    /// `by_reciprocal` (XLA's rewrite of a division by a count it computes
+    /// from a smaller mask), else truly. The cotangent is divided by the
+    /// count either way: under eager `grad` the transposed division is a
+    /// program of its own, given the count as an array (measured:
+    /// `LayerNorm(mask=...)`'s gradients).
+    pub(crate) fn div_by_count(&self, count: &Tensor, by_reciprocal: bool) -> Result<Tensor> {
+        let rules = (div_traced_da, div_traced_db);
+        if by_reciprocal {
+            let forward = |x: f32, y: f32| x * (1.0 / y);
+            binary(
+                "div",
+                OpKind::Other,
+                self,
+                count,
+                forward,
+                rules,
+                Tangent::Quotient,
+            )
+        } else {
+            binary(
+                "div",
+                OpKind::Other,
+                self,
+                count,
+                div_op,
+                rules,
+                Tangent::Quotient,
+            )
+        }
+    }
+
     /// The elementwise maximum (`jnp.maximum`): NaN if either is NaN; on a
     /// tie the gradient is split evenly, as in JAX.
     pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
