@@ -96,9 +96,11 @@ class ExplicitRng(nn.Module):
         return a, b, k
 
 
-def norm_case(module, x, mask=None, mutable=False):
+def norm_case(module, x, mask=None, mutable=False, jit=True):
     """Init, output, updated statistics and the gradient of sum(y * c)
-    with respect to the parameters and the input."""
+    with respect to the parameters and the input: jitted, or (jit=False)
+    eagerly, each operation its own XLA program, as flaxen's
+    value_and_grad computes it."""
     kw = {} if mask is None else {"mask": mask}
     v = module.init(jax.random.key(0), x, **kw)
     c = jnp.cos(jnp.arange(x.size, dtype=jnp.float32)).reshape(x.shape)
@@ -111,9 +113,10 @@ def norm_case(module, x, mask=None, mutable=False):
             y, upd = module.apply(vs, x, **kw), {}
         return (y * c).sum(), (y, upd)
 
-    (loss, (y, upd)), (gp, gx) = jax.jit(jax.value_and_grad(f, argnums=(0, 1), has_aux=True))(
-        v["params"], x
-    )
+    vg = jax.value_and_grad(f, argnums=(0, 1), has_aux=True)
+    if jit:
+        vg = jax.jit(vg)
+    (loss, (y, upd)), (gp, gx) = vg(v["params"], x)
     out = {
         "x": enc(x),
         "c": enc(c),
@@ -175,29 +178,54 @@ def main():
 
     x3 = jax.random.normal(jax.random.key(3), (2, 3, 4))
     x2 = jax.random.normal(jax.random.key(4), (5, 3))
-    norms = {
-        "layernorm_axes": norm_case(nn.LayerNorm(reduction_axes=(1, 2), feature_axes=-1), x3),
-        "layernorm_features_2d": norm_case(
-            nn.LayerNorm(reduction_axes=(1, 2), feature_axes=(1, 2)), x3
-        ),
-        "layernorm_slow_variance": norm_case(nn.LayerNorm(use_fast_variance=False), x3),
-        "layernorm_mask": norm_case(
-            nn.LayerNorm(), x3, mask=jnp.arange(4) % 3 != 1
-        ),
-        "batchnorm_mask": norm_case(
-            nn.BatchNorm(use_running_average=False),
-            x2,
-            mask=(jnp.arange(5) != 2)[:, None],
-            mutable=True,
-        ),
-        "batchnorm_slow_variance": norm_case(
-            nn.BatchNorm(use_running_average=False, use_fast_variance=False), x2, mutable=True
-        ),
-    }
+    def norm_cases(jit):
+        return {
+            "layernorm_axes": norm_case(
+                nn.LayerNorm(reduction_axes=(1, 2), feature_axes=-1), x3, jit=jit
+            ),
+            "layernorm_features_2d": norm_case(
+                nn.LayerNorm(reduction_axes=(1, 2), feature_axes=(1, 2)), x3, jit=jit
+            ),
+            "layernorm_slow_variance": norm_case(
+                nn.LayerNorm(use_fast_variance=False), x3, jit=jit
+            ),
+            "layernorm_mask": norm_case(
+                nn.LayerNorm(), x3, mask=jnp.arange(4) % 3 != 1, jit=jit
+            ),
+            # A mask of the input's shape, counts differing by row: XLA
+            # divides by the count truly.
+            "layernorm_full_mask": norm_case(
+                nn.LayerNorm(), x3, mask=jnp.arange(24).reshape(2, 3, 4) % 5 != 2, jit=jit
+            ),
+            "batchnorm_mask": norm_case(
+                nn.BatchNorm(use_running_average=False),
+                x2,
+                mask=(jnp.arange(5) != 2)[:, None],
+                mutable=True,
+                jit=jit,
+            ),
+            "batchnorm_slow_variance": norm_case(
+                nn.BatchNorm(use_running_average=False, use_fast_variance=False),
+                x2,
+                mutable=True,
+                jit=jit,
+            ),
+        }
+
+    # Jitted (XLA fuses the backward, contracting products into sums, and
+    # folds the constant `c`'s sums) and eager (flaxen's value_and_grad).
+    norms = norm_cases(jit=True)
+    norms_eager = norm_cases(jit=False)
 
     with open(OUT, "w") as f:
         json.dump(
-            {"versions": EXPECTED, "cases": cases, "explicit_rng": explicit, "norms": norms},
+            {
+                "versions": EXPECTED,
+                "cases": cases,
+                "explicit_rng": explicit,
+                "norms": norms,
+                "norms_eager": norms_eager,
+            },
             f,
             indent=1,
         )
