@@ -29,6 +29,7 @@ pub(crate) enum UnaryFn {
     Expm1,
     Sin,
     Cos,
+    Silu,
 }
 
 /// Runs `$body` with `$f` bound to `$func` as a constant of its variant:
@@ -101,6 +102,10 @@ macro_rules! each_variant {
                 let $f = UnaryFn::Cos;
                 $body
             }
+            UnaryFn::Silu => {
+                let $f = UnaryFn::Silu;
+                $body
+            }
         }
     };
 }
@@ -148,6 +153,7 @@ impl UnaryFn {
             UnaryFn::Log => xla_math::log(x),
             UnaryFn::Tanh => xla_math::tanh(x),
             UnaryFn::Sigmoid => xla_math::logistic(x),
+            UnaryFn::Silu => x * xla_math::logistic(x),
             UnaryFn::Relu => relu(x),
             UnaryFn::Gelu => x * (0.5 * (1.0 + gelu_tanh(x))),
             UnaryFn::Sqrt => x.sqrt(),
@@ -222,6 +228,14 @@ impl UnaryFn {
             UnaryFn::Cos => -(g * crate::xla::libm_f32::sincosf(x).0),
             // JAX: `g * (ans * (1 - ans))`.
             UnaryFn::Sigmoid => g * (o * (1.0 - o)),
+            // `jax.nn.silu` is jitted, so its backward is always one XLA
+            // fusion: `g * s + (g * x) * (s * (1 - s))` with `s =
+            // sigmoid(x)`, where LLVM contracts the first product into the
+            // sum (read off the compiled kernel, checked on the values).
+            UnaryFn::Silu => {
+                let s = xla_math::logistic(x);
+                g.mul_add(s, (g * x) * (s * (1.0 - s)))
+            }
             // JAX: `g * (0.5 / ans)`.
             UnaryFn::Sqrt => g * (0.5 / o),
             // JAX: `g * (-0.5 * (ans / x))`.
@@ -277,6 +291,13 @@ impl UnaryFn {
                     g * cdf + x * (0.5 * dt)
                 }
             }
+            // The jitted jvp of `jax.nn.silu` (one fusion, under `jax.jvp`
+            // and `jax.linearize` alike): `t * s + x * (t * (s * (1 - s)))`,
+            // the first product contracted into the sum (measured).
+            UnaryFn::Silu => {
+                let s = xla_math::logistic(x);
+                g.mul_add(s, x * (g * (s * (1.0 - s))))
+            }
             // `minimum(maximum(x, lo), hi)`: each rule scales in turn.
             UnaryFn::Clip(lo, hi) => {
                 let y = if x.is_nan() { x } else { x.max(lo) };
@@ -298,6 +319,7 @@ pub(crate) fn apply_into(func: UnaryFn, x: &[f32], out: &mut [f32]) {
         | UnaryFn::Log
         | UnaryFn::Tanh
         | UnaryFn::Sigmoid
+        | UnaryFn::Silu
         | UnaryFn::Log1p
         | UnaryFn::Expm1 => {
             #[cfg(target_arch = "x86_64")]
@@ -360,6 +382,7 @@ fn apply_body(func: UnaryFn, x: &[f32], out: &mut [f32]) {
         UnaryFn::Log => each(x, out, xla_math::log),
         UnaryFn::Tanh => each(x, out, xla_math::tanh),
         UnaryFn::Sigmoid => each(x, out, xla_math::logistic),
+        UnaryFn::Silu => each(x, out, |v| v * xla_math::logistic(v)),
         UnaryFn::Log1p => each(x, out, xla_math::log1p),
         UnaryFn::Expm1 => each(x, out, xla_math::expm1),
         _ => each(x, out, |v| func.f(v)),

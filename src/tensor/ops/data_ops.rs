@@ -1,5 +1,5 @@
 //! Operations that real data needs beyond arithmetic: `one_hot`, `min`,
-//! `split`, and the activations `silu`, `leaky_relu` and `standardize`,
+//! `split`, and the activation `leaky_relu`,
 //! each composed from exact kernels in JAX's operation order.
 
 use std::sync::Arc;
@@ -83,46 +83,12 @@ impl Tensor {
             .collect()
     }
 
-    /// `jax.nn.silu(x)`: `x * sigmoid(x)`.
-    pub fn silu(&self) -> Tensor {
-        self * &self.sigmoid()
-    }
-
     /// `jax.nn.leaky_relu(x, negative_slope)`: `x` where `x >= 0`, else
     /// `negative_slope * x`.
     pub fn leaky_relu(&self, negative_slope: f32) -> Tensor {
         let mask = Tensor::from_array(self.data.mapv(|v| f32::from(v >= 0.0)));
         let scaled = self * negative_slope;
         Tensor::select(&mask, self, &scaled).expect("same shapes")
-    }
-
-    /// `jax.nn.standardize(x, axis)`: `(x - mean) * rsqrt(var + eps)` with
-    /// `var = max(0, mean(x²) - mean²)`, over `axis`.
-    ///
-    /// `jax.nn.standardize` is jitted: XLA fuses the variance into its
-    /// reduction, where LLVM contracts `Σx² · (1/n) - mean²` into one fused
-    /// multiply-add (checked against JAX on an Intel Xeon), so that is the
-    /// value computed here; the derivative is the plain expression's.
-    /// Compiled steps do not replay it: a step that calls it runs eagerly,
-    /// with the same numbers.
-    pub fn standardize(&self, axis: isize, epsilon: f32) -> Result<Tensor> {
-        let mean = self.mean(&[axis], true)?;
-        let squares = self.square();
-        let plain = squares.mean(&[axis], true)?.sub(&mean.square())?;
-        // The fused value needs the sums of squares before the scaling.
-        let sums = squares.detached().sum(&[axis], true)?;
-        let n = self.shape()[normalize_axis("standardize", axis, self.ndim())?];
-        let r = 1.0 / n as f32;
-        let fused = ndarray::Zip::from(&sums.data)
-            .and(&mean.data)
-            .map_collect(|&s, &m| s.mul_add(r, -(m * m)));
-        let var = Tensor::record(fused.into_shared(), &[&plain], |g, _| {
-            smallvec::smallvec![Some(g)]
-        })
-        .with_tangent(|| crate::tensor::forward::linear(|t| Ok(t.clone())));
-        let var = Tensor::scalar(0.0).maximum(&var)?;
-        self.sub(&mean)?
-            .mul(&var.add(&Tensor::scalar(epsilon))?.rsqrt())
     }
 }
 

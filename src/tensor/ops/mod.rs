@@ -19,6 +19,7 @@ pub(crate) mod reduce;
 pub(crate) mod reduce_window;
 pub(crate) mod rows;
 mod shape_ops;
+mod standardize;
 pub(crate) mod unary;
 mod window_max;
 pub use conv::ConvSpec;

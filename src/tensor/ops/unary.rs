@@ -123,6 +123,13 @@ impl Tensor {
         unary(self, UnaryFn::Sigmoid)
     }
 
+    /// `jax.nn.silu(x)`: `x * sigmoid(x)`. `jax.nn.silu` is jitted, so its
+    /// derivatives are those of one XLA fusion, eagerly too: each is one
+    /// fused multiply-add over rounded products (see `UnaryFn::Silu`).
+    pub fn silu(&self) -> Tensor {
+        unary(self, UnaryFn::Silu)
+    }
+
     /// `max(x, 0)` (`jax.nn.relu`); the gradient at 0 is 0, as in JAX.
     pub fn relu(&self) -> Tensor {
         unary(self, UnaryFn::Relu)
