@@ -218,9 +218,15 @@ pub fn sigmoid_binary_cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<
 }
 
 /// `optax.log_cosh(predictions, targets)`: `log(cosh(e))` as
-/// `logaddexp(e, -e) - log(2)`.
+/// `logaddexp(e, -e) - log(2)`. Inside a compiled region
+/// ([`as_jitted`](crate::tensor::as_jitted)) the two terms of the
+/// derivative are summed in one fused multiply-add, as under `jax.jit`.
 pub fn log_cosh(predictions: &Tensor, targets: Option<&Tensor>) -> Result<Tensor> {
     let e = errors(predictions, targets)?;
-    Ok(e.logaddexp(&e.neg())?
-        .sub(&Tensor::scalar(std::f32::consts::LN_2))?)
+    let both = if crate::tensor::in_compiled_region() {
+        e.logaddexp_negated_fused()?
+    } else {
+        e.logaddexp(&e.neg())?
+    };
+    Ok(both.sub(&Tensor::scalar(std::f32::consts::LN_2))?)
 }

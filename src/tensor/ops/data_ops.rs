@@ -170,6 +170,56 @@ impl Tensor {
         )
     }
 
+    /// `jnp.logaddexp(self, -self)` as it runs inside one jitted
+    /// computation (`optax.log_cosh` under `jax.jit`): the value of
+    /// [`logaddexp`](Tensor::logaddexp), but the two terms of the
+    /// derivative, `g * exp(x - out)` and `-(g * exp(-x - out))`, are one
+    /// XLA fusion, where LLVM contracts the first product into the sum
+    /// (read off the compiled kernel, checked on the values).
+    pub(crate) fn logaddexp_negated_fused(&self) -> Result<Tensor> {
+        use crate::xla::math as xla_math;
+        use ndarray::Zip;
+        let x = self.detached();
+        let out = x.logaddexp(&x.neg())?;
+        let factors = |x: &ArrayD<f32>, o: &ArrayD<f32>| {
+            let f = |x: f32, o: f32| xla_math::exp(replace_inf(x) - replace_inf(o));
+            let a = Zip::from(x).and(o).map_collect(|&x, &o| f(x, o));
+            let b = Zip::from(x).and(o).map_collect(|&x, &o| f(-x, o));
+            (a, b)
+        };
+        let (fa, fb) = factors(&x.data.to_owned(), &out.data.to_owned());
+        let (fa, fb) = (Arc::new(fa), Arc::new(fb));
+        let (ta, tb) = (fa.clone(), fb.clone());
+        let tangent = move || -> crate::tensor::tape::TangentRule {
+            // logaddexp's tangent with the second input's tangent `-t`, as
+            // the composition `logaddexp(x, -x)` pushes it.
+            let (fa, fb) = (
+                Tensor::from_array((*ta).clone()),
+                Tensor::from_array((*tb).clone()),
+            );
+            Box::new(move |t: &[Option<Tensor>]| {
+                let Some(t) = &t[0] else { return Ok(None) };
+                let second = t.neg().mul(&fb)?;
+                if !crate::tensor::forward::fused() {
+                    return Ok(Some(t.mul(&fa)?.add(&second)?));
+                }
+                let v = Zip::from(&t.data)
+                    .and(&fa.data)
+                    .and(&second.data)
+                    .map_collect(|&t, &f, &s| t.mul_add(f, s));
+                Ok(Some(Tensor::from_array(v)))
+            })
+        };
+        Ok(Tensor::record(out.data.clone(), &[self], move |g, _| {
+            let d = Zip::from(&g)
+                .and(&*fa)
+                .and(&*fb)
+                .map_collect(|&g, &a, &b| a.mul_add(g, -(b * g)));
+            smallvec::smallvec![Some(d)]
+        })
+        .with_tangent(tangent))
+    }
+
     /// `jax.nn.softplus(x)`: `logaddexp(x, 0)`.
     pub fn softplus(&self) -> Tensor {
         self.logaddexp(&Tensor::scalar(0.0))
