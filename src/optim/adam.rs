@@ -50,15 +50,53 @@ impl GradientTransformation for ScaleByAdam {
     }
 
     fn update(&self, updates: &Tree, state: &Tree, _params: Option<&Tree>) -> Result<(Tree, Tree)> {
+        self.step(updates, state, false)
+    }
+
+    fn update_after_clip(
+        &self,
+        updates: &Tree,
+        state: &Tree,
+        _params: Option<&Tree>,
+    ) -> Result<(Tree, Tree)> {
+        self.step(updates, state, true)
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+impl ScaleByAdam {
+    /// One update; `after_clip` when the updates come from
+    /// `clip_by_global_norm` in the same chain (a `select` in the jitted
+    /// step).
+    fn step(&self, updates: &Tree, state: &Tree, after_clip: bool) -> Result<(Tree, Tree)> {
         let mu = moments(state, "mu", updates)?;
         let nu = moments(state, "nu", updates)?;
         let count = safe_increment(read_count(state, "count")?);
         let (b1, b2) = (self.b1 as f32, self.b2 as f32);
         let (c1, c2) = ((1.0 - self.b1) as f32, (1.0 - self.b2) as f32);
-        // optax: mu = (1 - b1) * g + b1 * mu; nu = (1 - b2) * g² + b2 * nu.
-        let mu = zip_leaves([updates, &mu], |[g, m], j| g[j].mul_add(c1, m[j] * b1))?;
+        // optax: mu = (1 - b1) * g + b1 * mu; nu = (1 - b2) * g² + b2 * nu,
+        // one product contracted into each sum. Which one is LLVM's choice
+        // (read off the kernels of optax 0.2.8 under jit, checked on the
+        // values): the gradient's alone; after a clip's `select`, the
+        // decayed moment's in `nu`, and in `mu` too for a one-element leaf
+        // (there the select stays a masked move; a loop over a larger leaf
+        // is split into a clipped and an unclipped copy).
+        let mu = zip_leaves([updates, &mu], |[g, m], j| {
+            if after_clip && g.len() == 1 {
+                m[j].mul_add(b1, g[j] * c1)
+            } else {
+                g[j].mul_add(c1, m[j] * b1)
+            }
+        })?;
         let nu = zip_leaves([updates, &nu], |[g, v], j| {
-            (g[j] * g[j]).mul_add(c2, v[j] * b2)
+            if after_clip {
+                v[j].mul_add(b2, (g[j] * g[j]) * c2)
+            } else {
+                (g[j] * g[j]).mul_add(c2, v[j] * b2)
+            }
         })?;
         // The bias corrections as XLA:CPU rewrites `(m / c1) / (sqrt(v / c2)
         // + eps)` (measured on optax 0.2.8 under jit): with several leaves
@@ -88,10 +126,6 @@ impl GradientTransformation for ScaleByAdam {
             .with("mu", mu)
             .with("nu", nu);
         Ok((out, state))
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
     }
 }
 

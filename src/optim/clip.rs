@@ -50,4 +50,8 @@ impl GradientTransformation for ClipByGlobalNorm {
         let out = zip_leaves([updates], |[u], j| (u[j] / norm) * max)?;
         Ok((out, state.clone()))
     }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
 }

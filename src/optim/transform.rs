@@ -65,6 +65,21 @@ pub trait GradientTransformation {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }
+
+    /// [`update`](GradientTransformation::update) for updates that
+    /// `clip_by_global_norm` produced earlier in the same chain: in the
+    /// jitted step they are a `select` (clipped or not), which changes how
+    /// LLVM contracts what follows (see `ScaleByAdam`). Not for use
+    /// outside.
+    #[doc(hidden)]
+    fn update_after_clip(
+        &self,
+        updates: &Tree,
+        state: &Tree,
+        params: Option<&Tree>,
+    ) -> Result<(Tree, Tree)> {
+        self.update(updates, state, params)
+    }
 }
 
 impl<T: GradientTransformation + ?Sized> GradientTransformation for Box<T> {
@@ -91,6 +106,14 @@ impl<T: GradientTransformation + ?Sized> GradientTransformation for Box<T> {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         (**self).as_any()
     }
+    fn update_after_clip(
+        &self,
+        updates: &Tree,
+        state: &Tree,
+        params: Option<&Tree>,
+    ) -> Result<(Tree, Tree)> {
+        (**self).update_after_clip(updates, state, params)
+    }
 }
 
 /// `optax.chain`: the transformations one after the other; the state is a
@@ -116,6 +139,39 @@ fn adamw_state(adam: Tree, decay: Tree, key: &str, rate: Tree) -> Tree {
 }
 
 impl Chain {
+    /// The updates and states of `transforms` (this chain's, from the
+    /// first), one after the other; the first takes updates clipped
+    /// before the chain when `after_clip`.
+    fn run(
+        transforms: &[Box<dyn GradientTransformation + Send + Sync>],
+        updates: &Tree,
+        state: &Tree,
+        params: Option<&Tree>,
+        mut after_clip: bool,
+    ) -> Result<(Tree, Tree)> {
+        let mut updates = updates.clone();
+        let mut next = Tree::new();
+        for (i, t) in transforms.iter().enumerate() {
+            let key = i.to_string();
+            let own = state.subtree(&key).ok_or_else(|| {
+                state_error(format!(
+                    "the chain's state has no entry \"{key}\" (transformation {i})"
+                ))
+            })?;
+            let (u, s) = if after_clip {
+                t.update_after_clip(&updates, &own, params)?
+            } else {
+                t.update(&updates, &own, params)?
+            };
+            updates = u;
+            next.insert(key, s)?;
+            after_clip = t
+                .as_any()
+                .is_some_and(|a| a.is::<super::ClipByGlobalNorm>());
+        }
+        Ok((updates, next))
+    }
+
     /// `adam`, then decayed weights, then a learning rate: AdamW, which
     /// [`Chain::apply_gradients`](GradientTransformation::apply_gradients)
     /// runs as one pass (its Adam and its weight decay).
@@ -139,20 +195,16 @@ impl GradientTransformation for Chain {
     }
 
     fn update(&self, updates: &Tree, state: &Tree, params: Option<&Tree>) -> Result<(Tree, Tree)> {
-        let mut updates = updates.clone();
-        let mut next = Tree::new();
-        for (i, t) in self.0.iter().enumerate() {
-            let key = i.to_string();
-            let own = state.subtree(&key).ok_or_else(|| {
-                state_error(format!(
-                    "the chain's state has no entry \"{key}\" (transformation {i})"
-                ))
-            })?;
-            let (u, s) = t.update(&updates, &own, params)?;
-            updates = u;
-            next.insert(key, s)?;
-        }
-        Ok((updates, next))
+        Chain::run(&self.0, updates, state, params, false)
+    }
+
+    fn update_after_clip(
+        &self,
+        updates: &Tree,
+        state: &Tree,
+        params: Option<&Tree>,
+    ) -> Result<(Tree, Tree)> {
+        Chain::run(&self.0, updates, state, params, true)
     }
 
     fn apply_gradients_owned(
@@ -196,19 +248,7 @@ impl GradientTransformation for Chain {
             return Ok((new, adamw_state(adam_state, decay_own, &key, last_state)));
         }
         // Every transformation but the last, then `p + step * u` fused.
-        let mut updates = grads.clone();
-        let mut next = Tree::new();
-        for (i, t) in rest.iter().enumerate() {
-            let k = i.to_string();
-            let own = state.subtree(&k).ok_or_else(|| {
-                state_error(format!(
-                    "the chain's state has no entry \"{k}\" (transformation {i})"
-                ))
-            })?;
-            let (u, s) = t.update(&updates, &own, Some(params))?;
-            updates = u;
-            next.insert(k, s)?;
-        }
+        let (updates, mut next) = Chain::run(rest, grads, state, Some(params), false)?;
         next.insert(key, last_state)?;
         let params = moments(&Tree::new().with("p", params.clone()), "p", &updates)?;
         let new = zip_leaves([&updates, &params], |[u, p], j| step.mul_add(u[j], p[j]))?;
