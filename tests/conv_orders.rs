@@ -27,6 +27,10 @@ struct Case {
     y: Expected,
     dx: Expected,
     dk: Expected,
+    /// The output's cotangent is infinite at output position (0, 0) of
+    /// every image, whose window lies wholly in the padding.
+    #[serde(default)]
+    inf_in_padding: bool,
 }
 
 /// The oracle's inputs in `[-2, 2)` (`common::uniform_inputs`).
@@ -66,7 +70,16 @@ fn check(i: usize, case: &Case) -> Vec<String> {
         ..ConvSpec::new(2)
     };
     let y = x.conv_general_dilated(&k, &spec).unwrap();
-    let w = inputs(y.shape(), seed + 3);
+    let mut w = inputs(y.shape(), seed + 3);
+    if case.inf_in_padding {
+        let s = y.shape();
+        let image = s[1..].iter().product::<usize>();
+        let mut v = w.to_vec();
+        for n in 0..s[0] {
+            v[n * image..][..s[3]].fill(f32::INFINITY);
+        }
+        w = Tensor::from_vec(v, s).unwrap();
+    }
     let params = Tree::new().with("x", x).with("k", k);
     let g = grad(
         |p| {

@@ -106,7 +106,16 @@ CASES = [
     ("swapped_g3_n9", (9, 4, 4, 6), (2, 2, 2, 6), (1, 1), ((2, 2), (1, 1)), (1, 1), 3),
     ("swapped_g4_n16_3x3", (16, 5, 5, 4), (3, 3, 1, 12), (1, 1), ((3, 3), (3, 3)), (1, 1), 4),
     ("swapped_g2_n12", (12, 4, 4, 4), (2, 2, 2, 4), (1, 1), ((2, 2), (1, 1)), (1, 1), 2),
+    # Swapped kernel cotangents with an infinite cotangent at the first output
+    # position, whose window lies wholly in the padding: XLA's loop skips
+    # padded positions, so no `0 * inf` reaches the kernel's cotangent.
+    ("swapped_g1_inf_in_padding", (2, 4, 4, 2), (2, 2, 2, 3), (1, 1), ((2, 2), (1, 1)), (1, 1), 1),
+    ("swapped_g2_inf_in_padding", (2, 4, 4, 4), (2, 2, 2, 4), (1, 1), ((2, 2), (1, 1)), (1, 1), 2),
 ]
+
+# Cases whose output cotangent is infinite at output position (0, 0) of
+# every image.
+INF_IN_PADDING = ("swapped_g1_inf_in_padding", "swapped_g2_inf_in_padding")
 
 
 def main():
@@ -124,6 +133,8 @@ def main():
 
         y = jax.jit(conv)(x, k)
         w = jnp.asarray(inputs(y.shape, 3 * i + 3))
+        if name in INF_IN_PADDING:
+            w = w.at[:, 0, 0, :].set(jnp.inf)
 
         def loss(x, k, w):
             return jnp.sum(conv(x, k) * w)
@@ -133,6 +144,7 @@ def main():
             "name": name, "x": list(xs), "kernel": list(ks), "strides": list(strides),
             "padding": padding, "rhs_dilation": list(dil), "groups": groups,
             "y": expected(y), "dx": expected(dx), "dk": expected(dk),
+            "inf_in_padding": name in INF_IN_PADDING,
         })
     with open(OUT, "w") as f:
         json.dump({"cases": out}, f)

@@ -641,18 +641,9 @@ pub(super) fn conv_input_grad(
 
 /// The kernel's cotangent in XLA's order: for every kernel element, one
 /// chain of fused multiply-adds over the output positions (row-major) and,
-/// innermost, the batch. Vectorized across the outputs.
-///
-/// `positions_backward`: the output positions in decreasing order (the
-/// batch still increasing), as XLA computes the cotangent when it swaps
-/// the convolution's operands ([`Swaps`]).
-pub(super) fn conv_kernel_grad(
-    x: &[f32],
-    g: &[f32],
-    idx: &[Option<usize>],
-    d: Dims,
-    positions_backward: bool,
-) -> Vec<f32> {
+/// innermost, the batch. Vectorized across the outputs. (With swapped
+/// operands XLA runs another loop: [`swapped_kernel_grad`].)
+pub(super) fn conv_kernel_grad(x: &[f32], g: &[f32], idx: &[Option<usize>], d: Dims) -> Vec<f32> {
     use rayon::prelude::*;
     let mut dk = vec![0.0f32; d.t * d.cg * d.o];
     dk.par_chunks_mut(d.o.max(1))
@@ -662,12 +653,7 @@ pub(super) fn conv_kernel_grad(
                 #[inline(always)]
                 || {
                     let (t, c) = (row / d.cg, row % d.cg);
-                    for step in 0..d.p {
-                        let m = if positions_backward {
-                            d.p - 1 - step
-                        } else {
-                            step
-                        };
+                    for m in 0..d.p {
                         let src = idx[m * d.t + t];
                         for n in 0..d.n {
                             let gr = &g[(n * d.p + m) * d.o..(n * d.p + m + 1) * d.o];
@@ -689,7 +675,7 @@ pub(super) fn conv_kernel_grad(
 
 /// Whether LLVM leaves the first product of each position's batch unfused
 /// in XLA's loop for a grouped kernel cotangent with swapped operands
-/// ([`grouped_kernel_grad_swapped`]). With 2 groups the loop over the
+/// ([`swapped_kernel_grad`]). With 2 groups the loop over the
 /// groups' window is unrolled into two copies, one per group, and LLVM
 /// merges them after their first product, which then is rounded before
 /// its add (a `vmulss` and a `vaddss`; read from the optimized LLVM IR).
@@ -703,8 +689,8 @@ fn first_product_unfused(d: Dims) -> bool {
     d.groups == 2 && d.n >= 16
 }
 
-/// The kernel's cotangent of a grouped convolution whose operands XLA
-/// swaps ([`grouped_kernel_grad_swaps`]): XLA's emitted loop over the
+/// The kernel's cotangent of a convolution whose operands XLA swaps
+/// ([`Swaps`], [`grouped_kernel_grad_swaps`]): XLA's emitted loop over the
 /// swapped convolution, whose window is the output reversed. For each
 /// kernel element, one chain of fused multiply-adds from `+0` over the
 /// output positions in decreasing order (the input rows and columns
@@ -712,8 +698,10 @@ fn first_product_unfused(d: Dims) -> bool {
 /// skipped, not added as zeros; each output gets its own group's terms
 /// only (the other groups are holes of the input dilation, skipped too).
 /// The batch's first term at each position may be a rounded product
-/// added ([`first_product_unfused`]).
-pub(super) fn grouped_kernel_grad_swapped(
+/// added ([`first_product_unfused`]). Skipping the padding matters for a
+/// cotangent that is infinite or NaN there: no `0 * inf` reaches the
+/// result.
+pub(super) fn swapped_kernel_grad(
     x: &[f32],
     g: &[f32],
     idx: &[Option<usize>],
@@ -920,7 +908,7 @@ mod fast_tests {
                 let fast = conv_fast::kernel_grad(isa, &x, &g, &idx, d);
                 assert_eq!(
                     bits(&fast),
-                    bits(&conv_kernel_grad(&x, &g, &idx, d, false)),
+                    bits(&conv_kernel_grad(&x, &g, &idx, d)),
                     "{isa:?}"
                 );
             }
@@ -980,7 +968,7 @@ mod fast_tests {
         for isa in isas() {
             same(
                 &conv_fast::kernel_grad(isa, &x, &g, &idx, d),
-                &conv_kernel_grad(&x, &g, &idx, d, false),
+                &conv_kernel_grad(&x, &g, &idx, d),
             );
         }
     }

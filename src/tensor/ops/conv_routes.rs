@@ -47,10 +47,10 @@ enum KernelGrad {
     Ynn,
     /// Eigen's 3-D convolution of a grouped one.
     EigenGrouped(Arc<EigenConvPlan>),
-    /// XLA's loop over a grouped one's swapped operands.
-    GroupedSwapped,
     Eigen(Arc<EigenConvPlan>),
     Gemv,
+    /// XLA's loop over the swapped operands (a grouped convolution's are
+    /// decided before Eigen's route, an ungrouped one's after).
     Swapped,
     Chains,
 }
@@ -225,7 +225,7 @@ impl Conv {
             } else if let Some(plan) = c.eigen.grouped_kernel_grad() {
                 KernelGrad::EigenGrouped(plan)
             } else if c.grouped_swapped {
-                KernelGrad::GroupedSwapped
+                KernelGrad::Swapped
             } else if let Some(plan) = c.eigen.kernel_grad() {
                 KernelGrad::Eigen(plan)
             } else if c.kernel_gemv {
@@ -280,12 +280,11 @@ impl Conv {
         match self.kernel_grad_route() {
             KernelGrad::Ynn => conv_ynn::kernel_grad(x, g, idx, d, Isa::detect(), &self.window),
             KernelGrad::EigenGrouped(plan) => conv_eigen::grouped_kernel_grad(x, g, idx, d, plan),
-            KernelGrad::GroupedSwapped => conv::grouped_kernel_grad_swapped(x, g, idx, d),
             KernelGrad::Eigen(plan) => conv_eigen::kernel_grad(x, g, idx, d, plan),
             KernelGrad::Gemv => conv::conv_kernel_grad_gemv(x, g, idx, d),
-            KernelGrad::Swapped => conv::conv_kernel_grad(x, g, idx, d, true),
+            KernelGrad::Swapped => conv::swapped_kernel_grad(x, g, idx, d),
             KernelGrad::Chains => conv::conv_kernel_grad_fast(x, g, idx, d)
-                .unwrap_or_else(|| conv::conv_kernel_grad(x, g, idx, d, false)),
+                .unwrap_or_else(|| conv::conv_kernel_grad(x, g, idx, d)),
         }
     }
 }
