@@ -1,5 +1,5 @@
 //! `LayerNorm`'s `reduction_axes`/`feature_axes`/`use_fast_variance`, and
-//! `mask` for `LayerNorm` and `BatchNorm`, against flax 0.12.8
+//! `mask` for `LayerNorm`, `RMSNorm` and `BatchNorm`, against flax 0.12.8
 //! (tools/oracle/generate_api.py, "norms" and "norms_eager"): outputs,
 //! updated statistics and the gradient of `sum(y * c)` with respect to the
 //! parameters and the input.
@@ -24,7 +24,7 @@ use common::F32Array as Array;
 use std::collections::BTreeMap;
 
 use flaxen::core::{Filter, Variables};
-use flaxen::nn::{BatchNorm, LayerNorm, Module};
+use flaxen::nn::{BatchNorm, LayerNorm, Module, RMSNorm};
 use flaxen::random;
 use flaxen::tensor::{value_and_grad, Tensor, Tree};
 use ndarray::{ArrayD, IxDyn};
@@ -239,6 +239,35 @@ fn layernorm_with_a_mask_of_the_input_shape() {
         false,
         // The jitted program's `y` is 13 ulp from the eager one here.
         common::per_cpu(&[(common::RECORDING_CPU, 25)]),
+    );
+}
+
+#[test]
+fn rmsnorm_with_a_mask() {
+    common::require_rsqrt_as_recorded!();
+    let Some(m) = fixture_mask("rmsnorm_mask") else {
+        return;
+    };
+    check_both(
+        "rmsnorm_mask",
+        RMSNorm::new().mask(m),
+        false,
+        // The jitted backward's fusions (see the module comment).
+        common::per_cpu(&[(common::RECORDING_CPU, 11)]),
+    );
+}
+
+#[test]
+fn rmsnorm_with_a_mask_of_the_input_shape() {
+    common::require_rsqrt_as_recorded!();
+    let Some(m) = fixture_mask("rmsnorm_full_mask") else {
+        return;
+    };
+    check_both(
+        "rmsnorm_full_mask",
+        RMSNorm::new().mask(m),
+        false,
+        common::per_cpu(&[(common::RECORDING_CPU, 29)]),
     );
 }
 

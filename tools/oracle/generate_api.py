@@ -197,6 +197,12 @@ def main():
             "layernorm_full_mask": norm_case(
                 nn.LayerNorm(), x3, mask=jnp.arange(24).reshape(2, 3, 4) % 5 != 2, jit=jit
             ),
+            "rmsnorm_mask": norm_case(
+                nn.RMSNorm(), x3, mask=jnp.arange(4) % 3 != 1, jit=jit
+            ),
+            "rmsnorm_full_mask": norm_case(
+                nn.RMSNorm(), x3, mask=jnp.arange(24).reshape(2, 3, 4) % 5 != 2, jit=jit
+            ),
             "batchnorm_mask": norm_case(
                 nn.BatchNorm(use_running_average=False),
                 x2,
