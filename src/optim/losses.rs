@@ -5,6 +5,7 @@ use ndarray::{ArrayBase, ArrayViewD, Data, Dimension};
 
 use crate::error::{Error, Result};
 use crate::tensor::{Array, Tensor, TensorError};
+use crate::xla::ynn_reduce::YNN_MIN;
 
 /// Integer class labels: any `ndarray` array of `i32` (an `ArrayD<i32>`, a
 /// tree's shared `ArcArray<i32, IxDyn>`, a view), or an [`Array`] of dtype
@@ -94,10 +95,18 @@ pub fn softmax_cross_entropy_with_integer_labels<L: IntegerLabels + ?Sized>(
 
 /// `jax.nn.logsumexp(x, axis=-1)`: `log(|sum(exp(x - m))|) + m` with
 /// `m = stop_gradient(max(x))` (0 where the maximum is not finite).
+/// Jitted, over 4,096 rows or more, XLA hands the log to YNNPACK with the
+/// sums, and YNNPACK's `log` runs.
 fn logsumexp_last(x: &Tensor) -> Result<Tensor> {
     let amax = x.max_last_stopped()?;
     let sum = x.sub(&amax)?.exp().sum(&[-1], false)?;
-    Ok(sum.abs().log().add(&amax.squeeze(-1)?)?)
+    let abs = sum.abs();
+    let log = if crate::tensor::in_compiled_region() && sum.data.len() >= YNN_MIN {
+        abs.ynn_log()
+    } else {
+        abs.log()
+    };
+    Ok(log.add(&amax.squeeze(-1)?)?)
 }
 
 /// A typed error unless `a` and `b` have one shape.

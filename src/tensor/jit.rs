@@ -2053,11 +2053,13 @@ fn backward_body(
         }
         OpKind::SoftmaxLast(mode) => {
             dst.copy_from_slice(g);
-            rows::softmax_rows_backward(dst, a, last(step), mode);
+            let dot_row = rows::dot_row(&step.in_shapes[0], last(step));
+            rows::softmax_rows_backward(dst, a, last(step), mode, dot_row);
         }
         OpKind::LogSoftmaxLast(mode) => {
             dst.copy_from_slice(g);
-            rows::log_softmax_rows_backward(dst, a, last(step), mode);
+            let dot_row = rows::dot_row(&step.in_shapes[0], last(step));
+            rows::log_softmax_rows_backward(dst, a, last(step), mode, dot_row);
         }
         OpKind::MeanAll => {
             dst.fill(g[0] * (1.0 / a.len() as f32));

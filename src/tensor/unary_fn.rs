@@ -15,6 +15,9 @@ use crate::xla::math as xla_math;
 pub(crate) enum UnaryFn {
     Exp,
     Log,
+    /// `log` as YNNPACK computes it, where XLA hands it one inside a fused
+    /// reduction ([`crate::xla::ynn_log`]); its derivative is `log`'s.
+    YnnLog,
     Tanh,
     Sigmoid,
     Relu,
@@ -44,6 +47,10 @@ macro_rules! each_variant {
             }
             UnaryFn::Log => {
                 let $f = UnaryFn::Log;
+                $body
+            }
+            UnaryFn::YnnLog => {
+                let $f = UnaryFn::YnnLog;
                 $body
             }
             UnaryFn::Tanh => {
@@ -151,6 +158,7 @@ impl UnaryFn {
             // XLA's own f32 formulas, so that values match JAX bit for bit.
             UnaryFn::Exp => xla_math::exp(x),
             UnaryFn::Log => xla_math::log(x),
+            UnaryFn::YnnLog => crate::xla::ynn_log::ynn_log(x),
             UnaryFn::Tanh => xla_math::tanh(x),
             UnaryFn::Sigmoid => xla_math::logistic(x),
             UnaryFn::Silu => x * xla_math::logistic(x),
@@ -196,7 +204,7 @@ impl UnaryFn {
                 }
             }
             // JAX: `g / x`, one rounding.
-            UnaryFn::Log => g / x,
+            UnaryFn::Log | UnaryFn::YnnLog => g / x,
             // JAX: `select(x > 0, g, 0)`: +0 where x <= 0, whatever g's sign.
             UnaryFn::Relu => {
                 if x > 0.0 {
@@ -317,6 +325,7 @@ pub(crate) fn apply_into(func: UnaryFn, x: &[f32], out: &mut [f32]) {
     match func {
         UnaryFn::Exp
         | UnaryFn::Log
+        | UnaryFn::YnnLog
         | UnaryFn::Tanh
         | UnaryFn::Sigmoid
         | UnaryFn::Silu
@@ -380,6 +389,7 @@ fn apply_body(func: UnaryFn, x: &[f32], out: &mut [f32]) {
     match func {
         UnaryFn::Exp => each(x, out, xla_math::exp),
         UnaryFn::Log => each(x, out, xla_math::log),
+        UnaryFn::YnnLog => each(x, out, crate::xla::ynn_log::ynn_log),
         UnaryFn::Tanh => each(x, out, xla_math::tanh),
         UnaryFn::Sigmoid => each(x, out, xla_math::logistic),
         UnaryFn::Silu => each(x, out, |v| v * xla_math::logistic(v)),

@@ -608,6 +608,20 @@ fn scalar_tiles<const T: usize>(
     }
 }
 
+/// `sum(a * b)` of two vectors of one length `k >= 1` as a YNNPACK dot
+/// `[1, k] @ [k, 1]`: YNNPACK rewrites a jitted sum over one axis of a
+/// product into a dot when a kept axis has extent 1 (its `fusion.cc`,
+/// `rewrite_sum_to_dot`), so a one-row `jnp.sum(a * b, -1)` of 4,096
+/// elements or more, handed to YNNPACK, runs in the dot's order.
+pub(crate) fn vector_dot(a: &[f32], b: &[f32]) -> f32 {
+    let k = a.len();
+    debug_assert!(k >= 1 && b.len() == k);
+    let plan = cached_plan(1, k, 1, false, 1, 1);
+    let mut out = [0.0f32];
+    planned_scalar(a, (k, 1), b, (1, 1), (1, k, 1), &plan, &mut out);
+    out[0]
+}
+
 /// [`super::dot_blocked::planned_matmul`] for small products (at most
 /// [`SCALAR_LIMIT`] multiply-adds), one output at a time, with B read
 /// through its strides `sb` (no packing): the same arithmetic in the same

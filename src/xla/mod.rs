@@ -18,7 +18,8 @@
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
 //!   down columns (windows of rows, YNNPACK tiles); [`ynn_reduce`]: sums
 //!   from 4,096 elements, which XLA hands to YNNPACK, and [`ynn_exp`]:
-//!   YNNPACK's `exp`, where XLA fuses one into such a sum;
+//!   YNNPACK's `exp`, where XLA fuses one into such a sum, and [`ynn_log`]
+//!   its `log`, where XLA fuses the log of such sums into them;
 //!   [`reduce_window`]: window sums (`avg_pool`) and their cotangents,
 //!   by YNNPACK or XLA's loop.
 //! - [`plan_cache`]: what those libraries decide per shape, decided once
@@ -61,4 +62,5 @@ pub(crate) mod vectors;
 pub(crate) mod window_max;
 pub(crate) mod ynn_conv;
 pub(crate) mod ynn_exp;
+pub(crate) mod ynn_log;
 pub(crate) mod ynn_reduce;

@@ -48,12 +48,18 @@ SHAPES = [
     (8, 12), (4, 40), (16, 100), (1, 1000), (2, 33),
     (4096,), (5000,), (2, 4096), (64, 128), (512, 16), (1024, 10),
     (1, 40000), (2, 40000), (4, 40000), (8, 40000), (12, 4000), (40000,),
+    # One row from 4,096 elements (the tangent's sum of products is a YNNPACK
+    # dot); 4,096 rows or more (the row sums' log runs in YNNPACK's fusion).
+    (1, 5000), (1, 8192), (1, 20000), (4095, 10), (4096, 10),
 ]
 
 
 # optax.softmax_cross_entropy_with_integer_labels: labels (i * 7919) % classes,
 # the loss weighted per row by inputs(rows, 4).
-XENT_SHAPES = [(8, 10), (100, 10), (1024, 10), (512, 16), (4096, 10), (2, 40000), (4, 5000)]
+XENT_SHAPES = [
+    (8, 10), (100, 10), (1024, 10), (512, 16), (4096, 10), (2, 40000), (4, 5000),
+    (4095, 10), (4096, 16), (6000, 7), (8192, 2),
+]
 
 
 def inputs(shape, seed):

@@ -424,11 +424,12 @@ impl Tensor {
         kind: OpKind,
         mode: rows::Softmax,
         fwd: fn(&[f32], usize, &mut [f32], rows::Softmax),
-        bwd: fn(&mut [f32], &[f32], usize, rows::Softmax),
-        jvp: fn(&mut [f32], &[f32], usize),
+        bwd: fn(&mut [f32], &[f32], usize, rows::Softmax, bool),
+        jvp: fn(&mut [f32], &[f32], usize, bool),
     ) -> Result<Tensor> {
         let nd = self.ndim();
         let n = self.shape()[a];
+        let dot_row = rows::dot_row(self.shape(), n);
         // `perm` moves axis `a` last; `inv` moves it back.
         // Shared, so that the tangent rule's copies of the closures below
         // cost no allocation.
@@ -467,6 +468,7 @@ impl Tensor {
                     t.as_slice_mut().expect("row-major"),
                     xr_t.as_slice().expect("row-major"),
                     n,
+                    dot_row,
                 );
                 Ok(Some(Tensor::from_array(from_rows_t(t))))
             })
@@ -478,6 +480,7 @@ impl Tensor {
                 xr.as_slice().expect("row-major"),
                 n,
                 mode,
+                dot_row,
             );
             smallvec![Some(from_rows(g))]
         };

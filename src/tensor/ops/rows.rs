@@ -41,6 +41,15 @@ fn shifted_exp(row: &[f32], e: &mut [f32]) -> f32 {
 /// row sums to YNNPACK, and the `exp` with them where it fuses one into
 /// such a sum (see [`softmax_rows`], [`log_softmax_rows`]); below, in the
 /// softmax's backward pass only.
+/// Whether the rows of `n` elements of a tensor of `shape` are a single
+/// row beside other axes (all of extent 1): YNNPACK then rewrites a jitted
+/// sum of products over the row into a dot (its `rewrite_sum_to_dot`
+/// needs a kept axis of extent 1), summed in the dot's order
+/// ([`crate::xla::dot::vector_dot`]); a 1-D tensor keeps no axis.
+pub(crate) fn dot_row(shape: &[usize], n: usize) -> bool {
+    shape.len() >= 2 && shape.iter().product::<usize>() == n
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Softmax {
     /// JAX's eager operations: `jax.nn.softmax` runs op by op (jax
@@ -119,8 +128,17 @@ pub(crate) fn softmax_rows(x: &[f32], n: usize, out: &mut [f32], mode: Softmax) 
 /// Eagerly every operation rounds; jitted, LLVM contracts `g * (1 / s)`
 /// into the subtraction, `fma(g, 1 / s, -t) * e`. From [`YNN_MIN`]
 /// elements YNNPACK sums `e` (stored) and the products (fused when jitted,
-/// stored eagerly), and `e` is YNNPACK's `exp` when jitted.
-pub(crate) fn softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode: Softmax) {
+/// stored eagerly), and `e` is YNNPACK's `exp` when jitted. Jitted, a
+/// single row beside axes of extent 1 (`dot_row`) has its sum of products
+/// made a dot; from [`YNN_MIN`] rows XLA hands the whole pullback to
+/// YNNPACK, which rounds `g * (1 / s)` before the subtraction.
+pub(crate) fn softmax_rows_backward(
+    g: &mut [f32],
+    x: &[f32],
+    n: usize,
+    mode: Softmax,
+    dot_row: bool,
+) {
     on_widest_vectors(
         #[inline(always)]
         || {
@@ -128,9 +146,12 @@ pub(crate) fn softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode: So
                 return;
             }
             let jitted = mode == Softmax::Jitted;
+            // From 4,096 rows the whole pullback runs in YNNPACK's fusion,
+            // whose multiply and add are not contracted.
+            let rows_many = x.len() / n >= YNN_MIN;
             let finish = |grow: &mut [f32], e: &[f32], r: f32, t: f32| {
                 for (g, &e) in grow.iter_mut().zip(e) {
-                    *g = if jitted {
+                    *g = if jitted && !rows_many {
                         g.mul_add(r, -t) * e
                     } else {
                         (*g * r + -t) * e
@@ -153,7 +174,12 @@ pub(crate) fn softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode: So
                     }
                 }
                 let mut t = vec![0.0f32; s.len()];
-                ynn_reduce::row_sums(&ge, n, jitted, &mut t);
+                if jitted && dot_row {
+                    let ga: Vec<f32> = g.iter().map(|&g| g * (1.0 / (s[0] * s[0]))).collect();
+                    t[0] = crate::xla::dot::vector_dot(&ga, &e);
+                } else {
+                    ynn_reduce::row_sums(&ge, n, jitted, &mut t);
+                }
                 for (((grow, erow), &s), &t) in
                     g.chunks_exact_mut(n).zip(e.chunks_exact(n)).zip(&s).zip(&t)
                 {
@@ -193,8 +219,14 @@ pub(crate) fn log_softmax_rows(x: &[f32], n: usize, out: &mut [f32], mode: Softm
                 let traced = mode == Softmax::Traced;
                 let s = ynn_shifted_exp(x, n, !traced, !traced, out);
                 shifted(x, n, out);
+                // From 4,096 rows XLA hands the sums' log to YNNPACK too.
+                let ynn_log = !traced && s.len() >= YNN_MIN;
                 for (orow, s) in out.chunks_exact_mut(n).zip(s) {
-                    let lse = xla_math::log(s);
+                    let lse = if ynn_log {
+                        crate::xla::ynn_log::ynn_log(s)
+                    } else {
+                        xla_math::log(s)
+                    };
                     orow.iter_mut().for_each(|o| *o -= lse);
                 }
                 return;
@@ -214,8 +246,16 @@ pub(crate) fn log_softmax_rows(x: &[f32], n: usize, out: &mut [f32], mode: Softm
 /// pullback computes it: `c = -sum(g) / sum(e)` with `e = exp(x - max)`,
 /// then `dx = g + c * e` as one fused multiply-add. From [`YNN_MIN`]
 /// elements YNNPACK sums `g` and the stored `e`, which is YNNPACK's `exp`
-/// when jitted (it sits in the fused row maximum there) and XLA's eagerly.
-pub(crate) fn log_softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode: Softmax) {
+/// when jitted (it sits in the fused row maximum there) and XLA's eagerly;
+/// from [`YNN_MIN`] rows the update runs in YNNPACK's fusion too, as
+/// `g + c * e` rounded twice.
+pub(crate) fn log_softmax_rows_backward(
+    g: &mut [f32],
+    x: &[f32],
+    n: usize,
+    mode: Softmax,
+    _dot_row: bool,
+) {
     on_widest_vectors(
         #[inline(always)]
         || {
@@ -226,6 +266,9 @@ pub(crate) fn log_softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode
                 let mut e = vec![0.0f32; x.len()];
                 let s = ynn_shifted_exp(x, n, mode == Softmax::Jitted, false, &mut e);
                 let mut gs = vec![0.0f32; s.len()];
+                // From 4,096 rows the update runs in YNNPACK's fusion, whose
+                // multiply and add are not contracted.
+                let rows_many = s.len() >= YNN_MIN;
                 ynn_reduce::row_sums(g, n, false, &mut gs);
                 for (((grow, erow), &s), &gs) in g
                     .chunks_exact_mut(n)
@@ -235,7 +278,11 @@ pub(crate) fn log_softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode
                 {
                     let c = -gs / s;
                     for (g, &e) in grow.iter_mut().zip(erow) {
-                        *g = c.mul_add(e, *g);
+                        *g = if rows_many {
+                            *g + c * e
+                        } else {
+                            c.mul_add(e, *g)
+                        };
                     }
                 }
                 return;
@@ -263,7 +310,7 @@ pub(crate) fn log_softmax_rows_backward(g: &mut [f32], x: &[f32], n: usize, mode
 /// `jax.linearize` the divide, negate, multiplies and add run one by one,
 /// each rounded ([`forward::fused`](crate::tensor::forward::fused); both
 /// measured against jaxlib 0.10.2 on rows of 1 to 127 elements).
-pub(crate) fn softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
+pub(crate) fn softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize, _dot_row: bool) {
     on_widest_vectors(
         #[inline(always)]
         || {
@@ -328,6 +375,8 @@ pub(crate) fn softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
 /// acc)` left to right from `+0`; longer rows are first cut into windows
 /// (`TreeReductionRewriter`), the product is not fused, and the rounded
 /// products are summed in XLA's row order. The division is a true one.
+/// From [`YNN_MIN`] elements YNNPACK sums the products, except that a
+/// single row beside axes of extent 1 (`dot_row`) becomes a YNNPACK dot.
 ///
 /// Not reproduced: for rows of 5 to 8 elements and at least 8 rows along
 /// the axis before the softmax axis, LLVM vectorizes the fused reduction
@@ -335,7 +384,7 @@ pub(crate) fn softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
 /// row count); those rows round the products and add them left to right
 /// without FMA, the rows left over after the last full vector keep the
 /// FMA chain.
-pub(crate) fn log_softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
+pub(crate) fn log_softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize, dot_row: bool) {
     on_widest_vectors(
         #[inline(always)]
         || {
@@ -348,9 +397,13 @@ pub(crate) fn log_softmax_rows_jvp(t: &mut [f32], x: &[f32], n: usize) {
                 // `jax.linearize` alike (measured).
                 let mut e = vec![0.0f32; x.len()];
                 let s = ynn_shifted_exp(x, n, false, false, &mut e);
-                let te: Vec<f32> = t.iter().zip(&e).map(|(&t, &e)| t * e).collect();
                 let mut dots = vec![0.0f32; s.len()];
-                ynn_reduce::row_sums(&te, n, true, &mut dots);
+                if dot_row {
+                    dots[0] = crate::xla::dot::vector_dot(t, &e);
+                } else {
+                    let te: Vec<f32> = t.iter().zip(&e).map(|(&t, &e)| t * e).collect();
+                    ynn_reduce::row_sums(&te, n, true, &mut dots);
+                }
                 for ((trow, &s), &dot) in t.chunks_exact_mut(n).zip(&s).zip(&dots) {
                     let tl = dot / s;
                     trow.iter_mut().for_each(|t| *t -= tl);

@@ -93,6 +93,13 @@ impl Tensor {
         unary(self, UnaryFn::Log)
     }
 
+    /// The natural logarithm as YNNPACK computes it: jitted, XLA hands the
+    /// log of a reduction's 4,096 or more results to YNNPACK with the
+    /// reduction ([`crate::xla::ynn_log`]).
+    pub(crate) fn ynn_log(&self) -> Tensor {
+        unary(self, UnaryFn::YnnLog)
+    }
+
     /// `log(1 + x)`, accurate near 0 (`jnp.log1p`, XLA's formula).
     pub fn log1p(&self) -> Tensor {
         unary(self, UnaryFn::Log1p)
