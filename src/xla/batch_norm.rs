@@ -218,7 +218,7 @@ pub(crate) fn column_sums(x: &[f32], shape: &[usize], out: &mut [f32]) {
         *o = if loops(dims) <= 1 {
             super::reduce::xla_row_sum(&lane)
         } else {
-            super::reduce::reduce_all(&lane, dims, false)
+            super::reduce::reduce_all(&lane, dims, super::reduce::Loops::InOrder)
         };
     }
 }

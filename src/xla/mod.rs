@@ -16,7 +16,9 @@
 //!   kernel, which sums convolutions with one output (or, for the input's
 //!   gradient, one input) feature per group.
 //! - [`reduce`]: the order of sums along rows (tree-reduction windows) and
-//!   down columns (windows of rows, YNNPACK tiles); [`ynn_reduce`]: sums
+//!   down columns (windows of rows, YNNPACK tiles), and [`reduce_gaps`]
+//!   the lanes of its loop nests when kept axes follow the reduced ones
+//!   (loads with gaps); [`ynn_reduce`]: sums
 //!   from 4,096 elements, which XLA hands to YNNPACK, and [`ynn_exp`]:
 //!   YNNPACK's `exp`, where XLA fuses one into such a sum, and [`ynn_log`]
 //!   its `log`, where XLA fuses the log of such sums into them;
@@ -56,6 +58,7 @@ pub(crate) mod onednn_gemv;
 pub(crate) mod pack_t_avx512;
 pub(crate) mod plan_cache;
 pub(crate) mod reduce;
+pub(crate) mod reduce_gaps;
 pub(crate) mod reduce_window;
 pub(crate) mod select_scatter;
 pub(crate) mod vectors;

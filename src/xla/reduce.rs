@@ -5,6 +5,7 @@
 
 use smallvec::SmallVec;
 
+use super::reduce_gaps::gapped_vector_factor;
 use super::ynn_reduce::{ynn_sum, YNN_MIN};
 
 /// `out[r] = sum(x[r, :])` for rows of length `n`, each in XLA's order
@@ -42,8 +43,32 @@ pub(crate) fn sum_all(x: &[f32], shape: &[usize]) -> f32 {
     if shape.len() <= 1 {
         xla_row_sum(x)
     } else {
-        reduce_all(x, shape, true)
+        reduce_all(x, shape, Loops::Vectorized(&[]))
     }
+}
+
+/// How the loop nest of a reduce runs ([`reduce_all`]).
+#[derive(Clone, Copy)]
+pub(crate) enum Loops<'a> {
+    /// Every loop left to right (BatchNorm's fused column sums).
+    InOrder,
+    /// As LLVM vectorizes it ([`nest_sum`]), in an array where reduced
+    /// axis `i` is followed by kept axes of `kept_after[i]` elements in
+    /// all (1, or no entry, when no kept axis follows it): that spacing
+    /// decides the lanes.
+    Vectorized(&'a [usize]),
+}
+
+/// The distance in memory between consecutive positions of each axis of a
+/// reduced array of `shape` (see [`Loops::Vectorized`]).
+fn reduced_strides(shape: &[usize], kept_after: &[usize]) -> SmallVec<[usize; 8]> {
+    let mut strides: SmallVec<[usize; 8]> = SmallVec::from_elem(1, shape.len());
+    let mut inner = 1;
+    for a in (0..shape.len()).rev() {
+        strides[a] = kept_after.get(a).copied().unwrap_or(1) * inner;
+        inner *= shape[a];
+    }
+    strides
 }
 
 /// The sum of a row-major array of `shape` (all axes reduced) as XLA:CPU
@@ -57,9 +82,9 @@ pub(crate) fn sum_all(x: &[f32], shape: &[usize]) -> f32 {
 /// 2. The remaining array (every axis at most 32) summed by one loop nest
 ///    over its axes in row-major order ([`nest_sum`]), from `+0`.
 ///
-/// With `vectorized` false every loop is left to right (the order of a
-/// reduce over axes that are not the minor ones).
-pub(crate) fn reduce_all(x: &[f32], shape: &[usize], vectorized: bool) -> f32 {
+/// `loops` says how the loops run: left to right, or vectorized as LLVM
+/// vectorizes them for the array's layout.
+pub(crate) fn reduce_all(x: &[f32], shape: &[usize], loops: Loops<'_>) -> f32 {
     if x.is_empty() {
         return 0.0;
     }
@@ -67,15 +92,17 @@ pub(crate) fn reduce_all(x: &[f32], shape: &[usize], vectorized: bool) -> f32 {
     // Inline up to 8 axes: a compiled step's loss sums without allocating.
     let mut shape: smallvec::SmallVec<[usize; 8]> = shape.iter().copied().collect();
     while shape.iter().any(|&d| d > TREE_WINDOW) {
-        let (d, s) = reduce_window(&data, &shape, vectorized);
+        let (d, s) = reduce_window(&data, &shape, loops);
         data = std::borrow::Cow::Owned(d);
         shape = s.into_iter().collect();
     }
-    if vectorized {
-        let split: smallvec::SmallVec<[bool; 8]> = smallvec::smallvec![false; shape.len()];
-        nest_sum(0.0, &data, &shape, &split)
-    } else {
-        fold(0.0, &data)
+    match loops {
+        Loops::Vectorized(kept_after) => {
+            let checked: SmallVec<[bool; 8]> = smallvec::smallvec![false; shape.len()];
+            let strides = reduced_strides(&shape, kept_after);
+            nest_sum(0.0, &data, &shape, &checked, &strides)
+        }
+        Loops::InOrder => fold(0.0, &data),
     }
 }
 
@@ -86,7 +113,7 @@ fn fold(acc: f32, x: &[f32]) -> f32 {
 
 /// One step of the tree reduction: windows of 32 (kSame padding) on the
 /// axes longer than 32, the whole axis on the others.
-fn reduce_window(x: &[f32], shape: &[usize], vectorized: bool) -> (Vec<f32>, Vec<usize>) {
+fn reduce_window(x: &[f32], shape: &[usize], loops: Loops<'_>) -> (Vec<f32>, Vec<usize>) {
     struct Dim {
         windows: usize,
         size: usize,
@@ -125,6 +152,10 @@ fn reduce_window(x: &[f32], shape: &[usize], vectorized: bool) -> (Vec<f32>, Vec
         .filter(|&a| dims[a].low == 0 && dims[a].high == 1)
         .collect();
     let out_shape: Vec<usize> = dims.iter().map(|d| d.windows).collect();
+    let strides = match loops {
+        Loops::Vectorized(kept_after) => Some(reduced_strides(shape, kept_after)),
+        Loops::InOrder => None,
+    };
     let count: usize = out_shape.iter().product();
     let mut out = Vec::with_capacity(count);
     let mut index = vec![0usize; dims.len()];
@@ -140,8 +171,12 @@ fn reduce_window(x: &[f32], shape: &[usize], vectorized: bool) -> (Vec<f32>, Vec
             })
             .collect();
         let (block, extents) = gather(x, shape, &ranges);
-        out.push(if vectorized {
-            window_sum(0.0, &block, &extents, &checked, &split, false)
+        let nest = Nest {
+            checked: &checked,
+            strides: strides.as_deref().unwrap_or_default(),
+        };
+        out.push(if strides.is_some() {
+            window_sum(0.0, &block, &extents, &nest, &split, false)
         } else {
             fold(0.0, &block)
         });
@@ -202,7 +237,7 @@ fn window_sum(
     acc: f32,
     block: &[f32],
     extents: &[usize],
-    checked: &[bool],
+    nest: &Nest<'_>,
     split: &[usize],
     tail: bool,
 ) -> f32 {
@@ -210,13 +245,13 @@ fn window_sum(
         return if tail {
             fold(acc, block)
         } else {
-            nest_sum(acc, block, extents, checked)
+            nest_sum(acc, block, extents, nest.checked, nest.strides)
         };
     };
     let n = extents[axis];
     let head = n.min(TREE_WINDOW - 1);
     let (first, first_ext) = take(block, extents, axis, 0, head);
-    let mut acc = window_sum(acc, &first, &first_ext, checked, rest, tail);
+    let mut acc = window_sum(acc, &first, &first_ext, nest, rest, tail);
     if n == TREE_WINDOW {
         // The two innermost loops (axes longer than 1).
         let vector_loop = (0..extents.len())
@@ -225,7 +260,7 @@ fn window_sum(
             .take(2)
             .any(|a| a == axis);
         let (last, last_ext) = take(block, extents, axis, head, n);
-        acc = window_sum(acc, &last, &last_ext, checked, rest, tail || vector_loop);
+        acc = window_sum(acc, &last, &last_ext, nest, rest, tail || vector_loop);
     }
     acc
 }
@@ -250,30 +285,56 @@ fn take(
     (out, ext)
 }
 
+/// What a window's loop nest needs beyond its extents: which axes keep a
+/// bounds check, and how far apart in memory consecutive positions of
+/// each axis are.
+struct Nest<'a> {
+    checked: &'a [bool],
+    strides: &'a [usize],
+}
+
 /// `acc` plus a block of `extents` (row-major) summed by XLA's loop nest as
 /// LLVM compiles it. Axes of length 1 have no loop. The innermost loop is
-/// unrolled; when it has at most 8 elements and the next loop (over `b`
-/// rows) has no bounds check (`checked`), LLVM vectorizes that loop with
-/// [`vector_factor`] lanes: lane `l` adds rows `l, l + vf, ...` element by
-/// element, lane 0 starting from the running sum; the lanes are added
-/// pairwise (`l + vf/2`, ...), then the rows left over are added in order.
-/// Outer loops run in order around this.
-fn nest_sum(acc: f32, block: &[f32], extents: &[usize], checked: &[bool]) -> f32 {
+/// unrolled; when the next loop (over `b` rows) has no bounds check
+/// (`checked`), LLVM may vectorize it: lane `l` adds rows `l, l + vf, ...`
+/// element by element, lane 0 starting from the running sum; the lanes are
+/// added pairwise (`l + vf/2`, ...), then the rows left over are added in
+/// order. With rows of `c` adjacent elements (`strides`: the innermost
+/// axis 1 apart, the next `c`), [`vector_factor`] gives the lanes; when
+/// the loads leave gaps, [`gapped_vector_factor`] (which may also leave a
+/// whole group of lanes to the rows summed in order). Outer loops run in
+/// order around this.
+fn nest_sum(
+    acc: f32,
+    block: &[f32],
+    extents: &[usize],
+    checked: &[bool],
+    strides: &[usize],
+) -> f32 {
     // Inline (no allocation): compiled steps sum their losses here.
-    let loops: smallvec::SmallVec<[(usize, bool); 8]> = extents
-        .iter()
-        .zip(checked)
-        .filter(|(&e, _)| e != 1)
-        .map(|(&e, &c)| (e, c))
+    let loops: SmallVec<[(usize, bool, usize); 8]> = (0..extents.len())
+        .filter(|&a| extents[a] != 1)
+        .map(|a| (extents[a], checked[a], strides[a]))
         .collect();
-    let [.., (b, b_checked), (c, _)] = loops[..] else {
+    let [.., (b, b_checked, f), (c, _, k)] = loops[..] else {
         return fold(acc, block);
     };
-    let vf = if b_checked { 0 } else { vector_factor(b, c) };
+    if b_checked {
+        return fold(acc, block);
+    }
+    let (vf, epilogue) = if k == 1 && f == c {
+        (vector_factor(b, c), false)
+    } else {
+        gapped_vector_factor(b, c, f)
+    };
     if vf == 0 {
         return fold(acc, block);
     }
-    vector_nest(acc, block, (b, c, vf), |lane, x| lane + x)
+    let mut main = b - b % vf;
+    if epilogue && main == b {
+        main -= vf;
+    }
+    vector_blocks(acc, block, (b, c, vf), main, |lane, x| lane + x)
 }
 
 /// `acc` plus `v`'s blocks of `b` rows of `c` elements, each block by the
@@ -289,25 +350,37 @@ pub(crate) fn vector_nest(
     (b, c, vf): (usize, usize, usize),
     add: impl Fn(f32, f32) -> f32 + Copy,
 ) -> f32 {
+    vector_blocks(acc, v, (b, c, vf), b - b % vf, add)
+}
+
+/// [`vector_nest`] with the lanes taking only the first `main` rows of
+/// each block (a multiple of `vf`), the others added in order.
+#[inline(always)]
+fn vector_blocks(
+    acc: f32,
+    v: &[f32],
+    (b, c, vf): (usize, usize, usize),
+    main: usize,
+    add: impl Fn(f32, f32) -> f32 + Copy,
+) -> f32 {
     // The lane count a constant: the lanes stay in registers.
     let blocks = v.chunks_exact(b * c);
     match vf {
-        2 => blocks.fold(acc, |acc, rows| vector_rows::<2>(acc, rows, (b, c), add)),
-        4 => blocks.fold(acc, |acc, rows| vector_rows::<4>(acc, rows, (b, c), add)),
-        _ => blocks.fold(acc, |acc, rows| vector_rows::<8>(acc, rows, (b, c), add)),
+        2 => blocks.fold(acc, |acc, rows| vector_rows::<2>(acc, rows, (main, c), add)),
+        4 => blocks.fold(acc, |acc, rows| vector_rows::<4>(acc, rows, (main, c), add)),
+        _ => blocks.fold(acc, |acc, rows| vector_rows::<8>(acc, rows, (main, c), add)),
     }
 }
 
-/// `acc` plus `b` rows of `c` elements, the rows split among `VF` lanes
-/// (see [`vector_nest`]).
+/// `acc` plus rows of `c` elements, the first `main` (a multiple of `VF`)
+/// split among `VF` lanes, the rest added in order (see [`vector_nest`]).
 #[inline(always)]
 fn vector_rows<const VF: usize>(
     acc: f32,
     rows: &[f32],
-    (b, c): (usize, usize),
+    (main, c): (usize, usize),
     add: impl Fn(f32, f32) -> f32,
 ) -> f32 {
-    let main = b - b % VF;
     let mut lanes = [-0.0f32; VF];
     lanes[0] = acc;
     for group in rows[..main * c].chunks_exact(VF * c) {

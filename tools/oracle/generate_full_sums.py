@@ -1,8 +1,9 @@
 """Conformance fixtures for the order of XLA:CPU's sums over all axes of 2-D
 and 3-D float32 arrays (`jnp.sum(x)`), and over several axes
-(`jnp.sum(x, axis=(a, b))`), as `flaxen::tensor` reproduces it in
-src/xla/reduce.rs (`reduce_all`): tree-reduction windows of 32, then loop
-nests that LLVM vectorizes over rows of at most 8 elements.
+(`jnp.sum(x, axis=(a, b))`, the last axes or not), as `flaxen::tensor`
+reproduces it in src/xla/reduce.rs (`reduce_all`): tree-reduction windows
+of 32, then loop nests that LLVM vectorizes over rows of at most 8
+elements, adjacent or with gaps (src/xla/reduce_gaps.rs).
 
 Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU, x86-64 with AVX2: the vectorized
 order follows LLVM's cost model for the host). From the repository root:
@@ -79,6 +80,46 @@ def shapes():
                   ((8, 70, 3), (0, 1)), ((6, 50, 2), (0, 1)), ((40, 8, 2), (0, 2)),
                   ((2, 40, 8, 3), (0, 1, 2)), ((4, 7, 9, 5), (0, 1, 2, 3))]:
         out.append((s, ax))
+    out += gapped_shapes()
+    return out
+
+
+def gapped_shapes():
+    """Sums over several axes followed by kept ones, where the loads of the
+    loop LLVM vectorizes leave gaps (src/xla/reduce_gaps.rs): `[2, b, c, k]`
+    over (1, 2) and `[2, b, g, c]` over (1, 3) for the loop's lengths `b`
+    (2 to 32, and windows of 32 on longer axes), rows of `c` elements read
+    out of `c * k` or `g * c`; three reduced axes; kept axes of length 1
+    after the reduced ones (the order of the last axes); and a seeded draw
+    of shapes of 2 to 5 axes."""
+    out = []
+    bs = [2, 3, 4, 8, 15, 16, 17, 19, 20, 21, 23, 24, 25, 27, 28, 29, 31, 32,
+          63, 64, 95, 96, 127, 128]
+    for b in bs:
+        for c in [2, 3, 4, 5]:
+            for k in [2, 3, 4, 8]:
+                if 2 * b * c * k < 4096:
+                    out.append(((2, b, c, k), (1, 2)))
+        for g in [2, 3, 4]:
+            for c in [2, 3, 4]:
+                if 2 * b * g * c < 4096:
+                    out.append(((2, b, g, c), (1, 3)))
+    for b in [8, 16, 20, 31, 32, 63, 64]:
+        out += [((3, 2, b, 2, 2), (1, 2, 3)), ((b, 3, 2, 2), (0, 1, 2)),
+                ((2, b, 2, 3, 2), (0, 1, 3)), ((b, 1, 4, 1), (0, 1, 2)),
+                ((1, b, 1, 2, 1), (1, 3))]
+    rng = np.random.default_rng(13)
+    ds = [1, 2, 3, 4, 5, 6, 8, 12, 16, 17, 20, 24, 28, 31, 32, 33, 40, 63, 64,
+          65, 95, 96, 127, 128, 159, 200]
+    drawn = 0
+    while drawn < 200:
+        nd = int(rng.integers(3, 6))
+        shape = tuple(int(v) for v in rng.choice(ds, nd))
+        axes = tuple(sorted(int(a) for a in rng.choice(nd, int(rng.integers(2, nd)), replace=False)))
+        if np.prod(shape) >= 4096 or axes == tuple(range(nd - len(axes), nd)):
+            continue
+        out.append((shape, axes))
+        drawn += 1
     return out
 
 
