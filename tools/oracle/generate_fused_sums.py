@@ -1,0 +1,111 @@
+"""Jitted sums over all axes of a product, which XLA:CPU fuses into the
+reduction (`jnp.sum(x * c)`, `jnp.mean((h - y) ** 2)`), against their eager
+values (the product rounded, then summed in the plain order).
+
+Under `jax.jit`, a product summed over all axes of an array of fewer than
+4,096 elements whose axes are all at most 32 long is one loop fusion: the
+reduction's loop nest (src/xla/reduce.rs) with the product computed in
+the loop, and LLVM contracts multiply and add into a fused multiply-add
+(the product is never rounded). With a longer axis the product is a
+fusion of its own (rounded) before XLA's tree reduction; from 4,096
+elements the fusion goes to YNNPACK (the plain order of the rounded
+products, for the shapes here).
+
+For each case (an operation and a shape):
+
+* `value`: the eager result's bits; `jit`: `jax.jit(f)`'s;
+* `jit_vg`: `jax.jit(jax.value_and_grad(f))`'s value, and `jit_dx` its
+  gradient with respect to `x` (digest), which the fusion does not touch.
+
+The operations, with `x = inputs(shape, seed)`, `c = inputs(shape, seed +
+1)` (tools/oracle/generate_gemv.py's `inputs`, tests/common's
+`uniform_inputs`, values in [-2, 2)):
+
+* `sum_xc`: `sum(x * c)`; `sum_xr`: `sum(x * r)`, `r = inputs(shape[-1:],
+  seed + 1)` (a row broadcast along the leading axes); `sum_xs`:
+  `sum(x * s)`, `s = inputs((), seed + 1)`;
+* `sum_xx`: `sum(x * x)`; `mean_sq`: `mean((x - c) ** 2)`; `mean_xc`:
+  `mean(x * c)`.
+
+Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU), flax==0.12.8. From the
+repository root:
+
+    .venv-oracle/bin/python tools/oracle/generate_fused_sums.py
+
+Writes tests/fixtures/fused_sums.json.
+"""
+
+import json
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fixture_io import expected  # noqa: E402
+from generate_gemv import inputs  # noqa: E402
+from generate_random import check_versions  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "fused_sums.json")
+
+OPS = {
+    "sum_xc": lambda x, c: jnp.sum(x * c),
+    "sum_xr": lambda x, c: jnp.sum(x * c),
+    "sum_xs": lambda x, c: jnp.sum(x * c),
+    "sum_xx": lambda x, c: jnp.sum(x * x),
+    "mean_sq": lambda x, c: jnp.mean((x - c) ** 2),
+    "mean_xc": lambda x, c: jnp.mean(x * c),
+}
+
+SHAPES = [
+    # One loop: the products summed in order.
+    (7,), (16,), (32,),
+    # Two loops; the outer one vectorized (rows of at most 8) or not.
+    (3, 7), (8, 8), (8, 7), (17, 5), (20, 3), (32, 32), (2, 4), (13, 6),
+    (29, 8), (4, 2), (24, 3), (16, 2), (31, 31), (6, 9),
+    # Three and four axes (outer loops around the vectorized two).
+    (2, 5, 16), (1, 20, 3), (8, 20, 3), (4, 8, 8), (3, 8, 7), (5, 18, 6),
+    (32, 32, 3), (2, 3, 21, 5), (2, 2, 12, 3), (7, 1, 16, 4),
+    # An axis longer than 32: the product rounded, then the plain sum.
+    (40,), (100,), (3, 40), (2, 5, 33), (100, 3),
+    # 4,096 elements or more: YNNPACK's fusion.
+    (16, 16, 16), (32, 32, 8), (8, 20, 64),
+]
+
+
+def factor(op, shape, seed):
+    if op == "sum_xr":
+        return inputs(shape[-1:], seed + 1)
+    if op == "sum_xs":
+        return inputs((), seed + 1)
+    return inputs(shape, seed + 1)
+
+
+def main():
+    check_versions()
+    cases = []
+    for n, shape in enumerate(SHAPES):
+        for op, f in OPS.items():
+            seed = 10 * n + 1
+            x = jnp.asarray(inputs(shape, seed))
+            c = jnp.asarray(factor(op, shape, seed))
+            value, dx = jax.jit(jax.value_and_grad(f))(x, c)
+            cases.append({
+                "op": op,
+                "shape": list(shape),
+                "seed": seed,
+                "value": expected(f(x, c))[0],
+                "jit": expected(jax.jit(f)(x, c))[0],
+                "jit_vg": expected(value)[0],
+                "jit_dx": expected(dx, limit=0),
+            })
+    with open(OUT, "w") as fh:
+        json.dump({"cases": cases}, fh, separators=(",", ":"))
+    differ = sum(c["jit"] != c["value"] for c in cases)
+    print(f"wrote {OUT}: {len(cases)} cases, {differ} jitted differ from eager")
+
+
+if __name__ == "__main__":
+    main()
