@@ -88,8 +88,10 @@ const NOT_PORTED: [&str; 2] = ["optimized_lstm", "simple"];
 /// feature), whose values drift from the fifth step on.
 ///
 /// `jit loss`: `sum(y * c)` jitted is one fused reduction of the products
-/// whose order flaxen's compiled sum does not follow for these shapes
-/// ([B, T, F] with 3 axes; not specific to the RNN).
+/// (`product_sum` in src/xla/reduce.rs), exact for a third of the cases; in
+/// the others, mostly of two rows or more or one step, XLA's program around
+/// the scan's outputs (their `[T, B, F]` stack and its transpose, a step's
+/// cell ops) meets the fusion in a way not modelled.
 const KNOWN: &[&str] = &[
     // Forward corners.
     "lstm b1 f1 i3 t20 forward",
@@ -118,6 +120,9 @@ const KNOWN: &[&str] = &[
     "gru b1 f4 i1 t5 forward",
     "gru b2 f1 i3 t5 forward",
     "gru b4 f1 i3 t5 forward",
+    // Their jitted loss sums the drifted outputs (in the fused order).
+    "lstm b2 f2 i3 t5 jit loss",
+    "gru b8 f1 i3 t20 jit loss",
     // One eager step of one row: the recurrent kernels' gradients are
     // zeros (h = 0), +0 in JAX (its accumulator 0 plus the products), -0
     // in flaxen where the cotangent is negative; seen where the fixture
@@ -125,10 +130,7 @@ const KNOWN: &[&str] = &[
     "lstm b1 f64 i3 t1 grad",
     "gru b1 f64 i3 t1 grad",
     // The jitted loss's fused reduction.
-    "lstm b1 f3 i3 t5 jit loss",
-    "lstm b1 f3 i3 t20 jit loss",
     "lstm b1 f16 i3 t1 jit loss",
-    "lstm b1 f16 i3 t20 jit loss",
     "lstm b2 f1 i3 t20 jit loss",
     "lstm b2 f3 i3 t20 jit loss",
     "lstm b2 f16 i3 t1 jit loss",
@@ -142,31 +144,20 @@ const KNOWN: &[&str] = &[
     "lstm b8 f16 i3 t20 jit loss",
     "lstm b8 f64 i3 t20 jit loss",
     "gru b1 f1 i3 t20 jit loss",
-    "gru b1 f3 i3 t1 jit loss",
-    "gru b1 f3 i3 t5 jit loss",
-    "gru b1 f3 i3 t20 jit loss",
-    "gru b1 f16 i3 t1 jit loss",
-    "gru b1 f16 i3 t20 jit loss",
-    "gru b2 f1 i3 t20 jit loss",
     "gru b2 f3 i3 t1 jit loss",
     "gru b2 f3 i3 t20 jit loss",
     "gru b2 f16 i3 t1 jit loss",
     "gru b2 f16 i3 t5 jit loss",
     "gru b2 f16 i3 t20 jit loss",
-    "gru b8 f1 i3 t1 jit loss",
     "gru b8 f1 i3 t5 jit loss",
     "gru b8 f3 i3 t5 jit loss",
-    "gru b8 f3 i3 t20 jit loss",
     "gru b8 f16 i3 t5 jit loss",
     "gru b8 f16 i3 t20 jit loss",
     "gru b8 f64 i3 t20 jit loss",
-    "lstm b2 f16 i3 t5 reverse keep_order jit loss",
     "lstm b2 f16 i3 t5 reverse carry_loss jit loss",
     "lstm b8 f3 i3 t5 carry_loss jit loss",
-    "gru b2 f16 i3 t5 reverse keep_order jit loss",
     "gru b2 f16 i3 t5 reverse carry_loss jit loss",
     "gru b8 f3 i3 t5 carry_loss jit loss",
-    "lstm b1 f2 i3 t5 jit loss",
     "lstm b3 f1 i3 t5 jit loss",
     "lstm b4 f1 i3 t5 jit loss",
     "lstm b2 f4 i1 t5 jit loss",

@@ -8,6 +8,7 @@ use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
 use super::item_view::ItemView;
+use super::ops::product_sum::Factors;
 use super::tape::{
     Backward, DotFactors, FusedOuter, InputGrads, Node, NodeExtra, OpKind, TangentRule, Tracer,
 };
@@ -35,6 +36,9 @@ use super::tape::{
 pub struct Tensor {
     pub(crate) data: ArcArray<f32, IxDyn>,
     pub(crate) tracer: Option<Tracer>,
+    /// A product's factors, kept in a compiled region for a sum that XLA
+    /// fuses with it (see [`Tensor::with_factors`]).
+    pub(crate) factors: Option<Arc<Factors>>,
 }
 
 impl Tensor {
@@ -227,7 +231,11 @@ impl Tensor {
 
     /// An untraced tensor over `data`.
     pub(crate) fn constant(data: ArcArray<f32, IxDyn>) -> Tensor {
-        Tensor { data, tracer: None }
+        Tensor {
+            data,
+            tracer: None,
+            factors: None,
+        }
     }
 
     /// Records an operation with output `value` on the tape of its traced
@@ -395,6 +403,7 @@ impl Tensor {
         Tensor {
             data: value,
             tracer: Some(Tracer { tape, node }),
+            factors: None,
         }
     }
 }

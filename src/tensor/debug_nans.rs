@@ -103,8 +103,12 @@ fn op_name(kind: &OpKind, at: &Location) -> String {
         OpKind::Div | OpKind::DivTraced => "div".into(),
         OpKind::Unary(f, _) => format!("{f:?}").to_lowercase(),
         OpKind::Matmul => "matmul".into(),
-        OpKind::SumAll | OpKind::SumLast { mean: false, .. } => "sum".into(),
-        OpKind::MeanAll | OpKind::SumLast { mean: true, .. } => "mean".into(),
+        OpKind::SumAll
+        | OpKind::SumLast { mean: false, .. }
+        | OpKind::ProductSum { mean: false, .. } => "sum".into(),
+        OpKind::MeanAll
+        | OpKind::SumLast { mean: true, .. }
+        | OpKind::ProductSum { mean: true, .. } => "mean".into(),
         OpKind::SumAxes { mean: false, .. } => "sum".into(),
         OpKind::SumAxes { mean: true, .. } => "mean".into(),
         OpKind::Maximum => "maximum".into(),

@@ -43,6 +43,7 @@ pub(crate) fn trace_on(tape: &Arc<Tape>, tree: &Tree) -> (Tree, Vec<usize>) {
                 tape: tape.clone(),
                 node,
             }),
+            factors: None,
         }
     });
     (traced, ids)

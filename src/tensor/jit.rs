@@ -558,6 +558,9 @@ struct Step {
     bytes: Option<usize>,
     /// An [`OpKind::Kernel`]'s computations.
     kernel: Option<Arc<dyn Kernel>>,
+    /// For an [`OpKind::ProductSum`]: how its product's factors (inputs 1
+    /// and 2 of `ins`, see [`fuse_products`]) meet.
+    factors: Option<Zip>,
 }
 
 /// The shapes (`m, k, n`) and strides of a product's forward (`a @ b`)
@@ -824,6 +827,10 @@ impl Plan {
                 }
                 OpKind::Matmul => vec![in_shapes[0][0], in_shapes[1][1]],
                 OpKind::SumAll | OpKind::MeanAll => vec![],
+                OpKind::ProductSum { keepdims, .. } => match keepdims {
+                    true => vec![1; in_shapes[0].len()],
+                    false => vec![],
+                },
                 OpKind::SumLast { keepdims, .. } => {
                     let s = &in_shapes[0];
                     let mut out = s[..s.len() - 1].to_vec();
@@ -927,6 +934,7 @@ impl Plan {
                 zip,
                 bytes: None,
                 kernel: node.kernel().cloned(),
+                factors: None,
             });
         }
         drop(nodes);
@@ -945,6 +953,7 @@ impl Plan {
         for step in steps.iter_mut() {
             step.ins = std::array::from_fn(|k| In::of(step.inputs.get(k), leaves));
         }
+        fuse_products(&mut steps, leaves)?;
         let size = |s: &[usize]| s.iter().product::<usize>();
         // Masks drawn as bytes have no float array.
         let values = shapes
@@ -1504,6 +1513,52 @@ fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, 
     }
 }
 
+/// Points each [`OpKind::ProductSum`] step at its product's factors: the
+/// inputs of the multiply (the input twice for a square) become its inputs
+/// 1 and 2 of `ins`, read with the multiply's broadcast pattern. The
+/// product is still computed (its backward and other readers need it).
+fn fuse_products(steps: &mut [Step], leaves: usize) -> Result<()> {
+    for s in 0..steps.len() {
+        if !matches!(steps[s].kind, OpKind::ProductSum { .. }) {
+            continue;
+        }
+        let producer = match steps[s].inputs[0] {
+            Src::Node(p) if p >= leaves => &steps[p - leaves],
+            _ => return Err(unsupported("a fused sum of no product".into())),
+        };
+        let (x, y, zip) = match producer.kind {
+            OpKind::Mul => (producer.ins[0], producer.ins[1], producer.zip),
+            OpKind::Unary(UnaryFn::Square, _) => (producer.ins[0], producer.ins[0], Zip::Same),
+            kind => return Err(unsupported(format!("a fused sum of {kind:?}"))),
+        };
+        let step = &mut steps[s];
+        step.ins[1] = x;
+        step.ins[2] = y;
+        step.factors = Some(zip);
+    }
+    Ok(())
+}
+
+/// The sum of all elements of a product (`product`, of the step's input
+/// shape) of factors `x` and `y` fused as XLA fuses it
+/// ([`crate::xla::reduce::product_sum`]), reading the factors with the
+/// multiply's broadcast pattern; the plain sum of the product where XLA
+/// does not fuse them.
+#[inline(always)]
+fn fused_product_sum(step: &Step, product: &[f32], x: &[f32], y: &[f32]) -> f32 {
+    use crate::xla::reduce::product_sum;
+    let shape = &step.in_shapes[0];
+    let fused = match step.factors {
+        Some(Zip::Same) => product_sum(shape, |i| (x[i], y[i])),
+        Some(Zip::Scalar) => product_sum(shape, |i| (x[i], y[0])),
+        Some(Zip::Column(n)) => product_sum(shape, |i| (x[i], y[i / n])),
+        Some(Zip::RowsOfA) => product_sum(shape, |i| (x[i], y[i % y.len()])),
+        Some(Zip::RowsOfB) => product_sum(shape, |i| (x[i % x.len()], y[i])),
+        None => None,
+    };
+    fused.unwrap_or_else(|| crate::xla::reduce::sum_all(product, shape))
+}
+
 /// Whether `b` is `shape` with its last axis (of length > 1) reduced to 1.
 fn is_column(b: &[usize], shape: &[usize]) -> bool {
     let n = shape.len();
@@ -1726,6 +1781,14 @@ fn forward_body(
         OpKind::LogSoftmaxLast(mode) => rows::log_softmax_rows(a, last(step), out, mode),
         OpKind::MeanAll => {
             out[0] = crate::xla::reduce::sum_all(a, &step.in_shapes[0]) * (1.0 / a.len() as f32)
+        }
+        OpKind::ProductSum { mean, .. } => {
+            let total = fused_product_sum(step, a, b, c);
+            out[0] = if mean {
+                total * (1.0 / a.len() as f32)
+            } else {
+                total
+            };
         }
         // Drawn before the forward pass.
         OpKind::Sampled(_) => {}
@@ -2064,6 +2127,8 @@ fn backward_body(
         OpKind::MeanAll => {
             dst.fill(g[0] * (1.0 / a.len() as f32));
         }
+        OpKind::ProductSum { mean: false, .. } => dst.fill(g[0]),
+        OpKind::ProductSum { mean: true, .. } => dst.fill(g[0] * (1.0 / dst.len() as f32)),
         OpKind::Select => match bytes {
             Some(mask) => select_backward(step, input, g, mask, b, dst),
             None => select_backward(step, input, g, a, b, dst),

@@ -223,6 +223,7 @@ impl Tensor {
             Some(tracer) => Tensor {
                 data,
                 tracer: Some(tracer),
+                factors: None,
             },
             None => Tensor::constant(data),
         })

@@ -154,6 +154,14 @@ pub(crate) enum OpKind {
         mean: bool,
         keepdims: bool,
     },
+    /// A sum (or mean) over all axes of a product that XLA fuses with it
+    /// in a compiled region (see `ops::product_sum`): its input is the
+    /// product (an `OpKind::Mul` or a square), whose factors the replay
+    /// reads.
+    ProductSum {
+        mean: bool,
+        keepdims: bool,
+    },
     /// `jnp.maximum` (a variance clipped at 0).
     Maximum,
     /// A comparison's mask (1.0 where it holds, else 0.0), not

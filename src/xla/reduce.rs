@@ -424,6 +424,97 @@ pub(crate) fn vector_factor(b: usize, c: usize) -> usize {
     }
 }
 
+/// The sum over all axes of the product `x_i * y_i` of two factors (element
+/// `i` of the row-major product of `shape` being `at(i)`), as XLA:CPU
+/// computes it when the product is fused into the reduction (a jitted
+/// `jnp.sum(x * c)`, `jnp.mean((h - y) ** 2)`); `None` where XLA does not
+/// fuse it, and the product is rounded on its own before the plain sum
+/// ([`sum_all`]).
+///
+/// With fewer than [`YNN_MIN`] elements and every axis at most
+/// [`TREE_WINDOW`] long, the multiply joins the reduce's loop fusion: the
+/// loop nest of [`nest_sum`], whose add LLVM contracts with the product
+/// into one fused multiply-add (`lane = fma(x, y, lane)`), with the lanes
+/// of [`fused_vector_factor`]. Measured against jaxlib 0.10.2 for a factor
+/// broadcast from a scalar or a row (every shape of two axes up to
+/// `[32, 9]`, three and four axes); for two factors of the product's shape
+/// (and squares) LLVM vectorizes rows of 5 to 8 elements (and some
+/// others) with another cost and contracts only some of the products,
+/// which this does not follow. With a longer axis XLA's tree reduction
+/// splits the reduce from the multiply; from [`YNN_MIN`] elements the
+/// fusion runs on YNNPACK, which gave the plain sum of the rounded
+/// products for the shapes measured (`[16, 16, 16]`, `[32, 32, 8]`,
+/// `[8, 20, 64]`): both `None`.
+#[inline(always)]
+pub(crate) fn product_sum(shape: &[usize], at: impl Fn(usize) -> (f32, f32)) -> Option<f32> {
+    let n: usize = shape.iter().product();
+    if n == 0 || n >= YNN_MIN || shape.iter().any(|&d| d > TREE_WINDOW) {
+        return None;
+    }
+    // Inline: compiled steps sum their losses without allocating.
+    let loops: SmallVec<[usize; 8]> = shape.iter().copied().filter(|&d| d != 1).collect();
+    let fold = |acc: f32, range: std::ops::Range<usize>| {
+        range.fold(acc, |acc, i| {
+            let (x, y) = at(i);
+            x.mul_add(y, acc)
+        })
+    };
+    let [.., b, c] = loops[..] else {
+        return Some(fold(0.0, 0..n));
+    };
+    let acc = match fused_vector_factor(b, c) {
+        0 => fold(0.0, 0..n),
+        2 => product_blocks::<2>(n, (b, c), &at, fold),
+        4 => product_blocks::<4>(n, (b, c), &at, fold),
+        _ => product_blocks::<8>(n, (b, c), &at, fold),
+    };
+    Some(acc)
+}
+
+/// [`product_sum`]'s vectorized nest: blocks of `b` rows of `c` products
+/// in order, each as [`vector_rows`] sums its rows with `VF` lanes, adding
+/// a product by a fused multiply-add; the rows left over by `fold`.
+#[inline(always)]
+fn product_blocks<const VF: usize>(
+    n: usize,
+    (b, c): (usize, usize),
+    at: &impl Fn(usize) -> (f32, f32),
+    fold: impl Fn(f32, std::ops::Range<usize>) -> f32,
+) -> f32 {
+    let main = b - b % VF;
+    (0..n).step_by(b * c).fold(0.0, |acc, start| {
+        let mut lanes = [-0.0f32; VF];
+        lanes[0] = acc;
+        for group in (start..start + main * c).step_by(VF * c) {
+            for j in 0..c {
+                for (l, lane) in lanes.iter_mut().enumerate() {
+                    let (x, y) = at(group + l * c + j);
+                    *lane = x.mul_add(y, *lane);
+                }
+            }
+        }
+        let mut width = VF;
+        while width > 1 {
+            width /= 2;
+            for l in 0..width {
+                lanes[l] += lanes[l + width];
+            }
+        }
+        fold(lanes[0], start + main * c..start + b * c)
+    })
+}
+
+/// The lanes with which LLVM vectorizes the loop over `b` rows of `c`
+/// products fused into a sum ([`product_sum`]): [`vector_factor`]'s, but 8
+/// for 8 rows of 7 or 8 (read from the object code of `[4, 8, 8]`).
+fn fused_vector_factor(b: usize, c: usize) -> usize {
+    if b == 8 && (c == 7 || c == 8) {
+        8
+    } else {
+        vector_factor(b, c)
+    }
+}
+
 /// The reduction window of XLA's CPU `TreeReductionRewriter`: a reduced
 /// dimension longer than this is first reduced in windows of this length.
 pub(crate) const TREE_WINDOW: usize = 32;

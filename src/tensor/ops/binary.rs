@@ -472,7 +472,8 @@ impl Tensor {
     /// `self * other` elementwise, broadcasting.
     pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
         let rules = (mul_da, mul_db);
-        binary(
+        // Kept in a compiled region for a sum XLA fuses with it.
+        Ok(binary(
             "mul",
             OpKind::Mul,
             self,
@@ -480,7 +481,8 @@ impl Tensor {
             mul_op,
             rules,
             Tangent::Product,
-        )
+        )?
+        .with_factors(self, other))
     }
 
     /// `self / other` elementwise, broadcasting. Division by zero gives

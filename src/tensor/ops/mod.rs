@@ -15,6 +15,7 @@ mod dot_general;
 mod fused_products;
 pub(crate) mod gather;
 pub(crate) mod matmul;
+pub(crate) mod product_sum;
 pub(crate) mod reduce;
 pub(crate) mod reduce_window;
 pub(crate) mod rows;

@@ -244,10 +244,19 @@ impl Tensor {
         let mut scaled = false;
         let mut out = if ax.len() == self.ndim() {
             // Everything: in XLA's order over the row-major elements,
-            // whatever the memory order (compiled steps sum the same way).
-            let total = match self.data.as_slice() {
-                Some(s) => crate::xla::reduce::sum_all(s, self.shape()),
-                None => crate::xla::reduce::sum_all(
+            // whatever the memory order (compiled steps sum the same way);
+            // a product made in a compiled region fused with the sum.
+            let fused = self.fused_total();
+            let total = match (fused, self.data.as_slice()) {
+                (Some(total), _) => {
+                    kind = OpKind::ProductSum {
+                        mean: divisor.is_some(),
+                        keepdims,
+                    };
+                    total
+                }
+                (None, Some(s)) => crate::xla::reduce::sum_all(s, self.shape()),
+                (None, None) => crate::xla::reduce::sum_all(
                     &self.data.iter().copied().collect::<Vec<_>>(),
                     self.shape(),
                 ),

@@ -161,7 +161,8 @@ impl Tensor {
 
     /// `x * x`.
     pub fn square(&self) -> Tensor {
-        unary(self, UnaryFn::Square)
+        // Kept in a compiled region for a sum XLA fuses with it.
+        unary(self, UnaryFn::Square).with_factors(self, self)
     }
 
     /// `|x|`; the gradient at 0 is 1 (JAX differentiates `abs` as
