@@ -123,22 +123,25 @@ impl Module for LSTMCell {
         let f = gate("if", "hf")?.sigmoid();
         let g = gate("ig", "hg")?.tanh();
         let o = gate("io", "ho")?.sigmoid();
-        let new_c = if in_compiled_region() {
+        if in_compiled_region() {
             // Inside `nn.RNN`'s scan body (or jitted), XLA contracts one of
-            // the two products into the sum.
+            // the two products of `f * c + i * g` into the sum, and its
+            // backward body adds the cotangents of the new state in an
+            // order of its own: one operation (see `Tensor::lstm_step`).
             let rows = c.size() / n.max(1);
-            Tensor::fused_products_sum(&f, &c, &i, &g, lstm_fuses_fc(rows, n))?
-        } else {
-            f.mul(&c)?.add(&i.mul(&g)?)?
-        };
+            let state = Tensor::lstm_step(&c, &i, &f, &g, &o, lstm_fc_fused(rows, n))?;
+            let part = |k| state.index_axis(0, k);
+            return Ok(((part(0)?, part(1)?), part(2)?));
+        }
+        let new_c = f.mul(&c)?.add(&i.mul(&g)?)?;
         let new_h = o.mul(&new_c.tanh())?;
         Ok(((new_c, new_h.clone()), new_h))
     }
 }
 
-/// Which product of `f * c + i * g` XLA contracts into the sum in the
-/// compiled body of an LSTM step over `rows` rows of `features`, element by
-/// element (row-major): `true` for `fma(f, c, fl(i * g))`. Measured with a
+/// How many elements (row-major) of `f * c + i * g` XLA computes as
+/// `fma(f, c, fl(i * g))` in the compiled body of an LSTM step over `rows`
+/// rows of `features`; the rest contract `i * g` instead. Measured with a
 /// helper's probe (jaxlib 0.10.2, AVX-512): with at least two rows of at
 /// least two features the loop over rows contracts `f * c` everywhere;
 /// with one row or one feature, elements the compiled code vectorizes do
@@ -147,7 +150,7 @@ impl Module for LSTMCell {
 /// modelled: loops XLA hoists into one kernel when their traffic is tiny
 /// (one row of up to three features, two rows of one or two), where it
 /// picks otherwise.
-fn lstm_fuses_fc(rows: usize, features: usize) -> impl Fn(usize) -> bool {
+fn lstm_fc_fused(rows: usize, features: usize) -> usize {
     let n = rows * features;
     let scalar_tail = if rows >= 2 && features >= 2 {
         0
@@ -158,7 +161,7 @@ fn lstm_fuses_fc(rows: usize, features: usize) -> impl Fn(usize) -> bool {
     } else {
         n % 8
     };
-    move |k| k < n - scalar_tail
+    n - scalar_tail
 }
 
 /// A gated recurrent unit (Flax's `nn.GRUCell`): the carry is `h`, and

@@ -525,6 +525,10 @@ enum Src {
     Const(usize),
 }
 
+/// The most inputs a replayed operation may have (an LSTM step's state
+/// update has five; the built-in operations at most three).
+const MAX_INPUTS: usize = 5;
+
 /// One operation of the replay.
 struct Step {
     kind: OpKind,
@@ -550,7 +554,7 @@ struct Step {
     folded: bool,
     /// `inputs` resolved for the replay's loops (set once the plan's
     /// steps are final), and a binary operation's broadcast pattern.
-    ins: [In; 3],
+    ins: [In; MAX_INPUTS],
     zip: Zip,
     /// For a keep-mask draw: the byte buffer it is drawn into (its float
     /// array is not written); for a select: the byte buffer holding its
@@ -738,6 +742,13 @@ impl Plan {
         let mut differentiable: Vec<bool> = (0..leaves).map(|i| i < n_params).collect();
         let mut labels = Vec::new();
         for node in &nodes[leaves..=root] {
+            if node.inputs.len() > MAX_INPUTS {
+                return Err(unsupported(format!(
+                    "{:?} of {} inputs cannot be replayed",
+                    node.kind,
+                    node.inputs.len()
+                )));
+            }
             let mut inputs = SmallVec::new();
             let mut in_shapes: SmallVec<[Vec<usize>; 2]> = SmallVec::new();
             for (k, id) in node.inputs.iter().enumerate() {
@@ -930,7 +941,7 @@ impl Plan {
                 scale: None,
                 pre_relu: false,
                 folded: false,
-                ins: [In::Empty; 3],
+                ins: [In::Empty; MAX_INPUTS],
                 zip,
                 bytes: None,
                 kernel: node.kernel().cloned(),
@@ -1171,7 +1182,7 @@ impl Plan {
                     In::Const(c) => &consts[c],
                 }
             };
-            let ins = [input(0), input(1), input(2)];
+            let ins: [&[f32]; MAX_INPUTS] = std::array::from_fn(input);
             let bytes = step.bytes.map(|b| &masks[b][..]);
             let acc: &mut [f32] = if e.target < n_params {
                 out_grads[e.target].as_slice_mut().expect("row-major")
@@ -1340,7 +1351,7 @@ fn forward_pass(
         let bytes = step.bytes.map(|b| &masks[b][..]);
         forward(
             step,
-            [input(0), input(1), input(2)],
+            std::array::from_fn(input),
             bytes,
             &mut rest[0],
             scratch,
@@ -1717,7 +1728,7 @@ fn last(step: &Step) -> usize {
 /// `bytes`: a select's mask drawn as bytes (its input 0 is then empty).
 fn forward(
     step: &Step,
-    ins: [&[f32]; 3],
+    ins: [&[f32]; MAX_INPUTS],
     bytes: Option<&[u8]>,
     out: &mut [f32],
     scratch: &mut Scratch,
@@ -1740,12 +1751,12 @@ const WIDE_MIN: usize = 256;
 #[inline(always)]
 fn forward_body(
     step: &Step,
-    ins: [&[f32]; 3],
+    ins: [&[f32]; MAX_INPUTS],
     bytes: Option<&[u8]>,
     out: &mut [f32],
     scratch: &mut Scratch,
 ) {
-    let [a, b, c] = ins;
+    let [a, b, c, ..] = ins;
     match step.kind {
         OpKind::Neg => {
             for (o, &x) in out.iter_mut().zip(a) {
@@ -2017,7 +2028,7 @@ fn backward(
     step: &Step,
     input: usize,
     g: &[f32],
-    ins: [&[f32]; 3],
+    ins: [&[f32]; MAX_INPUTS],
     bytes: Option<&[u8]>,
     out: &[f32],
     dst: &mut [f32],
@@ -2039,14 +2050,14 @@ fn backward_body(
     step: &Step,
     input: usize,
     g: &[f32],
-    ins: [&[f32]; 3],
+    ins: [&[f32]; MAX_INPUTS],
     bytes: Option<&[u8]>,
     out: &[f32],
     dst: &mut [f32],
     scratch: &mut Scratch,
 ) {
     let rows = &mut scratch.rows;
-    let [a, b, _] = ins;
+    let [a, b, ..] = ins;
     match step.kind {
         OpKind::Neg => {
             for (d, &g) in dst.iter_mut().zip(g) {
