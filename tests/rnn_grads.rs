@@ -169,29 +169,20 @@ const KNOWN: &[&str] = &[
 
 /// Whether a case's gradients (`jit`: jitted) are known to differ.
 ///
-/// LSTM: the backward scan body is XLA's fusion (`Tensor::lstm_step`);
-/// not modelled are products of length one (one hidden or one input
-/// feature), which XLA turns into multiplies joining the fusions (the
-/// eager one-step one-feature LSTM of one row is still exact), and, with
-/// one row over more than one step, the sigmoid gates' bias cotangents,
-/// which XLA fuses into their accumulators (`fma(ct, s (1 - s), acc)`:
-/// the reduction over one row vanishes), and the loops it hoists for one
-/// row of up to three features.
-///
-/// GRU: every case of more than one step, and every case of one feature.
-/// flaxen applies the plain backward rules in the scan's body; XLA fuses
-/// the backward body's elementwise ops and LLVM contracts a product into
-/// an addition where the product has one use (`z * ct_h` into the hidden
-/// state's cotangent sum, the update gate's `ct_h * h - ct_h * n`), not
-/// modelled yet. One step of two or more rows and features is exact.
+/// The backward scan body is XLA's fusion (`Tensor::lstm_step`,
+/// `Tensor::gru_step`); not modelled are products of length one (one
+/// hidden or one input feature), which XLA turns into multiplies joining
+/// the fusions (the eager one-step one-feature LSTM of one row is still
+/// exact), and, with one row over more than one step, the gates' bias
+/// cotangents that are products (the sigmoid gates' `ct * s (1 - s)`, the
+/// GRU's `r * ct_n`), which XLA fuses into their accumulators
+/// (`fma(ct, s (1 - s), acc)`: the reduction over one row vanishes; the
+/// LSTM's hoisted loops of one row of up to three features as well).
 fn known_grads(case: &Case, jit: bool) -> bool {
-    if case.cell == "lstm" {
-        let one_step_row = case.batch == 1 && case.time == 1;
-        return (case.features == 1 && (jit || !one_step_row))
-            || case.inputs == 1
-            || (case.batch == 1 && case.time > 1);
-    }
-    case.time > 1 || case.features == 1
+    let lstm_one_step_row = case.cell == "lstm" && case.batch == 1 && case.time == 1;
+    (case.features == 1 && (jit || !lstm_one_step_row))
+        || case.inputs == 1
+        || (case.batch == 1 && case.time > 1)
 }
 
 /// The differences of one case's outputs, by part (see [`KNOWN`]).

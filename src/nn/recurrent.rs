@@ -234,18 +234,20 @@ impl Module for GRUCell {
         // `in` before `hn`, as Python evaluates `in(x) + r * hn(h)`.
         let xin = s.call_named("in", dense_i(), x)?;
         let hn = s.call_named("hn", dense_h(true), h.clone())?;
-        let one_minus_z = Tensor::scalar(1.0).sub(&z)?;
-        let new_h = if in_compiled_region() {
+        if in_compiled_region() {
             // Inside `nn.RNN`'s scan body (or jitted), XLA contracts
             // `r * hn` into its sum with `xin` (times one: exact), and
-            // `(1 - z) * n` into its sum with `z * h`.
+            // `(1 - z) * n` into its sum with `z * h`; its backward body
+            // adds the cotangents in an order of its own (see
+            // `Tensor::gru_step`).
             let ones = Tensor::ones(xin.shape());
             let n_gate = Tensor::fused_products_sum(&r, &hn, &xin, &ones, |_| true)?.tanh();
-            Tensor::fused_products_sum(&one_minus_z, &n_gate, &z, &h, |_| true)?
-        } else {
-            let n_gate = xin.add(&r.mul(&hn)?)?.tanh();
-            one_minus_z.mul(&n_gate)?.add(&z.mul(&h)?)?
-        };
+            let state = Tensor::gru_step(&h, &z, &n_gate)?;
+            return Ok((state.index_axis(0, 0)?, state.index_axis(0, 1)?));
+        }
+        let one_minus_z = Tensor::scalar(1.0).sub(&z)?;
+        let n_gate = xin.add(&r.mul(&hn)?)?.tanh();
+        let new_h = one_minus_z.mul(&n_gate)?.add(&z.mul(&h)?)?;
         Ok((new_h.clone(), new_h))
     }
 }

@@ -70,10 +70,16 @@ fn backward_seeded(
     // groups waiting for their other items.
     let mut views: HashMap<usize, Vec<Contribution>> = HashMap::new();
     let mut groups: HashMap<u64, Vec<Option<Vec<Contribution>>>> = HashMap::new();
+    // Deferred product cotangents (see `DeferredProduct`), by input node.
+    let mut pending: HashMap<usize, (ArrayD<f32>, ArrayD<f32>)> = HashMap::new();
     let is_view = |i: usize| nodes[i].view().is_some();
     // Inputs always have smaller ids than the nodes using them, so walking
     // ids downwards visits a node only after all its uses.
     for id in (0..=root).rev() {
+        if let Some((u, w)) = pending.remove(&id) {
+            // No other cotangent followed the product: rounded alone.
+            accumulate(&mut grads[id], u * w);
+        }
         let node = &nodes[id];
         if let Some(view) = node.view() {
             let list = views.remove(&id).unwrap_or_default();
@@ -85,7 +91,7 @@ fn backward_seeded(
                 let items = groups.remove(&view.group.id).expect("present");
                 let lists = items.into_iter().map(Option::unwrap).collect();
                 if let (Some(input), Some(total)) = (node.inputs[0], combine_items(lists)) {
-                    accumulate(&mut grads[input], total);
+                    add_cotangent(&mut grads[input], &mut pending, input, total);
                 }
             }
             continue;
@@ -123,6 +129,15 @@ fn backward_seeded(
                 needs[f.input] = false;
             }
         }
+        if let Some(d) = node.deferred() {
+            if let Some(input) = node.inputs[d.input] {
+                let first = grads[input].is_none() && !pending.contains_key(&input);
+                if needs[d.input] && first && !is_view(input) {
+                    pending.insert(input, (d.factors)(&g));
+                    needs[d.input] = false;
+                }
+            }
+        }
         let mut input_grads = backward.call(g, &needs);
         // Taken in place: iterating the small vector by value copied it
         // whole (two arrays' headers) for every node.
@@ -134,7 +149,7 @@ fn backward_seeded(
                         .or_default()
                         .push(Contribution::Dense(grad));
                 } else {
-                    accumulate(&mut grads[*input], grad);
+                    add_cotangent(&mut grads[*input], &mut pending, *input, grad);
                 }
             }
         }
@@ -270,6 +285,24 @@ fn accumulate_outer(acc: &mut ArrayD<f32>, u: &[f32], w: &[f32]) {
             *a = ui.mul_add(wj, *a);
         }
     }
+}
+
+/// Adds the cotangent `grad` of node `input` into its `slot`, first
+/// fusing into it the product deferred for that node, if any:
+/// `fma(u, w, grad)`.
+fn add_cotangent(
+    slot: &mut Option<ArrayD<f32>>,
+    pending: &mut HashMap<usize, (ArrayD<f32>, ArrayD<f32>)>,
+    input: usize,
+    mut grad: ArrayD<f32>,
+) {
+    if let Some((u, w)) = pending.remove(&input) {
+        ndarray::Zip::from(&mut grad)
+            .and(&u)
+            .and(&w)
+            .for_each(|g, &u, &w| *g = u.mul_add(w, *g));
+    }
+    accumulate(slot, grad);
 }
 
 /// Adds `grad` into `slot`, in place when the slot already holds a buffer.

@@ -742,6 +742,14 @@ impl Plan {
         let mut differentiable: Vec<bool> = (0..leaves).map(|i| i < n_params).collect();
         let mut labels = Vec::new();
         for node in &nodes[leaves..=root] {
+            if node.deferred().is_some() {
+                // A cotangent fused into the next one reaching its input:
+                // the replay's accumulation has no such step.
+                return Err(unsupported(format!(
+                    "{:?} defers a cotangent product",
+                    node.kind
+                )));
+            }
             if node.inputs.len() > MAX_INPUTS {
                 return Err(unsupported(format!(
                     "{:?} of {} inputs cannot be replayed",

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ndarray::{ArcArray, ArrayD, IxDyn};
 use smallvec::SmallVec;
 
-use super::tape::OpKind;
+use super::tape::{DeferredProduct, OpKind, ProductFactors};
 use super::Tensor;
 
 /// An operation on row-major `f32` inputs of fixed shapes, with its
@@ -87,5 +87,18 @@ impl Tensor {
             }
         }
         t
+    }
+
+    /// Notes that this operation's cotangent for input `input` is the
+    /// elementwise product of `factors` (from the output's cotangent),
+    /// which the backward pass fuses into the next cotangent reaching
+    /// that input (see [`DeferredProduct`]). No-op when untraced.
+    pub(crate) fn defer_product(self, input: usize, factors: ProductFactors) -> Tensor {
+        if let Some(tr) = &self.tracer {
+            if tr.tape.is_open() {
+                tr.tape.nodes()[tr.node].set_deferred(DeferredProduct { input, factors });
+            }
+        }
+        self
     }
 }

@@ -251,6 +251,25 @@ pub(crate) struct FusedOuter {
     pub(crate) factors: OuterFactors,
 }
 
+/// Computes an elementwise product's two factors (each in the input's
+/// shape) from an output cotangent.
+pub(crate) type ProductFactors =
+    Box<dyn Fn(&ArrayD<f32>) -> (ArrayD<f32>, ArrayD<f32>) + Send + Sync>;
+
+/// An input's cotangent that is an elementwise product `u * w` with one use
+/// in its fusion, so that LLVM contracts it into the addition of the next
+/// cotangent reaching the same input: `fma(u, w, next)` (a GRU step's
+/// `z * ct_h`, added to the cotangent through `h W_hn`). It is held until
+/// that cotangent arrives, and rounded on its own if none does. Deferred
+/// only when it is the input's first cotangent (recorded only in compiled
+/// regions).
+pub(crate) struct DeferredProduct {
+    /// Which input's cotangent this is.
+    pub(crate) input: usize,
+    /// `(u, w)` from the output's cotangent.
+    pub(crate) factors: ProductFactors,
+}
+
 /// For a matrix product, input `i`'s cotangent as `(a, b, shape)`: the
 /// cotangent is `a^T @ b` in `shape`, from the output's cotangent.
 pub(crate) type DotFactors =
@@ -294,6 +313,8 @@ pub(crate) struct NodeExtra {
     /// An [`OpKind::Kernel`]'s computations, kept on tapes a compiled step
     /// may replay.
     pub(crate) kernel: Option<Arc<dyn Kernel>>,
+    /// An input cotangent fused into the next one to reach that input.
+    pub(crate) deferred: Option<DeferredProduct>,
 }
 
 impl NodeExtra {
@@ -315,6 +336,7 @@ impl NodeExtra {
             view,
             tangent: None,
             kernel: None,
+            deferred: None,
         }))
     }
 }
@@ -372,6 +394,16 @@ impl Node {
     /// Records an [`OpKind::Kernel`]'s computations.
     pub(crate) fn set_kernel(&mut self, kernel: Arc<dyn Kernel>) {
         self.extra.get_or_insert_with(Default::default).kernel = Some(kernel);
+    }
+
+    /// See [`NodeExtra::deferred`].
+    pub(crate) fn deferred(&self) -> Option<&DeferredProduct> {
+        self.extra.as_ref()?.deferred.as_ref()
+    }
+
+    /// Records an input cotangent to defer (see [`DeferredProduct`]).
+    pub(crate) fn set_deferred(&mut self, deferred: DeferredProduct) {
+        self.extra.get_or_insert_with(Default::default).deferred = Some(deferred);
     }
 }
 

@@ -14,6 +14,7 @@ mod data_ops;
 mod dot_general;
 mod fused_products;
 pub(crate) mod gather;
+mod gru_step;
 mod lstm_step;
 pub(crate) mod matmul;
 pub(crate) mod product_sum;
