@@ -76,7 +76,9 @@ fn backward_seeded(
     // Inputs always have smaller ids than the nodes using them, so walking
     // ids downwards visits a node only after all its uses.
     for id in (0..=root).rev() {
-        if let Some((u, w)) = pending.remove(&id) {
+        // (Emptiness first: most passes defer nothing, and every eager
+        // step would pay for hashing a key per node.)
+        if let Some((u, w)) = (!pending.is_empty()).then(|| pending.remove(&id)).flatten() {
             // No other cotangent followed the product: rounded alone.
             accumulate(&mut grads[id], u * w);
         }
@@ -296,7 +298,10 @@ fn add_cotangent(
     input: usize,
     mut grad: ArrayD<f32>,
 ) {
-    if let Some((u, w)) = pending.remove(&input) {
+    if let Some((u, w)) = (!pending.is_empty())
+        .then(|| pending.remove(&input))
+        .flatten()
+    {
         ndarray::Zip::from(&mut grad)
             .and(&u)
             .and(&w)
