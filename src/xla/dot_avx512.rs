@@ -90,70 +90,17 @@ fn lanes(x: __m512) -> [f32; 16] {
     out
 }
 
-/// One chunk of `len` terms for one block: `a` the block's packed rows
-/// (`[len][MR]`), `b` the panel's rows (`NR` values each, `stride` apart:
-/// `NR` packed, B's row length read in place), its sums from `start`.
-#[target_feature(enable = "avx512f,fma")]
-#[inline]
-fn chunk(a: &[f32], b: &[f32], stride: usize, len: usize, start: Start<'_>) -> [[__m512; 4]; MR] {
-    if stride != NR {
-        return chunk_rows(a, len, start, |t| &b[t * stride..t * stride + NR]);
-    }
-    let b = &b[..len * NR];
-    chunk_rows(a, len, start, |t| &b[t * NR..t * NR + NR])
-}
-
-/// Where a chunk's sums start.
+/// Where a block's sums start.
 #[derive(Clone, Copy)]
 enum Start<'a> {
     /// From `+0`.
     Zero,
     /// A chain: the first term a plain product added to these starts
-    /// (XLA's own emitter).
+    /// (XLA's own emitter; the panel's first vectors of them).
     Chain(&'a [__m512; 4]),
-    /// A chain continued: from these sums of its earlier terms.
-    Sums(&'a [[__m512; 4]; MR]),
-}
-
-/// [`chunk`] with term `t`'s row of the panel given by `row`.
-#[target_feature(enable = "avx512f,fma")]
-#[inline]
-fn chunk_rows<'b>(
-    a: &[f32],
-    len: usize,
-    start: Start<'_>,
-    row: impl Fn(usize) -> &'b [f32],
-) -> [[__m512; 4]; MR] {
-    let a = &a[..len * MR];
-    let (mut acc, chain) = match start {
-        Start::Zero => ([[_mm512_setzero_ps(); 4]; MR], None),
-        Start::Chain(starts) => ([[_mm512_setzero_ps(); 4]; MR], Some(starts)),
-        Start::Sums(sums) => (*sums, None),
-    };
-    let mut t0 = 0;
-    if let (Some(starts), true) = (chain, len > 0) {
-        let b = row(0);
-        let bv = [load(b, 0), load(b, 16), load(b, 32), load(b, 48)];
-        for (r, acc) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(a[r]);
-            for v in 0..4 {
-                acc[v] = _mm512_add_ps(_mm512_mul_ps(av, bv[v]), starts[v]);
-            }
-        }
-        t0 = 1;
-    }
-    for (t, at) in a.chunks_exact(MR).enumerate().skip(t0) {
-        let bt: &[f32; NR] = row(t).try_into().expect("NR values");
-        let at: &[f32; MR] = at.try_into().expect("MR values");
-        let bv = [load(bt, 0), load(bt, 16), load(bt, 32), load(bt, 48)];
-        for (r, acc) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(at[r]);
-            for v in 0..4 {
-                acc[v] = _mm512_fmadd_ps(av, bv[v], acc[v]);
-            }
-        }
-    }
-    acc
+    /// A chain continued: from the block's outputs, the sums of its
+    /// earlier terms.
+    Continue,
 }
 
 /// Where [`rows_t1`] reads B's panels of [`NR`] columns.
@@ -165,6 +112,32 @@ pub(crate) enum Panels<'a> {
     /// products with few rows use each value of B once or twice, so
     /// packing it cost more than reading it in place.
     InPlace(&'a [f32]),
+}
+
+/// Where [`panel_t1`] reads its panel's rows of B (term `t`'s [`NR`]
+/// values).
+#[derive(Debug)]
+pub(crate) enum PanelRows<'a> {
+    /// Packed, `[k][NR]`.
+    Packed(&'a [f32]),
+    /// In B itself, row-major with rows `stride` apart, from the panel's
+    /// first column (the panel whole).
+    InPlace(&'a [f32], usize),
+    /// In B itself, as [`PanelRows::InPlace`], packed into the buffer
+    /// (`[k][NR]`) by the first block of rows as it reads them: the other
+    /// blocks then read the packed copy. A separate pass packing the panel
+    /// first waited on memory without computing (a tenth of a `[128, 512]
+    /// @ [512, 512]` product); this way the copy costs one store per vector
+    /// of B in a loop that is bound by its multiply-adds.
+    Packing(&'a [f32], usize, &'a mut [f32]),
+}
+
+/// Where one block reads one chunk's rows of the panel.
+enum Src<'a> {
+    /// Rows `stride` apart (`NR`: packed).
+    Rows(&'a [f32], usize),
+    /// Rows `stride` apart in B, copied into the packed buffer as read.
+    Pack(&'a [f32], usize, &'a mut [f32]),
 }
 
 /// What [`rows_t1`] does with a plan's first chunk.
@@ -204,63 +177,271 @@ pub(crate) unsafe fn rows_t1(
     o: &mut [f32],
     mode: First,
 ) {
-    debug_assert!(mode != First::Add || !plan.chain);
-    debug_assert!(
-        mode != First::Continue || (!plan.chain && plan.tiles.iter().all(|&(_, _, kc)| kc >= k))
-    );
     debug_assert_eq!(plan.tile_k, 1);
     let chain = plan.chain.then_some(plan.signed_from);
-    for (i, (c0, w, kc)) in panels(plan, NR).enumerate() {
-        let (panel, stride) = match b {
-            Panels::Packed(packed) => (&packed[i * k * NR..(i + 1) * k * NR], NR),
-            Panels::InPlace(y) => (&y[c0..], n),
+    for (i, cols) in panels(plan, NR).enumerate() {
+        let rows_of_b = match b {
+            Panels::Packed(packed) => PanelRows::Packed(&packed[i * k * NR..(i + 1) * k * NR]),
+            Panels::InPlace(y) => PanelRows::InPlace(&y[cols.0..], n),
         };
-        let starts = chain.map(|from| {
-            let mut s = [[0.0f32; 16]; 4];
-            for (v, sv) in s.iter_mut().enumerate() {
-                for (l, x) in sv.iter_mut().enumerate() {
-                    *x = chain_start(c0 + v * 16 + l, from);
-                }
-            }
-            s.map(|sv| load(&sv, 0))
-        });
-        // Chunk by chunk, each over all the blocks: the chunk's rows of
-        // the panel stay in cache for every block (block by block, each
-        // block streamed the whole panel, 1 MB for 4096 terms, from
-        // memory). Each output still takes its chunks in order.
-        let mut s = 0;
-        while s < k {
-            let e = (s + kc).min(k);
-            let first = s == 0;
-            for (blk, a) in apack.chunks_exact(k * MR).enumerate() {
-                let r0 = blk * MR;
-                let br = MR.min(rows - r0);
-                let at = (r0 * n + c0, n, w);
-                let sums;
-                let start = match (&starts, first) {
-                    (Some(starts), true) => Start::Chain(starts),
-                    (None, true) if mode == First::Continue => {
-                        sums = load_block(o, br, at);
-                        Start::Sums(&sums)
-                    }
-                    _ => Start::Zero,
-                };
-                let acc = chunk(&a[s * MR..], &panel[s * stride..], stride, e - s, start);
-                add_block(&acc, br, o, at, first && mode != First::Add);
-            }
-            s = e;
-        }
+        // SAFETY: the caller's contract (AVX-512F and FMA).
+        unsafe { panel_t1(apack, rows_of_b, (k, n), cols, chain, rows, o, mode) };
     }
 }
 
-/// The first `rows` rows of a block's outputs (`o`, `n` wide, the block's
-/// first output at `start`, `w` columns of the panel's 64), as a block of
-/// sums; lanes past them are zeros (never stored).
+/// One panel of [`rows_t1`]: columns `c0..c0 + w` (chunks of `kc`
+/// terms) of the `rows` rows in `o`, B's rows of them from `b`; `chain`:
+/// the plan is a chain, signed from that column on. Each block of rows
+/// runs on a kernel of its own height and of the panel's width in
+/// vectors, so that neither the padded rows of a last partial block nor
+/// the padded columns of a narrow last panel are computed (`[128, 512] @
+/// [512, 784]` computed 132 rows of 832 columns).
+///
+/// # Safety
+///
+/// The CPU must support AVX-512F and FMA ([`available`]).
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,fma")]
+pub(crate) unsafe fn panel_t1(
+    apack: &[f32],
+    mut b: PanelRows<'_>,
+    (k, n): (usize, usize),
+    (c0, w, kc): (usize, usize, usize),
+    chain: Option<usize>,
+    rows: usize,
+    o: &mut [f32],
+    mode: First,
+) {
+    debug_assert!(mode != First::Add || chain.is_none());
+    debug_assert!(mode != First::Continue || (chain.is_none() && kc >= k));
+    debug_assert!(matches!(b, PanelRows::Packed(_)) || w == NR);
+    let starts = chain.map(|from| {
+        let mut s = [[0.0f32; 16]; 4];
+        for (v, sv) in s.iter_mut().enumerate() {
+            for (l, x) in sv.iter_mut().enumerate() {
+                *x = chain_start(c0 + v * 16 + l, from);
+            }
+        }
+        [
+            load(&s[0], 0),
+            load(&s[1], 0),
+            load(&s[2], 0),
+            load(&s[3], 0),
+        ]
+    });
+    let nv = w.div_ceil(16);
+    // Chunk by chunk, each over all the blocks: the chunk's rows of the
+    // panel stay in cache for every block (block by block, each block
+    // streamed the whole panel, 1 MB for 4096 terms, from memory). Each
+    // output still takes its chunks in order.
+    let mut s = 0;
+    while s < k {
+        let e = (s + kc).min(k);
+        let first = s == 0;
+        for (blk, a) in apack.chunks_exact(k * MR).enumerate() {
+            let r0 = blk * MR;
+            let br = MR.min(rows - r0);
+            let start = match (&starts, first) {
+                (Some(starts), true) => Start::Chain(starts),
+                (None, true) if mode == First::Continue => Start::Continue,
+                _ => Start::Zero,
+            };
+            let src = match &mut b {
+                PanelRows::Packed(p) => Src::Rows(&p[s * NR..e * NR], NR),
+                PanelRows::InPlace(y, stride) => Src::Rows(&y[s * *stride..], *stride),
+                PanelRows::Packing(y, stride, dst) if blk == 0 => {
+                    Src::Pack(&y[s * *stride..], *stride, &mut dst[s * NR..e * NR])
+                }
+                PanelRows::Packing(_, _, dst) => Src::Rows(&dst[s * NR..e * NR], NR),
+            };
+            let at = (r0 * n + c0, n, w);
+            let a = &a[s * MR..e * MR];
+            let store = first && mode != First::Add;
+            macro_rules! shapes {
+                ($(($r:literal, $v:literal)),*) => {
+                    match (br, nv) {
+                        $(($r, $v) => block::<$r, $v>(a, src, e - s, start, o, at, store),)*
+                        _ => unreachable!("blocks of 1 to {MR} rows, 1 to 4 vectors"),
+                    }
+                };
+            }
+            shapes!(
+                (6, 4),
+                (5, 4),
+                (4, 4),
+                (3, 4),
+                (2, 4),
+                (1, 4),
+                (6, 3),
+                (5, 3),
+                (4, 3),
+                (3, 3),
+                (2, 3),
+                (1, 3),
+                (6, 2),
+                (5, 2),
+                (4, 2),
+                (3, 2),
+                (2, 2),
+                (1, 2),
+                (6, 1),
+                (5, 1),
+                (4, 1),
+                (3, 1),
+                (2, 1),
+                (1, 1)
+            );
+        }
+        s = e;
+    }
+}
+
+/// One chunk of `len` terms for one block of `R` rows (`a`: the block's
+/// packed rows, `[len][MR]`) and `NV` vectors of the panel (its rows
+/// from `src`), its sums from `start`, stored into the block's outputs
+/// (`o`, at `at`: first output, row length, columns) when `store`, else
+/// added to them.
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn block<const R: usize, const NV: usize>(
+    a: &[f32],
+    src: Src<'_>,
+    len: usize,
+    start: Start<'_>,
+    o: &mut [f32],
+    at: (usize, usize, usize),
+    store: bool,
+) {
+    let (mut acc, chain) = match start {
+        Start::Zero => ([[_mm512_setzero_ps(); NV]; R], None),
+        Start::Chain(starts) => ([[_mm512_setzero_ps(); NV]; R], Some(starts)),
+        Start::Continue => (load_block::<R, NV>(o, at), None),
+    };
+    // One call of each kernel: each is then inlined here (called from two
+    // places, the kernel was a call of its own, which cost a product of
+    // 128 terms 3% more).
+    match src {
+        Src::Rows(b, stride) => {
+            chunk_rows::<R, NV, false>(a, len, &mut acc, chain, b, stride, &mut []);
+        }
+        Src::Pack(b, stride, dst) => {
+            chunk_rows::<R, NV, true>(a, len, &mut acc, chain, b, stride, dst);
+        }
+    }
+    add_block(&acc, R, o, at, store);
+}
+
+/// Adds one chunk of `len` terms for `R` rows (`a`, `[len][MR]`) and
+/// `NV` vectors to the sums in `sums` (or, with `chain`, the first term
+/// a plain product added to these starts): term `t`'s row of the panel is
+/// `b[t * stride..][..NR]`; with `PACK`, each row is also stored into
+/// `dst[t * NR..][..NR]` (all four vectors, whatever `NV`).
+///
+/// The sums are taken into a local copy and written back once: summed
+/// in `sums` itself (or in a returned array, which is the caller's
+/// memory), every term stored all of them to memory, as a bounds check's
+/// panic could observe them (2.5 times slower where not inlined).
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn chunk_rows<const R: usize, const NV: usize, const PACK: bool>(
+    a: &[f32],
+    len: usize,
+    sums: &mut [[__m512; NV]; R],
+    chain: Option<&[__m512; 4]>,
+    b: &[f32],
+    stride: usize,
+    dst: &mut [f32],
+) {
+    let mut acc = *sums;
+    let a = &a[..len * MR];
+    let at = |t: usize| -> &[f32; MR] { a[t * MR..t * MR + MR].try_into().expect("MR") };
+    let mut t0 = 0;
+    if let (Some(starts), true) = (chain, len > 0) {
+        let (at, bv) = (at(0), row_vectors::<NV, PACK>(b, stride, dst, 0));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(at[r]);
+            for v in 0..NV {
+                acc[v] = _mm512_add_ps(_mm512_mul_ps(av, bv[v]), starts[v]);
+            }
+        }
+        t0 = 1;
+    }
+    for t in t0..len {
+        if PACK && t + PREFETCH < len {
+            prefetch_row(b, (t + PREFETCH) * stride);
+            prefetch_row(dst, (t + PREFETCH) * NR);
+        }
+        let (at, bv) = (at(t), row_vectors::<NV, PACK>(b, stride, dst, t));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(at[r]);
+            for v in 0..NV {
+                acc[v] = _mm512_fmadd_ps(av, bv[v], acc[v]);
+            }
+        }
+    }
+    *sums = acc;
+}
+
+/// How many terms ahead [`chunk_rows`] fetches B's rows while packing
+/// them: B's rows lie a row of B apart, in the shared cache or in memory,
+/// and the few terms of multiply-adds in flight did not cover their
+/// latency.
+const PREFETCH: usize = 16;
+
+/// Asks for the [`NR`] values of `b` from `i` on (four cache lines) to be
+/// brought into the cache.
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn load_block(o: &[f32], rows: usize, (start, n, w): (usize, usize, usize)) -> [[__m512; 4]; MR] {
-    let mut out = [[_mm512_setzero_ps(); 4]; MR];
-    for (r, outr) in out.iter_mut().enumerate().take(rows) {
+fn prefetch_row(b: &[f32], i: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let row = &b[i..i + NR];
+    for v in 0..4 {
+        _mm_prefetch::<_MM_HINT_T0>(row[v * 16..].as_ptr().cast());
+    }
+}
+
+/// The first `NV` vectors of term `t`'s row of the panel
+/// (`b[t * stride..][..NR]`), the whole row stored into `dst[t * NR..]`
+/// too with `PACK`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn row_vectors<const NV: usize, const PACK: bool>(
+    b: &[f32],
+    stride: usize,
+    dst: &mut [f32],
+    t: usize,
+) -> [__m512; NV] {
+    let bt: &[f32; NR] = b[t * stride..t * stride + NR].try_into().expect("NR");
+    let mut bv = [_mm512_setzero_ps(); NV];
+    if PACK {
+        let d: &mut [f32; NR] = (&mut dst[t * NR..t * NR + NR]).try_into().expect("NR");
+        for v in 0..4 {
+            let x = load(bt, v * 16);
+            store(d, v * 16, x);
+            if let Some(used) = bv.get_mut(v) {
+                *used = x;
+            }
+        }
+    } else {
+        for (v, x) in bv.iter_mut().enumerate() {
+            *x = load(bt, v * 16);
+        }
+    }
+    bv
+}
+
+/// The `R` rows of a block's outputs (`o`, `n` wide, the block's first
+/// output at `start`, `w` columns of the panel's `NV * 16`), as a block
+/// of sums; lanes past them are zeros (never stored).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn load_block<const R: usize, const NV: usize>(
+    o: &[f32],
+    (start, n, w): (usize, usize, usize),
+) -> [[__m512; NV]; R] {
+    let mut out = [[_mm512_setzero_ps(); NV]; R];
+    for (r, outr) in out.iter_mut().enumerate() {
         let row = &o[start + r * n..start + r * n + w];
         for (v, x) in outr.iter_mut().enumerate() {
             let lo = (v * 16).min(w);

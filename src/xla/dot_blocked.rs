@@ -532,9 +532,7 @@ fn dispatch(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>, wide: bo
             true,
         ),
         #[cfg(target_arch = "x86_64")]
-        (1, _) if wide => {
-            run::<1, { super::dot_avx512::MR }, 4>(args, out, packed, rows_t1_avx512::<STORE>)
-        }
+        (1, _) if wide => run_t1(args, out, packed),
         (1, _) => run::<1, 4, 4>(args, out, packed, rows::<1, 4, 4>),
         #[cfg(target_arch = "x86_64")]
         (2, nv) if wide => match nv {
@@ -589,6 +587,133 @@ fn rows_t1_avx512<const MODE: u8>(
         assert_eq!(mode, First::Store, "pieces of a chain need AVX-512");
         self::rows::<1, { super::dot_avx512::MR }, 4>(apack, packed, kn, plan, rows, o);
     }
+}
+
+/// A plan with one partial sum per output on
+/// [`super::dot_avx512::panel_t1`] (blocks of its `MR` rows, panels of
+/// 64 columns), B packed panel by panel. Every share of rows (one per
+/// thread, as many rows each) runs every panel, starting at a different
+/// one; a panel is packed by the first share that reaches it, B
+/// row-major as its first block of rows reads the panel (see
+/// [`super::dot_avx512::PanelRows::Packing`]); a share that reaches a
+/// panel still being packed reads B in place rather than waiting.
+/// Another layout of B (stored transposed) and partial panels are packed
+/// first, by whichever share needs them first (the others wait). On one
+/// thread, the panels are packed in the same way by the first slab of
+/// rows (see [`by_slabs`]).
+///
+/// Each output is summed as [`rows_t1_avx512`] sums it, whatever the
+/// share or the block, so the bits are the same.
+#[cfg(target_arch = "x86_64")]
+fn run_t1(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>) {
+    use super::dot_avx512::{panel_t1, First, PanelRows, MR, NR};
+    let (x, sa, y, sb, (m, k, n), plan) = args;
+    if is_its_own_panel(&args, NR) {
+        return run::<1, MR, 4>(args, out, packed, rows_t1_avx512::<STORE>);
+    }
+    let threads = if m * n * k >= PARALLEL_THRESHOLD {
+        rayon::current_num_threads().max(1)
+    } else {
+        1
+    };
+    // As many rows per share (each block as high as its rows, see
+    // `panel_t1`): shares of whole blocks of six split 128 rows 66 / 62.
+    let per = m.div_ceil(threads);
+    let shares = m.div_ceil(per);
+    let count = panels(plan, NR).count();
+    let a_len = per.next_multiple_of(MR) * k;
+    let need_b = count * k * NR;
+    let (bpack, apack) = aligned_scratch(packed, need_b + shares * a_len).split_at_mut(need_b);
+    let row_major = sb == (n, 1);
+    let chain = plan.chain.then_some(plan.signed_from);
+    if shares == 1 {
+        // One thread: the first slab packs the panels as it runs them, the
+        // others read them packed.
+        let mut first_slab = true;
+        by_slabs::<MR>((x, sa), (k, n), (0, m), (apack, out), |a, rows, o| {
+            for (dst, cols) in bpack.chunks_exact_mut(k * NR).zip(panels(plan, NR)) {
+                let (c0, w, _) = cols;
+                let b = if !first_slab {
+                    PanelRows::Packed(dst)
+                } else if row_major && w == NR {
+                    PanelRows::Packing(&y[c0..], n, dst)
+                } else {
+                    pack_panel(y, sb, k, (c0, w), NR, dst);
+                    PanelRows::Packed(dst)
+                };
+                // SAFETY: `dispatch` runs this only where the caller
+                // checked that the CPU supports AVX-512F and FMA (`wide`),
+                // the only requirement of `panel_t1`.
+                unsafe { panel_t1(a, b, (k, n), cols, chain, rows, o, First::Store) };
+            }
+            first_slab = false;
+        });
+        return;
+    }
+    let states: SmallVec<[PanelState<'_>; 16]> = bpack
+        .chunks_exact_mut(k * NR)
+        .zip(panels(plan, NR))
+        .map(|(dst, cols)| PanelState {
+            dst: Mutex::new(Some(dst)),
+            packed: OnceLock::new(),
+            cols,
+        })
+        .collect();
+    let work = |(t, (o, a)): (usize, (&mut [f32], &mut [f32]))| {
+        let rows = o.len() / n;
+        let first = t * count / shares;
+        by_slabs::<MR>((x, sa), (k, n), (t * per, rows), (a, o), |a, rows, o| {
+            for st in (0..count).map(|i| &states[(first + i) % count]) {
+                let (c0, w, _) = st.cols;
+                let take = || st.dst.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let b = match (st.packed.get(), row_major && w == NR) {
+                    (Some(b), _) => PanelRows::Packed(b),
+                    (None, true) => match take() {
+                        Some(dst) => {
+                            let rows_of_b = PanelRows::Packing(&y[c0..], n, &mut *dst);
+                            // SAFETY: `dispatch` runs this only where the
+                            // caller checked that the CPU supports AVX-512F
+                            // and FMA (`wide`), the only requirement of
+                            // `panel_t1`.
+                            unsafe {
+                                panel_t1(
+                                    a,
+                                    rows_of_b,
+                                    (k, n),
+                                    st.cols,
+                                    chain,
+                                    rows,
+                                    o,
+                                    First::Store,
+                                )
+                            };
+                            let _ = st.packed.set(dst);
+                            continue;
+                        }
+                        None => PanelRows::InPlace(&y[c0..], n),
+                    },
+                    (None, false) => PanelRows::Packed(st.packed.get_or_init(|| {
+                        let dst = take().expect("a panel is packed once");
+                        pack_panel(y, sb, k, (c0, w), NR, dst);
+                        dst
+                    })),
+                };
+                // SAFETY: as above.
+                unsafe { panel_t1(a, b, (k, n), st.cols, chain, rows, o, First::Store) };
+            }
+        });
+    };
+    let items = out.chunks_mut(per * n).zip(apack.chunks_mut(a_len));
+    crate::pool::share_out(items.enumerate(), work);
+}
+
+/// One panel of B in [`run_t1`]: where it is packed until it is, its
+/// packed values once they are, and its columns `(c0, w, kc)`.
+#[cfg(target_arch = "x86_64")]
+struct PanelState<'a> {
+    dst: Mutex<Option<&'a mut [f32]>>,
+    packed: OnceLock<&'a [f32]>,
+    cols: (usize, usize, usize),
 }
 
 /// [`rows_t1_avx512`] reading B in place (`packed` is B, row-major `[k,
@@ -1055,6 +1180,64 @@ mod pack_tests {
             for p in &plans {
                 for a in [(&x[..], (k, 1)), (&xt[..], (1, m))] {
                     assert_reference_bits(a, &y, (m, k, n), p);
+                }
+            }
+        }
+    }
+
+    /// Plans with one partial sum per output on `run_t1`, on the pool and
+    /// on one thread: B packed as the first block of rows reads it, read
+    /// in place by a share that finds its panel being packed, or packed
+    /// first (B stored transposed, partial panels); shares whose last
+    /// block, or whose only block, has one to five rows; last panels of
+    /// one to four vectors; chunked plans with column tiles, chains and
+    /// signed columns. The bits of the per-output reference.
+    #[test]
+    fn t1_panels_packed_as_read_give_the_reference_bits() {
+        let shapes = [
+            (128, 200, 784),
+            (131, 300, 112),
+            (7, 3000, 130),
+            (97, 700, 80),
+            (9, 40, 200),
+            (13, 70, 64 * 3 + 5),
+        ];
+        for (m, k, n) in shapes {
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| match i % 13 {
+                    0 => -0.0,
+                    _ => ((i * 7919) % 113) as f32 / 17.0 - 3.0,
+                })
+                .collect();
+            let y: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 104729) % 97) as f32 / 13.0 - 3.5)
+                .collect();
+            let yt: Vec<f32> = (0..n * k).map(|i| y[(i % k) * n + i / k]).collect();
+            let plans = [
+                DotPlan {
+                    tile_k: 1,
+                    tiles: vec![(0, n, k)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+                DotPlan {
+                    tile_k: 1,
+                    tiles: vec![(0, n / 2, 64), (n / 2, n, 37)],
+                    chain: false,
+                    signed_from: usize::MAX,
+                },
+                DotPlan::chain(k, n),
+                DotPlan::chain(k, n).signed_from(n / 3),
+            ];
+            for p in &plans {
+                for (ys, sb) in [(&y[..], (n, 1)), (&yt[..], (1, k))] {
+                    let mut want = vec![0.0; m * n];
+                    let mkn = (m, k, n);
+                    crate::xla::dot::planned_scalar(&x, (k, 1), ys, sb, mkn, p, &mut want);
+                    let mut got = vec![f32::NAN; m * n];
+                    super::planned_matmul(&x, (k, 1), ys, sb, mkn, p, &mut got, &mut Vec::new());
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} {p:?} {sb:?}");
                 }
             }
         }
