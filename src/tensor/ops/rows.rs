@@ -161,23 +161,20 @@ pub(crate) fn softmax_rows_backward(
             if x.len() >= YNN_MIN {
                 let mut e = vec![0.0f32; x.len()];
                 let s = ynn_shifted_exp(x, n, jitted, false, &mut e);
+                // `g * a` per row, then (unless a dot takes the two factors)
+                // times `e`.
                 let mut ge = vec![0.0f32; x.len()];
-                for (((prow, grow), erow), &s) in ge
-                    .chunks_exact_mut(n)
-                    .zip(g.chunks_exact(n))
-                    .zip(e.chunks_exact(n))
-                    .zip(&s)
-                {
+                for ((prow, grow), &s) in ge.chunks_exact_mut(n).zip(g.chunks_exact(n)).zip(&s) {
                     let a = 1.0 / (s * s);
-                    for ((p, &g), &e) in prow.iter_mut().zip(grow).zip(erow) {
-                        *p = (g * a) * e;
+                    for (p, &g) in prow.iter_mut().zip(grow) {
+                        *p = g * a;
                     }
                 }
                 let mut t = vec![0.0f32; s.len()];
                 if jitted && dot_row {
-                    let ga: Vec<f32> = g.iter().map(|&g| g * (1.0 / (s[0] * s[0]))).collect();
-                    t[0] = crate::xla::dot::vector_dot(&ga, &e);
+                    t[0] = crate::xla::dot::vector_dot(&ge, &e);
                 } else {
+                    ge.iter_mut().zip(&e).for_each(|(p, &e)| *p *= e);
                     ynn_reduce::row_sums(&ge, n, jitted, &mut t);
                 }
                 for (((grow, erow), &s), &t) in
