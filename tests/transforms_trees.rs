@@ -390,16 +390,16 @@ fn a_carry_that_changes_type_is_an_error() {
         .unwrap_err();
     assert_eq!(
         message(e),
-        "scan body function carry input and carry output must have equal types (e.g. shapes \
-         and dtypes of arrays), but they differ: the input carry component carry[0] has type \
-         float32[3] but the corresponding output carry component has type float32[6]"
+        "scan body function carry input and carry output must have equal types, but they \
+         differ: the input carry component carry[0] has type float32[3] but the corresponding \
+         output carry component has type float32[6], so the shapes do not match"
     );
     let e = Scan::new(Changing("dtype"))
         .apply(&Variables::default(), (carry, xs), ())
         .unwrap_err();
     assert!(message(e).contains(
         "the input carry component carry[1] has type int32[] but the corresponding output \
-             carry component has type uint32[]"
+             carry component has type uint32[], so the dtypes do not match"
     ));
 }
 
@@ -862,7 +862,12 @@ fn while_loop_errors() {
     assert!(matches!(e, Error::ImmutableCollection { .. }), "{e:?}");
     let e = run("shape").unwrap_err().to_string();
     assert!(
-        e.contains("carry input and carry output must have equal types"),
+        e.contains(
+            "while_loop body function carry input and carry output must have equal types, but \
+             they differ: the input carry carry has type float32[2] but the \
+             corresponding output carry component has type float32[4], so the shapes do not \
+             match"
+        ),
         "{e}"
     );
 }

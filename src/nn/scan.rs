@@ -212,7 +212,7 @@ where
             let mut before = Vec::new();
             c.carry_types("carry", &mut before);
             let (c, y) = self.module.call(step_scope, (c, x))?;
-            if let Some(message) = carry_mismatch(&before, &c) {
+            if let Some(message) = carry_mismatch("scan", &before, &c) {
                 return Err(lift_error(message));
             }
             Ok((c, y))

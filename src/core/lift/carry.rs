@@ -98,10 +98,15 @@ macro_rules! tuple_carry {
 }
 tuple_carry!((A: 0), (A: 0, B: 1), (A: 0, B: 1, C: 2), (A: 0, B: 1, C: 2, D: 3));
 
-/// JAX's error for a step whose output carry differs from its input carry
-/// (whose [`Carry::carry_types`] under `"carry"` are `a`), naming the
-/// first leaf that differs; `None` when they agree.
-pub(crate) fn carry_mismatch<C: Carry>(a: &[(String, String)], output: &C) -> Option<String> {
+/// JAX 0.10.2's error for a step of `transform` (`"scan"`,
+/// `"while_loop"`) whose output carry differs from its input carry (whose
+/// [`Carry::carry_types`] under `"carry"` are `a`), naming the first leaf
+/// that differs; `None` when they agree.
+pub(crate) fn carry_mismatch<C: Carry>(
+    transform: &str,
+    a: &[(String, String)],
+    output: &C,
+) -> Option<String> {
     let mut b = Vec::new();
     output.carry_types("carry", &mut b);
     if a == b {
@@ -109,8 +114,11 @@ pub(crate) fn carry_mismatch<C: Carry>(a: &[(String, String)], output: &C) -> Op
     }
     let detail = match a.iter().zip(&b).find(|(x, y)| x != y) {
         Some(((pa, ta), (pb, tb))) if pa == pb => format!(
-            "the input carry component {pa} has type {ta} but the corresponding output carry \
-             component has type {tb}"
+            // JAX: "component" only for a leaf inside the carry.
+            "the input carry {}{pa} has type {ta} but the corresponding output carry \
+             component has type {tb}{}",
+            if pa == "carry" { "" } else { "component " },
+            what_differs(ta, tb)
         ),
         Some(((pa, ta), (pb, tb))) => format!(
             "the input carry has {pa} of type {ta} where the output carry has {pb} of type {tb}"
@@ -122,7 +130,26 @@ pub(crate) fn carry_mismatch<C: Carry>(a: &[(String, String)], output: &C) -> Op
         ),
     };
     Some(format!(
-        "scan body function carry input and carry output must have equal types (e.g. shapes \
-         and dtypes of arrays), but they differ: {detail}"
+        "{transform} body function carry input and carry output must have equal types, but \
+         they differ: {detail}"
     ))
+}
+
+/// JAX's `aval_mismatch_extra` for two types written `float32[2,3]`:
+/// `", so the dtypes do not match"`, `", so the shapes do not match"`,
+/// both, or nothing.
+fn what_differs(a: &str, b: &str) -> String {
+    let split = |t: &str| {
+        t.split_once('[')
+            .map_or((t.to_owned(), String::new()), |(d, s)| {
+                (d.to_owned(), s.to_owned())
+            })
+    };
+    let ((da, sa), (db, sb)) = (split(a), split(b));
+    match (da != db, sa != sb) {
+        (true, true) => ", so the dtypes do not match, and the shapes do not match".into(),
+        (true, false) => ", so the dtypes do not match".into(),
+        (false, true) => ", so the shapes do not match".into(),
+        (false, false) => String::new(),
+    }
 }

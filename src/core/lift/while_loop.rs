@@ -102,7 +102,7 @@ impl Scope<'_> {
             let mut before = Vec::new();
             carry.carry_types("carry", &mut before);
             carry = body(&Scope::at(&cell, path.clone()), carry)?;
-            if let Some(message) = carry_mismatch(&before, &carry) {
+            if let Some(message) = carry_mismatch("while_loop", &before, &carry) {
                 return Err(packed.error(message));
             }
             let mut state = cell.into_inner();
