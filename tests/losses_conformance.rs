@@ -9,7 +9,7 @@ use common::F32Array as Array;
 use std::collections::BTreeMap;
 
 use flaxen::optim::losses;
-use flaxen::tensor::{as_jitted, grad, Tensor, Tree};
+use flaxen::tensor::{as_jitted, grad, jit_value_and_grad_with, Tensor, Tree};
 use ndarray::{ArrayD, IxDyn};
 use serde::Deserialize;
 
@@ -153,25 +153,68 @@ fn regression_losses() {
     check("log_cosh", |p, t| losses::log_cosh(p, Some(t)));
 }
 
+/// The jitted gradient of `sum(loss * c)` with the labels and weights as
+/// inputs of a compiled step (`jit_value_and_grad_with` around
+/// `as_jitted`), replayed: the
+/// fixture's bits on every call.
+fn check_compiled(name: &str) {
+    let f: Fixture = common::load_fixture("losses.json");
+    let c = &f.cases[name];
+    let params = Tree::new().with("x", c.x.tensor());
+    let batch = Tree::new()
+        .with("labels", c.other.tensor())
+        .with("c", c.c.tensor());
+    let mut step = jit_value_and_grad_with(|p: &Tree, b: &Tree| {
+        as_jitted(|| {
+            Ok(
+                losses::softmax_cross_entropy(p.tensor("x")?, b.tensor("labels")?)?
+                    .mul(b.tensor("c")?)?
+                    .sum_all(),
+            )
+        })
+    });
+    for call in 0..3 {
+        let (_, g) = step.call_with(&params, &batch).unwrap();
+        let got = bits(g.tensor("x").unwrap());
+        assert_eq!(got, want_bits(&c.grad), "{name} compiled, call {call}");
+    }
+    assert!(step.is_compiled(), "{name}: replayed");
+}
+
+/// The soft-label shapes of the fixture (tools/oracle/generate_losses.py,
+/// `soft_label_cases`), random soft labels and smoothed one-hot ones.
+const SOFT_LABEL_SHAPES: [&str; 6] = ["1x5", "3x1", "2x32", "5x33", "64x10", "2x3x7"];
+
 #[test]
 fn classification_losses() {
     check(
         "softmax_cross_entropy_onehot",
         losses::softmax_cross_entropy,
     );
-    // Known: with soft labels the jitted gradient differs in two rows of
-    // six (up to 13 ulp, on small values). The generator closes over the
-    // labels and the weights, so XLA folds the label products and their
-    // row sums into constants, and its constant folder (HloEvaluator) sums
-    // in double precision (measured on rows of 5 to 100); flaxen sums the
-    // cotangent at run time in f32, as a step whose labels are arguments
-    // does. The rest of the fused backward (`fma(sum / Σe, e, ct)`) is
-    // flaxen's. The values, and the gradient with one-hot labels, are exact.
+    // Known: with soft labels closed over by the jitted gradient, XLA
+    // folds the label products and their row sums into constants, and its
+    // constant folder (HloEvaluator) sums in double precision (measured on
+    // rows of 5 to 100): up to 7 ulp. flaxen sums them at run time, as a
+    // step whose labels are arguments does (the `_args` cases: exact). The
+    // values, and the gradient with one-hot labels, are exact.
     check_known(
         "softmax_cross_entropy_soft",
         losses::softmax_cross_entropy,
-        13,
+        7,
     );
+    // The same with the labels and weights as arguments of the jitted
+    // gradient, as in a training step: nothing to fold.
+    check(
+        "softmax_cross_entropy_soft_args",
+        losses::softmax_cross_entropy,
+    );
+    for case in SOFT_LABEL_SHAPES {
+        for labels in ["soft", "smoothed"] {
+            let name = format!("softmax_cross_entropy_{labels}_args_{case}");
+            check(&name, losses::softmax_cross_entropy);
+            check_compiled(&name);
+        }
+    }
     check("kl_divergence", losses::kl_divergence);
     check(
         "sigmoid_binary_cross_entropy",

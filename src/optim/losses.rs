@@ -160,6 +160,9 @@ pub fn huber_loss(predictions: &Tensor, targets: Option<&Tensor>, delta: f32) ->
 /// probabilities (one-hot or soft).
 pub fn softmax_cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
     same_shape("softmax_cross_entropy", logits, labels)?;
+    if let Some(loss) = logits.fused_soft_cross_entropy(labels) {
+        return Ok(loss);
+    }
     let log_probs = logits.log_softmax(-1)?;
     Ok(row_dot(labels, &log_probs)?.neg())
 }

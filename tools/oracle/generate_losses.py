@@ -31,11 +31,40 @@ assert optax.__version__ == EXPECTED["optax"], optax.__version__
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "losses.json")
 
 
-def case(loss, x, other):
+def case(loss, x, other, as_arguments=False):
+    """`as_arguments`: `other` and `c` are arguments of the jitted gradient,
+    as in a training step, instead of constants XLA may fold at compile
+    time (its constant folder sums in f64)."""
     value = jax.jit(loss)(x, other)
     c = jnp.cos(jnp.arange(value.size, dtype=jnp.float32)).reshape(value.shape) + 1.5
-    grad = jax.jit(jax.grad(lambda x: (loss(x, other) * c).sum()))(x)
+    if as_arguments:
+        grad = jax.jit(jax.grad(lambda x, o, c: (loss(x, o) * c).sum()))(x, other, c)
+    else:
+        grad = jax.jit(jax.grad(lambda x: (loss(x, other) * c).sum()))(x)
     return {"x": enc(x), "other": enc(other), "c": enc(c), "value": enc(value), "grad": enc(grad)}
+
+
+def soft_label_cases(k):
+    """Soft labels (random, and smoothed one-hot as with label smoothing)
+    with the labels and weights as arguments, over shapes around XLA's
+    fusion limits: rows of 1 to 33 labels. (From 4,096 elements XLA hands
+    the fused loss to YNNPACK, not modelled: not recorded.)"""
+    cases = {}
+    shapes = [(1, 5), (3, 1), (2, 32), (5, 33), (64, 10), (2, 3, 7)]
+    for i, shape in enumerate(shapes):
+        kk = jax.random.fold_in(k, 100 + i)
+        logits = jax.random.normal(jax.random.fold_in(kk, 0), shape) * 2.0
+        probs = jax.nn.softmax(jax.random.normal(jax.random.fold_in(kk, 1), shape))
+        name = "x".join(map(str, shape))
+        cases[f"softmax_cross_entropy_soft_args_{name}"] = case(
+            optax.softmax_cross_entropy, logits, probs, as_arguments=True
+        )
+        classes = jax.random.randint(jax.random.fold_in(kk, 2), shape[:-1], 0, shape[-1])
+        smoothed = optax.smooth_labels(jax.nn.one_hot(classes, shape[-1]), 0.1)
+        cases[f"softmax_cross_entropy_smoothed_args_{name}"] = case(
+            optax.softmax_cross_entropy, logits, smoothed, as_arguments=True
+        )
+    return cases
 
 
 def main():
@@ -54,6 +83,10 @@ def main():
         "huber_loss_delta_0.5": case(lambda p, t: optax.huber_loss(p, t, delta=0.5), pred, target),
         "softmax_cross_entropy_onehot": case(optax.softmax_cross_entropy, logits, onehot),
         "softmax_cross_entropy_soft": case(optax.softmax_cross_entropy, logits, probs),
+        "softmax_cross_entropy_soft_args": case(
+            optax.softmax_cross_entropy, logits, probs, as_arguments=True
+        ),
+        **soft_label_cases(k),
         "sigmoid_binary_cross_entropy": case(
             optax.sigmoid_binary_cross_entropy, pred, (target > 0).astype(jnp.float32)
         ),

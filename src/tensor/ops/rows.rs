@@ -28,7 +28,7 @@ fn row_max(row: &[f32]) -> f32 {
 
 /// `e = exp(x - max)` of one row into `e`, returning `sum(e)` in XLA's order.
 #[inline(always)]
-fn shifted_exp(row: &[f32], e: &mut [f32]) -> f32 {
+pub(crate) fn shifted_exp(row: &[f32], e: &mut [f32]) -> f32 {
     let m = row_max(row);
     for (o, &v) in e.iter_mut().zip(row) {
         *o = xla_math::exp(v - m);

@@ -1,0 +1,146 @@
+//! `optax.softmax_cross_entropy(logits, labels)` inside one jitted
+//! computation, as XLA:CPU fuses its gradient: one operation of the
+//! logits and the labels, so that the label products `labels * -g` are
+//! summed into the log-softmax's pullback by fused multiply-adds, never
+//! rounded, as XLA's reduction fusion sums them (jaxlib 0.10.2, optimized
+//! HLO: `reduce(labels * broadcast(-g))` in the same fusion as the sum of
+//! `exp(x - max)`, then `labels * -g + (-sum / sum(e)) * e`).
+//!
+//! Eagerly JAX rounds each product and so does flaxen (the composition in
+//! `optim::losses`). The forward value is the composition's, computed
+//! here by the same row kernels.
+
+use std::sync::Arc;
+
+use super::rows::{log_softmax_rows, shifted_exp, Softmax};
+use crate::tensor::kernel::Kernel;
+use crate::tensor::Tensor;
+use crate::xla::reduce::TREE_WINDOW;
+use crate::xla::ynn_reduce::YNN_MIN;
+
+/// The fused cross-entropy over rows of `n` labels; its output has
+/// `shape`, the rows.
+struct SoftCrossEntropy {
+    shape: Vec<usize>,
+    n: usize,
+}
+
+impl SoftCrossEntropy {
+    /// `log_softmax` of each row of `x`, as the jitted program computes
+    /// it.
+    fn log_probs(&self, x: &[f32]) -> Vec<f32> {
+        let mut lp = vec![0.0f32; x.len()];
+        log_softmax_rows(x, self.n, &mut lp, Softmax::Jitted);
+        lp
+    }
+}
+
+impl Kernel for SoftCrossEntropy {
+    fn name(&self) -> &'static str {
+        "softmax_cross_entropy"
+    }
+
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
+        let lp = self.log_probs(ins[0]);
+        // `-sum(labels * lp)`: the products fused into the row sum, in
+        // order from +0 (rows of at most 32).
+        lp.chunks_exact(self.n)
+            .zip(ins[1].chunks_exact(self.n))
+            .map(|(lp, o)| {
+                -lp.iter()
+                    .zip(o)
+                    .fold(0.0f32, |acc, (&l, &o)| o.mul_add(l, acc))
+            })
+            .collect()
+    }
+
+    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
+        let (x, labels, n) = (ins[0], ins[1], self.n);
+        if input == 1 {
+            // `lp * -g`, one rounding.
+            let lp = self.log_probs(x);
+            return lp
+                .chunks_exact(n)
+                .zip(g)
+                .flat_map(|(row, &g)| row.iter().map(move |&l| l * -g))
+                .collect();
+        }
+        let mut out = vec![0.0f32; x.len()];
+        let mut e = vec![0.0f32; n];
+        for (((dx, row), o), &g) in out
+            .chunks_exact_mut(n)
+            .zip(x.chunks_exact(n))
+            .zip(labels.chunks_exact(n))
+            .zip(g)
+        {
+            let s = shifted_exp(row, &mut e);
+            let ct = -g;
+            let sum = o.iter().fold(0.0f32, |acc, &o| o.mul_add(ct, acc));
+            let c = -sum / s;
+            for ((d, &o), &e) in dx.iter_mut().zip(o).zip(&e) {
+                *d = c.mul_add(e, o * ct);
+            }
+        }
+        out
+    }
+}
+
+impl Tensor {
+    /// [`SoftCrossEntropy`] of these logits and `labels` (same shape,
+    /// checked by the caller) where XLA's fusion is the one modelled: in a
+    /// compiled region, rows of 1 to 32 labels, fewer than YNNPACK's
+    /// elements, no forward-mode tangents; `None` elsewhere.
+    pub(crate) fn fused_soft_cross_entropy(&self, labels: &Tensor) -> Option<Tensor> {
+        let n = *self.shape().last()?;
+        let tangents = [self, labels].iter().any(|t| {
+            t.tracer
+                .as_ref()
+                .is_some_and(|tr| tr.tape.is_open() && tr.tape.records_tangents())
+        });
+        if !crate::tensor::in_compiled_region()
+            || n == 0
+            || n > TREE_WINDOW
+            || self.data.len() >= YNN_MIN
+            || tangents
+        {
+            return None;
+        }
+        let shape = self.shape()[..self.ndim() - 1].to_vec();
+        Some(Tensor::record_kernel(
+            Arc::new(SoftCrossEntropy { shape, n }),
+            &[self, labels],
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::optim::losses::softmax_cross_entropy;
+    use crate::tensor::{as_jitted, grad, Tensor, Tree};
+
+    /// The labels' cotangent `lp * -g` is the composition's: the fused
+    /// kernel changes only how the logits' cotangent sums its products.
+    #[test]
+    fn labels_cotangent_is_the_compositions() {
+        let v = |n: usize, s: f32| (0..n).map(|i| ((i as f32) * s).sin()).collect();
+        let logits = Tensor::from_vec(v(12, 0.7), &[3, 4]).unwrap();
+        let labels = Tensor::from_vec(v(12, 1.3), &[3, 4]).unwrap().softmax(-1).unwrap();
+        let weights = Tensor::from_vec(vec![0.5, -1.5, 2.0], &[3]).unwrap();
+        let params = Tree::new().with("x", logits).with("labels", labels);
+        let loss = |p: &Tree| {
+            let l = softmax_cross_entropy(p.tensor("x")?, p.tensor("labels")?)?;
+            Ok(l.mul(&weights)?.sum_all())
+        };
+        let fused = as_jitted(|| grad(loss, &params)).unwrap();
+        let composed = grad(loss, &params).unwrap();
+        let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(fused.tensor("labels").unwrap()),
+            bits(composed.tensor("labels").unwrap())
+        );
+    }
+}
