@@ -128,7 +128,10 @@ mod tests {
     fn labels_cotangent_is_the_compositions() {
         let v = |n: usize, s: f32| (0..n).map(|i| ((i as f32) * s).sin()).collect();
         let logits = Tensor::from_vec(v(12, 0.7), &[3, 4]).unwrap();
-        let labels = Tensor::from_vec(v(12, 1.3), &[3, 4]).unwrap().softmax(-1).unwrap();
+        let labels = Tensor::from_vec(v(12, 1.3), &[3, 4])
+            .unwrap()
+            .softmax(-1)
+            .unwrap();
         let weights = Tensor::from_vec(vec![0.5, -1.5, 2.0], &[3]).unwrap();
         let params = Tree::new().with("x", logits).with("labels", labels);
         let loss = |p: &Tree| {
