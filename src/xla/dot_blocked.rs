@@ -31,7 +31,7 @@ type V = [f32; L];
 /// work runs between products, as in a training step; below about 2M
 /// multiply-adds that costs more than the second core saves (an epoch
 /// 14.7 ms with the pool from 110K multiply-adds, 10.1 ms from 2M).
-const PARALLEL_THRESHOLD: usize = 2 * 1024 * 1024;
+pub(crate) const PARALLEL_THRESHOLD: usize = 2 * 1024 * 1024;
 
 /// The column panels of `plan` for panels `nr` wide: `(c0, w, kc)`, the
 /// first column, the width (at most `nr`; a panel never straddles two of
@@ -606,114 +606,70 @@ fn rows_t1_avx512<const MODE: u8>(
 /// share or the block, so the bits are the same.
 #[cfg(target_arch = "x86_64")]
 fn run_t1(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>) {
-    use super::dot_avx512::{panel_t1, First, PanelRows, MR, NR};
-    let (x, sa, y, sb, (m, k, n), plan) = args;
+    use super::dot_avx512::{MR, NR};
     if is_its_own_panel(&args, NR) {
         return run::<1, MR, 4>(args, out, packed, rows_t1_avx512::<STORE>);
     }
-    let threads = if m * n * k >= PARALLEL_THRESHOLD {
-        rayon::current_num_threads().max(1)
-    } else {
-        1
-    };
-    // As many rows per share (each block as high as its rows, see
-    // `panel_t1`): shares of whole blocks of six split 128 rows 66 / 62.
-    let per = m.div_ceil(threads);
-    let shares = m.div_ceil(per);
-    let count = panels(plan, NR).count();
-    let a_len = per.next_multiple_of(MR) * k;
-    let need_b = count * k * NR;
-    let (bpack, apack) = aligned_scratch(packed, need_b + shares * a_len).split_at_mut(need_b);
-    let row_major = sb == (n, 1);
-    let chain = plan.chain.then_some(plan.signed_from);
-    if shares == 1 {
-        // One thread: the first slab packs the panels as it runs them, the
-        // others read them packed.
-        let mut first_slab = true;
-        by_slabs::<MR>((x, sa), (k, n), (0, m), (apack, out), |a, rows, o| {
-            for (dst, cols) in bpack.chunks_exact_mut(k * NR).zip(panels(plan, NR)) {
-                let (c0, w, _) = cols;
-                let b = if !first_slab {
-                    PanelRows::Packed(dst)
-                } else if row_major && w == NR {
-                    PanelRows::Packing(&y[c0..], n, dst)
-                } else {
-                    pack_panel(y, sb, k, (c0, w), NR, dst);
-                    PanelRows::Packed(dst)
-                };
-                // SAFETY: `dispatch` runs this only where the caller
-                // checked that the CPU supports AVX-512F and FMA (`wide`),
-                // the only requirement of `panel_t1`.
-                unsafe { panel_t1(a, b, (k, n), cols, chain, rows, o, First::Store) };
-            }
-            first_slab = false;
-        });
-        return;
-    }
-    let states: SmallVec<[PanelState<'_>; 16]> = bpack
-        .chunks_exact_mut(k * NR)
-        .zip(panels(plan, NR))
-        .map(|(dst, cols)| PanelState {
-            dst: Mutex::new(Some(dst)),
-            packed: OnceLock::new(),
-            cols,
-        })
-        .collect();
-    let work = |(t, (o, a)): (usize, (&mut [f32], &mut [f32]))| {
-        let rows = o.len() / n;
-        let first = t * count / shares;
-        by_slabs::<MR>((x, sa), (k, n), (t * per, rows), (a, o), |a, rows, o| {
-            for st in (0..count).map(|i| &states[(first + i) % count]) {
-                let (c0, w, _) = st.cols;
-                let take = || st.dst.lock().unwrap_or_else(|e| e.into_inner()).take();
-                let b = match (st.packed.get(), row_major && w == NR) {
-                    (Some(b), _) => PanelRows::Packed(b),
-                    (None, true) => match take() {
-                        Some(dst) => {
-                            let rows_of_b = PanelRows::Packing(&y[c0..], n, &mut *dst);
-                            // SAFETY: `dispatch` runs this only where the
-                            // caller checked that the CPU supports AVX-512F
-                            // and FMA (`wide`), the only requirement of
-                            // `panel_t1`.
-                            unsafe {
-                                panel_t1(
-                                    a,
-                                    rows_of_b,
-                                    (k, n),
-                                    st.cols,
-                                    chain,
-                                    rows,
-                                    o,
-                                    First::Store,
-                                )
-                            };
-                            let _ = st.packed.set(dst);
-                            continue;
-                        }
-                        None => PanelRows::InPlace(&y[c0..], n),
-                    },
-                    (None, false) => PanelRows::Packed(st.packed.get_or_init(|| {
-                        let dst = take().expect("a panel is packed once");
-                        pack_panel(y, sb, k, (c0, w), NR, dst);
-                        dst
-                    })),
-                };
-                // SAFETY: as above.
-                unsafe { panel_t1(a, b, (k, n), st.cols, chain, rows, o, First::Store) };
-            }
-        });
-    };
-    let items = out.chunks_mut(per * n).zip(apack.chunks_mut(a_len));
-    crate::pool::share_out(items.enumerate(), work);
+    // SAFETY: `dispatch` runs this only where the caller checked that the
+    // CPU supports AVX-512F and FMA (`wide`), the only requirement of
+    // `run_panels`.
+    unsafe { super::dot_panels::run_panels::<T1>(args, out, packed) }
 }
 
-/// One panel of B in [`run_t1`]: where it is packed until it is, its
-/// packed values once they are, and its columns `(c0, w, kc)`.
+/// [`super::dot_avx512::panel_t1`] as a kernel of
+/// [`super::dot_panels::run_panels`]: A packed by [`pack_a`], B's panels
+/// of 64 columns read in place when whole and B row-major.
 #[cfg(target_arch = "x86_64")]
-struct PanelState<'a> {
-    dst: Mutex<Option<&'a mut [f32]>>,
-    packed: OnceLock<&'a [f32]>,
-    cols: (usize, usize, usize),
+struct T1;
+
+#[cfg(target_arch = "x86_64")]
+impl super::dot_panels::PanelKernel for T1 {
+    const MR: usize = super::dot_avx512::MR;
+    const NR: usize = super::dot_avx512::NR;
+    const IN_PLACE_AT_ONCE: bool = true;
+    type Rows<'a> = &'a [f32];
+
+    fn panel_len(k: usize) -> usize {
+        k * Self::NR
+    }
+
+    fn a_len(rows: usize, _: (usize, usize), k: usize) -> usize {
+        rows.next_multiple_of(Self::MR) * k
+    }
+
+    fn pack_panel(y: &[f32], sb: (usize, usize), k: usize, cols: (usize, usize), dst: &mut [f32]) {
+        pack_panel(y, sb, k, cols, Self::NR, dst);
+    }
+
+    fn reads_rows(sb: (usize, usize), n: usize, w: usize) -> bool {
+        sb == (n, 1) && w == Self::NR
+    }
+
+    fn rows<'a>(
+        x: &'a [f32],
+        sa: (usize, usize),
+        k: usize,
+        (i0, rows): (usize, usize),
+        scratch: &'a mut [f32],
+    ) -> &'a [f32] {
+        let a = &mut scratch[..rows.next_multiple_of(Self::MR) * k];
+        pack_a::<{ super::dot_avx512::MR }>(x, sa, k, (i0, rows), a);
+        a
+    }
+
+    unsafe fn panel(
+        a: &&[f32],
+        b: super::dot_avx512::PanelRows<'_>,
+        kn: (usize, usize),
+        cols: (usize, usize, usize),
+        chain: Option<usize>,
+        rows: usize,
+        o: &mut [f32],
+    ) {
+        use super::dot_avx512::{panel_t1, First};
+        // SAFETY: the caller's contract (AVX-512F and FMA).
+        unsafe { panel_t1(a, b, kn, cols, chain, rows, o, First::Store) }
+    }
 }
 
 /// [`rows_t1_avx512`] reading B in place (`packed` is B, row-major `[k,
@@ -1106,13 +1062,7 @@ fn by_slabs<const MR: usize>(
     (apack, o): (&mut [f32], &mut [f32]),
     mut rows_fn: impl FnMut(&[f32], usize, &mut [f32]),
 ) {
-    let b_bytes = 4 * k * n;
-    let bytes = if b_bytes <= B_CACHED_BYTES {
-        SLAB_BYTES
-    } else {
-        SLAB_BYTES.max(b_bytes)
-    };
-    let slab = (bytes / (4 * MR * k.max(1))).max(1) * MR;
+    let slab = slab_rows(MR, k, n);
     for start in (0..rows).step_by(slab) {
         let r = slab.min(rows - start);
         // Every slab reuses the start of `apack`, still in the cache.
@@ -1120,6 +1070,18 @@ fn by_slabs<const MR: usize>(
         pack_a::<MR>(x, sa, k, (i0 + start, r), a);
         rows_fn(a, r, &mut o[start * n..(start + r) * n]);
     }
+}
+
+/// The rows of A per slab of [`by_slabs`] (whole blocks of `mr` rows) for
+/// `k` terms and `n` columns.
+pub(crate) fn slab_rows(mr: usize, k: usize, n: usize) -> usize {
+    let b_bytes = 4 * k * n;
+    let bytes = if b_bytes <= B_CACHED_BYTES {
+        SLAB_BYTES
+    } else {
+        SLAB_BYTES.max(b_bytes)
+    };
+    (bytes / (4 * mr * k.max(1))).max(1) * mr
 }
 
 #[cfg(test)]

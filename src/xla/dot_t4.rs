@@ -21,17 +21,15 @@
 //! (here: `0 * 0` added to `+0`). So the same bits.
 
 use std::arch::x86_64::{
-    __m512, __m512i, __mmask16, _mm512_add_ps, _mm512_broadcast_f32x4, _mm512_fmadd_ps,
-    _mm512_loadu_epi32, _mm512_maskz_loadu_ps, _mm512_permutex2var_ps, _mm512_permutexvar_ps,
-    _mm512_setr_epi32, _mm512_setzero_ps, _mm512_shuffle_ps, _mm512_storeu_ps, _mm512_unpackhi_ps,
-    _mm512_unpacklo_ps, _mm_loadu_ps,
+    __m512, __mmask16, _mm512_add_ps, _mm512_broadcast_f32x4, _mm512_fmadd_ps, _mm512_loadu_epi32,
+    _mm512_maskz_loadu_ps, _mm512_permutex2var_ps, _mm512_permutexvar_ps, _mm512_setr_epi32,
+    _mm512_setzero_ps, _mm512_shuffle_ps, _mm512_unpackhi_ps, _mm512_unpacklo_ps, _mm_loadu_ps,
 };
 
-use smallvec::SmallVec;
-
 use super::dot::DotPlan;
-use super::dot_avx512::{add_partial, load};
-use super::dot_blocked::{panels, Operands};
+use super::dot_avx512::{add_partial, load, store, PanelRows};
+use super::dot_blocked::Operands;
+use super::dot_panels::{run_panels, PanelKernel};
 
 /// Rows of A per block.
 const MR: usize = 6;
@@ -40,13 +38,6 @@ const NR: usize = 16;
 /// Floats per group of four terms of a packed panel: four column groups
 /// of 16 lanes (a panel narrower than 16 columns is zero-padded).
 const PW: usize = 64;
-/// Floats per group of four terms of a packed block of A (`MR` rows of
-/// four terms).
-const AW: usize = MR * 4;
-
-/// Below this many multiply-adds a product runs on the calling thread
-/// (as [`super::dot_blocked`]'s kernels).
-const PARALLEL_THRESHOLD: usize = 2 * 1024 * 1024;
 
 /// Whether [`planned_t4`] runs `plan` for `k` terms: four partial sums per
 /// output, no chain, chunks that start at multiples of four and hold at
@@ -77,98 +68,105 @@ const MIN_CHUNK: usize = 16;
 
 /// `out = a @ b` summed as `plan` says (see [`runs`]), for the operands of
 /// [`super::dot_blocked::planned_matmul`]; `packed`: scratch, grown and
-/// reused.
-pub(crate) fn planned_t4(
-    (x, sa, y, sb, (m, k, n), plan): Operands<'_>,
-    out: &mut [f32],
-    packed: &mut Vec<f32>,
-) {
-    debug_assert!(fits(plan) && out.len() == m * n);
-    let kq = k.div_ceil(4);
-    let count = panels(plan, NR).count();
-    let blocks = m.div_ceil(MR);
-    // A's rows are read in place when contiguous (packing them cost a
-    // tenth of a `[2048, 512] @ [512, 36]` product); only a tail of `k mod
-    // 4` terms is copied, zero-padded.
-    let in_place = sa.1 == 1;
-    let need_a = if in_place { 0 } else { blocks * kq * AW };
-    let need_b = count * kq * PW;
-    let scratch = super::dot_blocked::aligned_scratch(packed, need_b + need_a);
-    let (bpack, apack) = scratch.split_at_mut(need_b);
-    let parallel = m * n * k >= PARALLEL_THRESHOLD && rayon::current_num_threads() > 1;
-    let panels_of_b = bpack.chunks_exact_mut(kq * PW).zip(panels(plan, NR));
-    let pack =
-        |(dst, (c0, w, _)): (&mut [f32], (usize, usize, usize))| pack_panel(y, sb, k, (c0, w), dst);
-    if parallel {
-        crate::pool::share_out(panels_of_b, pack);
-    } else {
-        panels_of_b.for_each(pack);
+/// reused. Run by [`run_panels`]: B packed as the first block of rows of
+/// a share reads it, blocks as high as their rows, as many rows per
+/// thread (a pass packing B first was 7% of a `[128, 512] @ [512, 784]`
+/// product, and blocks of six computed 132 rows for 128).
+pub(crate) fn planned_t4(args: Operands<'_>, out: &mut [f32], packed: &mut Vec<f32>) {
+    debug_assert!(fits(args.5) && out.len() == args.4 .0 * args.4 .2);
+    // SAFETY: `runs` checked that the CPU supports AVX-512F and FMA, the
+    // only requirement of `run_panels`.
+    unsafe { run_panels::<T4>(args, out, packed) }
+}
+
+/// [`panel_t4`] as a kernel of [`run_panels`].
+struct T4;
+
+/// A slab's rows of A for [`panel_t4`]: rows `stride` apart from the
+/// first, each at least `k` terms (A itself when its rows are contiguous,
+/// else a copy of the rows).
+#[derive(Clone, Copy)]
+pub(crate) struct ARows<'a> {
+    x: &'a [f32],
+    stride: usize,
+}
+
+impl PanelKernel for T4 {
+    const MR: usize = MR;
+    const NR: usize = NR;
+    // Reading B in place interleaves it (permutes), for every block.
+    const IN_PLACE_AT_ONCE: bool = false;
+    type Rows<'a> = ARows<'a>;
+
+    fn panel_len(k: usize) -> usize {
+        k.div_ceil(4) * PW
     }
-    let bpack: &[f32] = bpack;
-    let rows = |(b0, (o, a)): (usize, (&mut [f32], &mut [f32]))| {
-        let nrows = o.len() / n;
-        let i0 = b0 * MR;
-        let a = if in_place {
-            Rows::InPlace(&x[i0 * sa.0..], sa.0)
+
+    fn a_len(rows: usize, sa: (usize, usize), k: usize) -> usize {
+        // A's rows are read in place when contiguous (packing them cost a
+        // tenth of a `[2048, 512] @ [512, 36]` product).
+        if sa.1 == 1 {
+            0
         } else {
-            pack_rows(x, sa, k, (i0, nrows), a);
-            Rows::Packed(a)
-        };
-        // SAFETY: `runs` checked that the CPU supports AVX-512F and FMA,
-        // the only requirement of `rows_t4`.
-        unsafe { rows_t4(a, bpack, (k, n), plan, nrows, o) };
-    };
-    if !parallel {
-        return rows((0, (out, apack)));
+            rows * k
+        }
     }
-    // The blocks shared out evenly, a share per thread (see
-    // `dot_blocked::run_body`).
-    let per = blocks.div_ceil(rayon::current_num_threads());
-    let a_per = if in_place { 0 } else { per * kq * AW };
-    let mut apacks: SmallVec<[&mut [f32]; 8]> = SmallVec::new();
-    let mut rest = apack;
-    for _ in 0..blocks.div_ceil(per) {
-        let len = a_per.min(rest.len());
-        let (a, tail) = std::mem::take(&mut rest).split_at_mut(len);
-        apacks.push(a);
-        rest = tail;
+
+    fn pack_panel(y: &[f32], sb: (usize, usize), k: usize, cols: (usize, usize), dst: &mut [f32]) {
+        pack_panel(y, sb, k, cols, dst);
     }
-    let shares = out
-        .chunks_mut(per * MR * n)
-        .zip(apacks)
-        .enumerate()
-        .map(|(s, share)| (s * per, share));
-    crate::pool::share_out(shares, rows);
-}
 
-/// Where [`rows_t4`] reads one block's rows of A.
-#[derive(Clone, Copy)]
-enum Block<'a> {
-    /// Its rows in A itself.
-    InPlace([&'a [f32]; MR]),
-    /// Its packed terms (see [`pack_rows`]).
-    Packed(&'a [f32]),
-}
+    fn reads_rows(sb: (usize, usize), _: usize, _: usize) -> bool {
+        // Masked loads: panels of any width.
+        sb.1 == 1
+    }
 
-/// Where [`rows_t4`] reads the rows of A.
-#[derive(Clone, Copy)]
-enum Rows<'a> {
-    /// Packed by [`pack_rows`].
-    Packed(&'a [f32]),
-    /// A itself from the first row on, rows contiguous and `.1` apart.
-    InPlace(&'a [f32], usize),
+    fn rows<'a>(
+        x: &'a [f32],
+        sa: (usize, usize),
+        k: usize,
+        (i0, rows): (usize, usize),
+        scratch: &'a mut [f32],
+    ) -> ARows<'a> {
+        if sa.1 == 1 {
+            return ARows {
+                x: &x[i0 * sa.0..],
+                stride: sa.0,
+            };
+        }
+        let dst = &mut scratch[..rows * k];
+        // Sixteen terms at a time, so that the reads of A stored
+        // transposed stay in a few cache lines.
+        for p0 in (0..k).step_by(16) {
+            for (r, row) in dst.chunks_exact_mut(k).enumerate() {
+                let i = i0 + r;
+                for (p, v) in row.iter_mut().enumerate().take((p0 + 16).min(k)).skip(p0) {
+                    *v = x[i * sa.0 + p * sa.1];
+                }
+            }
+        }
+        ARows { x: dst, stride: k }
+    }
+
+    unsafe fn panel(
+        a: &ARows<'_>,
+        b: PanelRows<'_>,
+        kn: (usize, usize),
+        cols: (usize, usize, usize),
+        _chain: Option<usize>,
+        rows: usize,
+        o: &mut [f32],
+    ) {
+        // SAFETY: the caller's contract (AVX-512F and FMA).
+        unsafe { panel_t4(*a, b, kn, cols, rows, o) }
+    }
 }
 
 /// Packs columns `c0..c0 + w` (`w <= 16`) of B (`[k, n]` in `y`, strides
 /// `sb`) into `dst`: per group of four terms `q`, 64 floats, lane
 /// `16g + 4j + t` holding `b[4q + t][c0 + 4g + j]`, zeros past `k` and `w`.
+/// (B with contiguous rows is packed by [`panel_t4`] as it reads it.)
 fn pack_panel(y: &[f32], sb: (usize, usize), k: usize, (c0, w): (usize, usize), dst: &mut [f32]) {
-    if sb.1 == 1 {
-        // SAFETY: `planned_t4`'s caller checked (`runs`) that the CPU
-        // supports AVX-512F, the only requirement of `pack_row_major`.
-        unsafe { pack_row_major(y, sb.0, k, (c0, w), dst) };
-        return;
-    }
     for (q, row) in dst.chunks_exact_mut(PW).enumerate() {
         for (c, lanes) in row.chunks_exact_mut(4).enumerate() {
             // Lanes `4c..4c + 4`: column `c` of the panel, terms `4q..`.
@@ -188,105 +186,314 @@ fn pack_panel(y: &[f32], sb: (usize, usize), k: usize, (c0, w): (usize, usize), 
     }
 }
 
-/// [`pack_panel`] for B's rows contiguous (`row` floats apart): per group
-/// of four terms, the four rows' 16 columns (zero past `w` and `k`) are
-/// interleaved by three two-source permutes per vector of the panel (a
-/// scalar scatter was a sixth of a `[512, 512] @ [512, 40]` product).
-///
-/// # Safety
-///
-/// The CPU must support AVX-512F.
-#[target_feature(enable = "avx512f")]
-unsafe fn pack_row_major(
-    y: &[f32],
-    row: usize,
-    k: usize,
-    (c0, w): (usize, usize),
-    dst: &mut [f32],
-) {
-    let mask: __mmask16 = ((1u32 << w) - 1) as u16;
-    // Lanes 2j, 2j + 1 of the first permute: rows t and t + 1 at column
-    // 4g + j; the second puts lane 4j + t of group g in place.
-    let pairs: [__m512i; 4] = std::array::from_fn(|g| {
-        let i: [i32; 16] = std::array::from_fn(|l| {
-            let (j, second) = (l / 2, l % 2);
-            if l < 8 {
-                (4 * g + j) as i32 + 16 * second as i32
-            } else {
-                0
-            }
-        });
-        _mm512_loadu_epi32(i.as_ptr())
-    });
-    let order: [i32; 16] = std::array::from_fn(|e| {
+/// Indices of the permutes that interleave four rows of B's panel (terms
+/// `4q..4q + 4`, 16 columns each) into a packed group of four terms:
+/// per column group `g`, lanes `2j, 2j + 1` hold rows `t`, `t + 1` at
+/// column `4g + j` (from two rows; the upper lanes unused).
+const PAIRS: [[i32; 16]; 4] = {
+    let mut p = [[0; 16]; 4];
+    let mut g = 0;
+    while g < 4 {
+        let mut l = 0;
+        while l < 8 {
+            p[g][l] = (4 * g + l / 2) as i32 + 16 * (l % 2) as i32;
+            l += 1;
+        }
+        g += 1;
+    }
+    p
+};
+
+/// Lane `4j + t` of a packed group from two of [`PAIRS`]' pairs (rows
+/// 0, 1 and rows 2, 3).
+const ORDER: [i32; 16] = {
+    let mut o = [0; 16];
+    let mut e = 0;
+    while e < 16 {
         let (j, t) = (e / 4, e % 4);
-        (2 * j + t % 2 + 16 * (t / 2)) as i32
+        o[e] = (2 * j + t % 2 + 16 * (t / 2)) as i32;
+        e += 1;
+    }
+    o
+};
+
+/// Group `g` (columns `4g..4g + 4`, lane `4j + t`: row `t`, column `4g +
+/// j`) of the four rows `r`: three two-source permutes. The indices are
+/// loaded where used, not kept in registers across a panel (the kernels
+/// that read B packed then spilled accumulators).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn interleave(r: &[__m512; 4], g: usize) -> __m512 {
+    // SAFETY: each index array is 16 i32s; the loads read exactly those
+    // 64 bytes, unaligned reads allowed.
+    let (pairs, order) = unsafe {
+        (
+            _mm512_loadu_epi32(PAIRS[g].as_ptr()),
+            _mm512_loadu_epi32(ORDER.as_ptr()),
+        )
+    };
+    let ab = _mm512_permutex2var_ps(r[0], pairs, r[1]);
+    let cd = _mm512_permutex2var_ps(r[2], pairs, r[3]);
+    _mm512_permutex2var_ps(ab, order, cd)
+}
+
+/// Where one block reads one chunk's groups of four terms of the panel.
+enum Src<'a> {
+    /// Packed, `PW` floats per group.
+    Packed(&'a [f32]),
+    /// B's rows (`stride` apart, from the chunk's first term and the
+    /// panel's first column, the first lanes of `mask`), interleaved as
+    /// read.
+    Rows(&'a [f32], usize, __mmask16),
+    /// As [`Src::Rows`], each group also stored into the packed panel.
+    Pack(&'a [f32], usize, __mmask16, &'a mut [f32]),
+}
+
+/// [`chunk`]'s ways of reading B: [`Src::Packed`], [`Src::Rows`],
+/// [`Src::Pack`].
+const PACKED: u8 = 0;
+const ROWS: u8 = 1;
+const PACK: u8 = 2;
+
+/// How many groups of four terms ahead [`chunk`] fetches B's rows when
+/// it reads B itself: its rows lie a row of B apart, in the shared cache
+/// or in memory (as `dot_avx512`'s packing, 16 terms).
+const PREFETCH: usize = 8;
+
+/// The first `NG` column groups of group of terms `q` of the panel, from
+/// `b` as `SRC` says (rows `stride` apart, `mask`'s columns, see
+/// [`Src`]); with `PACK`, all four groups stored into `dst` too.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn group_vectors<const NG: usize, const SRC: u8>(
+    b: &[f32],
+    (stride, mask): (usize, __mmask16),
+    dst: &mut [f32],
+    q: usize,
+) -> [__m512; NG] {
+    let mut bv = [_mm512_setzero_ps(); NG];
+    if SRC == PACKED {
+        for (g, v) in bv.iter_mut().enumerate() {
+            *v = load(b, q * PW + g * 16);
+        }
+        return bv;
+    }
+    let w = mask.count_ones() as usize;
+    let r: [__m512; 4] = std::array::from_fn(|t| {
+        let src = &b[(4 * q + t) * stride..(4 * q + t) * stride + w];
+        // SAFETY: the mask selects the first `w` lanes, exactly the
+        // elements of `src` (bounds checked above); masked-off lanes are
+        // not read (and are zero).
+        unsafe { _mm512_maskz_loadu_ps(mask, src.as_ptr()) }
     });
-    let order = _mm512_loadu_epi32(order.as_ptr());
-    for (q, group) in dst.chunks_exact_mut(PW).enumerate() {
-        let r: [__m512; 4] = std::array::from_fn(|t| {
-            let p = 4 * q + t;
-            if p < k {
-                let src = &y[p * row + c0..p * row + c0 + w];
-                // SAFETY: the mask selects the first `w` lanes, exactly the
-                // elements of `src` (bounds checked above); masked-off
-                // lanes are not read (and are zero).
-                unsafe { _mm512_maskz_loadu_ps(mask, src.as_ptr()) }
-            } else {
-                _mm512_setzero_ps()
+    if SRC == PACK {
+        let d: &mut [f32; PW] = (&mut dst[q * PW..q * PW + PW]).try_into().expect("PW");
+        for g in 0..4 {
+            let x = interleave(&r, g);
+            store(d, g * 16, x);
+            if let Some(used) = bv.get_mut(g) {
+                *used = x;
             }
-        });
-        for (g, out) in group.chunks_exact_mut(16).enumerate() {
-            let ab = _mm512_permutex2var_ps(r[0], pairs[g], r[1]);
-            let cd = _mm512_permutex2var_ps(r[2], pairs[g], r[3]);
-            let v = _mm512_permutex2var_ps(ab, order, cd);
-            // SAFETY: `out` is 16 f32s we may write (`chunks_exact_mut`);
-            // `_mm512_storeu_ps` writes exactly those 64 bytes.
-            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), v) };
+        }
+    } else {
+        for (g, v) in bv.iter_mut().enumerate() {
+            *v = interleave(&r, g);
+        }
+    }
+    bv
+}
+
+/// Asks for group of terms `q`'s four rows of B (`stride` apart, 16
+/// columns: two cache lines where B is not aligned to them) to be brought
+/// into the cache.
+/// (Always inlined: called, it spilled the kernel's accumulators.)
+#[inline(always)]
+fn prefetch_group(b: &[f32], stride: usize, q: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    for t in 0..4 {
+        let at = (4 * q + t) * stride;
+        if let Some(x) = b.get(at) {
+            // SAFETY: a prefetch only hints at an address (of `b`).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const f32).cast()) };
+        }
+        if let Some(x) = b.get(at + 15) {
+            // SAFETY: as above.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const f32).cast()) };
         }
     }
 }
 
-/// Packs rows `i0..i0 + rows` of A (`[m, k]` in `x`, strides `sa`) into
-/// `dst`: blocks of `MR` rows, per group of four terms `q` the block's rows'
-/// terms `4q..4q + 4` (`[q][r][t]`), zeros past `k` and the last row.
-fn pack_rows(x: &[f32], sa: (usize, usize), k: usize, (i0, rows): (usize, usize), dst: &mut [f32]) {
-    let kq = k.div_ceil(4);
-    let kmain = k / 4 * 4;
-    for (b, block) in dst.chunks_exact_mut(kq * AW).enumerate() {
-        let r0 = b * MR;
-        for r in 0..MR {
-            let i = i0 + r0 + r;
-            let live = r0 + r < rows;
-            if live && sa.1 == 1 {
-                // A row contiguous: four terms at a time (a copy of
-                // constant size), then the tail.
-                let src = &x[i * sa.0..i * sa.0 + k];
-                let groups = block.chunks_exact_mut(AW).zip(src[..kmain].chunks_exact(4));
-                for (dq, sq) in groups {
-                    let d: &mut [f32; 4] = (&mut dq[r * 4..r * 4 + 4]).try_into().expect("4");
-                    *d = sq.try_into().expect("4 terms");
-                }
-                if kmain < k {
-                    let lanes = &mut block[(kq - 1) * AW + r * 4..(kq - 1) * AW + r * 4 + 4];
-                    for (t, v) in lanes.iter_mut().enumerate() {
-                        *v = src.get(kmain + t).copied().unwrap_or(0.0);
-                    }
-                }
-                continue;
-            }
-            for q in 0..kq {
-                let lanes = &mut block[q * AW + r * 4..q * AW + r * 4 + 4];
-                for (t, v) in lanes.iter_mut().enumerate() {
-                    let p = 4 * q + t;
-                    *v = if live && p < k {
-                        x[i * sa.0 + p * sa.1]
-                    } else {
-                        0.0
-                    };
-                }
+/// One chunk of `nq` groups of four terms for one block of `R` rows
+/// (`rows[r]`: row `r`'s terms of the chunk, `4 nq` of them) and `NG`
+/// groups of four columns of the panel (from `b` as `SRC` says, see
+/// [`group_vectors`]). Lane `4j + t` of `acc[r][g]`: partial sum `t` of
+/// row `r`, column `4g + j`.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn chunk<const R: usize, const NG: usize, const SRC: u8>(
+    rows: &[&[f32]; MR],
+    nq: usize,
+    b: &[f32],
+    sm: (usize, __mmask16),
+    dst: &mut [f32],
+) -> [[__m512; NG]; R] {
+    // Plain loops (`array::map` was a call of its own per chunk).
+    let mut cut: [&[f32]; R] = [&[]; R];
+    for (c, r) in cut.iter_mut().zip(rows) {
+        *c = &r[..nq * 4];
+    }
+    let mut acc = [[_mm512_setzero_ps(); NG]; R];
+    for q in 0..nq {
+        if SRC != PACKED && q + PREFETCH < nq {
+            prefetch_group(b, sm.0, q + PREFETCH);
+        }
+        let bv = group_vectors::<NG, SRC>(b, sm, dst, q);
+        for (accr, row) in acc.iter_mut().zip(&cut) {
+            let at: &[f32; 4] = row[q * 4..q * 4 + 4].try_into().expect("4 terms");
+            let av = broadcast4(at);
+            for (x, &bx) in accr.iter_mut().zip(&bv) {
+                *x = _mm512_fmadd_ps(av, bx, *x);
             }
         }
+    }
+    acc
+}
+
+/// One chunk (`nq` groups of four terms) for one block of `R` rows and
+/// `NG` column groups, its sums stored into the block's outputs (`o`, at
+/// `at`: first output, row length, columns) when `first`, else added to
+/// them.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn block<const R: usize, const NG: usize>(
+    rows: &[&[f32]; MR],
+    nq: usize,
+    src: Src<'_>,
+    o: &mut [f32],
+    at: (usize, usize, usize),
+    first: bool,
+) {
+    // One call of each kernel: each is then inlined here.
+    let acc = match src {
+        Src::Packed(b) => chunk::<R, NG, PACKED>(rows, nq, b, (PW, 0), &mut []),
+        Src::Rows(b, stride, mask) => chunk::<R, NG, ROWS>(rows, nq, b, (stride, mask), &mut []),
+        Src::Pack(b, stride, mask, dst) => chunk::<R, NG, PACK>(rows, nq, b, (stride, mask), dst),
+    };
+    add_block(&acc, o, at, first);
+}
+
+/// One panel: columns `c0..c0 + w` (`w <= 16`, chunks of `kc` terms) of
+/// the `rows` rows of `a` into `o` (row-major, `n` wide), B's rows of them
+/// from `b`. Chunk by chunk, each over all the blocks of rows (the chunk's
+/// groups of the panel stay in cache for every block); each block runs on
+/// a kernel of its own height (1 to 6 rows) and of the panel's width in
+/// groups of four columns. The tail chunk's group of `k mod 4` terms is
+/// made whole with zeros, for A and B alike.
+///
+/// # Safety
+///
+/// The CPU must support AVX-512F and FMA.
+#[target_feature(enable = "avx512f,fma")]
+pub(crate) unsafe fn panel_t4(
+    a: ARows<'_>,
+    mut b: PanelRows<'_>,
+    (k, n): (usize, usize),
+    (c0, w, kc): (usize, usize, usize),
+    rows: usize,
+    o: &mut [f32],
+) {
+    debug_assert!(w <= NR && kc % 4 == 0);
+    let kmain = k / 4 * 4;
+    let ng = w.div_ceil(4);
+    let mask = ((1u32 << w) - 1) as __mmask16;
+    let mut s = 0;
+    while s < k {
+        // Chunks of the multiple of four, then the tail's own.
+        let e = if s < kmain { (s + kc).min(kmain) } else { k };
+        let (qs, qe) = (s / 4, e.div_ceil(4));
+        let first = s == 0;
+        let tail = s >= kmain;
+        // The tail's group of B (one group of four terms), packed.
+        let mut tail_b = [0.0f32; PW];
+        if tail {
+            match &mut b {
+                PanelRows::Packed(p) => tail_b.copy_from_slice(&p[qs * PW..qe * PW]),
+                PanelRows::InPlace(y, stride) | PanelRows::Packing(y, stride, _) => {
+                    for (p, t) in (kmain..k).zip(0..) {
+                        for (j, &v) in y[p * *stride..p * *stride + w].iter().enumerate() {
+                            tail_b[16 * (j / 4) + 4 * (j % 4) + t] = v;
+                        }
+                    }
+                }
+            }
+            if let PanelRows::Packing(_, _, dst) = &mut b {
+                dst[qs * PW..qe * PW].copy_from_slice(&tail_b);
+            }
+        }
+        for r0 in (0..rows).step_by(MR) {
+            let br = MR.min(rows - r0);
+            // The block's rows of the chunk (past the last row, empty:
+            // never read), the tail's zero-padded.
+            let mut tails = [[0.0f32; 4]; MR];
+            let row = |r: usize| &a.x[(r0 + r) * a.stride..][..k];
+            if tail {
+                for (r, t) in tails.iter_mut().enumerate().take(br) {
+                    t[..k - kmain].copy_from_slice(&row(r)[kmain..]);
+                }
+            }
+            let mut cut: [&[f32]; MR] = [&[]; MR];
+            for (r, c) in cut.iter_mut().enumerate().take(br) {
+                *c = if tail { &tails[r] } else { &row(r)[s..e] };
+            }
+            let src = match &mut b {
+                _ if tail => Src::Packed(&tail_b),
+                PanelRows::Packed(p) => Src::Packed(&p[qs * PW..qe * PW]),
+                PanelRows::InPlace(y, stride) => Src::Rows(&y[s * *stride..], *stride, mask),
+                PanelRows::Packing(y, stride, dst) if r0 == 0 => {
+                    Src::Pack(&y[s * *stride..], *stride, mask, &mut dst[qs * PW..qe * PW])
+                }
+                PanelRows::Packing(_, _, dst) => Src::Packed(&dst[qs * PW..qe * PW]),
+            };
+            let at = (r0 * n + c0, n, w);
+            let nq = qe - qs;
+            macro_rules! shapes {
+                ($(($r:literal, $g:literal)),*) => {
+                    match (br, ng) {
+                        $(($r, $g) => block::<$r, $g>(&cut, nq, src, o, at, first),)*
+                        _ => unreachable!("blocks of 1 to {MR} rows, 1 to 4 groups"),
+                    }
+                };
+            }
+            shapes!(
+                (6, 4),
+                (5, 4),
+                (4, 4),
+                (3, 4),
+                (2, 4),
+                (1, 4),
+                (6, 3),
+                (5, 3),
+                (4, 3),
+                (3, 3),
+                (2, 3),
+                (1, 3),
+                (6, 2),
+                (5, 2),
+                (4, 2),
+                (3, 2),
+                (2, 2),
+                (1, 2),
+                (6, 1),
+                (5, 1),
+                (4, 1),
+                (3, 1),
+                (2, 1),
+                (1, 1)
+            );
+        }
+        s = e;
     }
 }
 
@@ -297,59 +504,6 @@ fn broadcast4(s: &[f32; 4]) -> __m512 {
     // SAFETY: `s` is 4 initialized f32s; `_mm_loadu_ps` reads exactly those
     // 16 bytes, unaligned reads allowed.
     _mm512_broadcast_f32x4(unsafe { _mm_loadu_ps(s.as_ptr()) })
-}
-
-/// One chunk for one block: `a` the block's packed term groups of the chunk
-/// (`AW` floats each), `b` the panel's (`PW` floats each), `NG` groups of
-/// four columns. Lane `4j + t` of `acc[r][g]`: partial sum `t` of row `r`,
-/// column `4g + j`.
-#[target_feature(enable = "avx512f,fma")]
-#[inline]
-fn chunk<const NG: usize>(a: &[f32], b: &[f32]) -> [[__m512; NG]; MR] {
-    let mut acc = [[_mm512_setzero_ps(); NG]; MR];
-    for (bq, aq) in b.chunks_exact(PW).zip(a.chunks_exact(AW)) {
-        let mut bv = [_mm512_setzero_ps(); NG];
-        for (g, v) in bv.iter_mut().enumerate() {
-            *v = load(bq, g * 16);
-        }
-        for (r, accr) in acc.iter_mut().enumerate() {
-            let at: &[f32; 4] = aq[r * 4..r * 4 + 4].try_into().expect("4 terms");
-            let av = broadcast4(at);
-            for (x, &bx) in accr.iter_mut().zip(&bv) {
-                *x = _mm512_fmadd_ps(av, bx, *x);
-            }
-        }
-    }
-    acc
-}
-
-/// [`chunk`] reading the block's rows in place: `rows[r]` holds row `r`'s
-/// terms, the chunk's from `s` on (four per group of `b`).
-#[target_feature(enable = "avx512f,fma")]
-#[inline]
-fn chunk_in_place<const NG: usize>(rows: &[&[f32]; MR], s: usize, b: &[f32]) -> [[__m512; NG]; MR] {
-    let nq = b.len() / PW;
-    // Plain loops (`array::map` was a call of its own per chunk).
-    let mut cut: [&[f32]; MR] = [&[]; MR];
-    for (c, r) in cut.iter_mut().zip(rows) {
-        *c = &r[s..s + nq * 4];
-    }
-    let rows = cut;
-    let mut acc = [[_mm512_setzero_ps(); NG]; MR];
-    for (q, bq) in b.chunks_exact(PW).enumerate() {
-        let mut bv = [_mm512_setzero_ps(); NG];
-        for (g, v) in bv.iter_mut().enumerate() {
-            *v = load(bq, g * 16);
-        }
-        for (accr, row) in acc.iter_mut().zip(&rows) {
-            let at: &[f32; 4] = row[q * 4..q * 4 + 4].try_into().expect("4 terms");
-            let av = broadcast4(at);
-            for (x, &bx) in accr.iter_mut().zip(&bv) {
-                *x = _mm512_fmadd_ps(av, bx, *x);
-            }
-        }
-    }
-    acc
 }
 
 /// The sums of sixteen columns from the partial sums of four groups
@@ -374,104 +528,23 @@ fn column_sums(x: [__m512; 4]) -> __m512 {
     _mm512_permutexvar_ps(order, sums)
 }
 
-/// A chunk's sums for the first `rows` rows of a block into the output
-/// (`o`, `n` wide, the block's first output at `start`, `w` columns):
-/// stored by the first chunk, added to the output so far by the others.
+/// A chunk's sums for the `R` rows of a block into the output (`o`, `n`
+/// wide, the block's first output at `start`, `w` columns): stored by the
+/// first chunk, added to the output so far by the others.
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn add_block<const NG: usize>(
-    acc: &[[__m512; NG]; MR],
-    rows: usize,
+fn add_block<const R: usize, const NG: usize>(
+    acc: &[[__m512; NG]; R],
     o: &mut [f32],
     (start, n, w): (usize, usize, usize),
     first: bool,
 ) {
-    for (r, accr) in acc.iter().enumerate().take(rows) {
+    for (r, accr) in acc.iter().enumerate() {
         let mut groups = [_mm512_setzero_ps(); 4];
         groups[..NG].copy_from_slice(accr);
         let sums = column_sums(groups);
         let dst = &mut o[start + r * n..start + r * n + w.min(16)];
         add_partial(dst, sums, first);
-    }
-}
-
-/// The `rows` rows of the product in `o` (row-major, `n` wide) from their
-/// packed blocks (`apack`, see [`pack_rows`]) and B's packed panels
-/// (`bpack`, see [`pack_panel`]): block by block, each over every panel,
-/// chunk by chunk as the plan cuts `k`.
-///
-/// # Safety
-///
-/// The CPU must support AVX-512F and FMA.
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn rows_t4(
-    a: Rows<'_>,
-    bpack: &[f32],
-    (k, n): (usize, usize),
-    plan: &DotPlan,
-    rows: usize,
-    o: &mut [f32],
-) {
-    let kq = k.div_ceil(4);
-    let kmain = k / 4 * 4;
-    for r0 in (0..rows).step_by(MR) {
-        let br = MR.min(rows - r0);
-        // The block's rows in place (past the last row, the first again:
-        // computed, never stored) with their tail terms zero-padded, or
-        // its packed terms.
-        let mut tails = [[0.0f32; 4]; MR];
-        let block = match a {
-            Rows::InPlace(x, stride) => {
-                let mut rows: [&[f32]; MR] = [&[]; MR];
-                for (r, (row, t)) in rows.iter_mut().zip(&mut tails).enumerate() {
-                    *row = &x[(r0 + r.min(br - 1)) * stride..][..k];
-                    t[..k - kmain].copy_from_slice(&row[kmain..]);
-                }
-                Block::InPlace(rows)
-            }
-            Rows::Packed(p) => Block::Packed(&p[r0 / MR * kq * AW..][..kq * AW]),
-        };
-        for (panel, (c0, w, kc)) in bpack.chunks_exact(kq * PW).zip(panels(plan, NR)) {
-            let mut s = 0;
-            while s < k {
-                // Chunks of the multiple of four, then the tail's own.
-                let e = if s < kmain { (s + kc).min(kmain) } else { k };
-                let (qs, qe) = (s / 4, e.div_ceil(4));
-                let b = &panel[qs * PW..qe * PW];
-                let at = (r0 * n + c0, n, w);
-                let first = s == 0;
-                macro_rules! run {
-                    ($ng:literal) => {
-                        match block {
-                            Block::InPlace(rows) if s < kmain => {
-                                add_block(&chunk_in_place::<$ng>(&rows, s, b), br, o, at, first)
-                            }
-                            Block::InPlace(_) => {
-                                let mut rows: [&[f32]; MR] = [&[]; MR];
-                                for (row, t) in rows.iter_mut().zip(&tails) {
-                                    *row = t;
-                                }
-                                add_block(&chunk_in_place::<$ng>(&rows, 0, b), br, o, at, first)
-                            }
-                            Block::Packed(blk) => add_block(
-                                &chunk::<$ng>(&blk[qs * AW..qe * AW], b),
-                                br,
-                                o,
-                                at,
-                                first,
-                            ),
-                        }
-                    };
-                }
-                match w.div_ceil(4) {
-                    1 => run!(1),
-                    2 => run!(2),
-                    3 => run!(3),
-                    _ => run!(4),
-                }
-                s = e;
-            }
-        }
     }
 }
 
@@ -518,6 +591,12 @@ mod tests {
             (128, 512, 10),
             (100, 300, 36),
             (521, 203, 37),
+            // On the pool, shares of 64 rows (last blocks of four), of 66
+            // and 65 (five); on one thread, last blocks of three and two.
+            (128, 200, 100),
+            (131, 150, 120),
+            (9, 40, 33),
+            (2, 17, 5),
         ];
         for (m, k, n) in shapes {
             let (x, y) = (values(m * k, 3), values(k * n, 4));
@@ -569,6 +648,67 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// One panel of every width from one column to sixteen, blocks of one
+    /// to six rows, chunked or not, with and without a tail of `k mod 4`
+    /// terms: B read packed, in place, and packed as read give the bits of
+    /// the generic kernel, and the copy packed as read equals B packed
+    /// first.
+    #[test]
+    fn panels_read_packed_in_place_and_packing_agree() {
+        if !super::super::dot_avx512::available() {
+            return;
+        }
+        for (rows, k, w, kc) in [
+            (1, 16, 16, 16),
+            (5, 37, 13, 16),
+            (13, 64, 1, 32),
+            (8, 70, 7, 20),
+            (6, 3, 16, 4),
+            (11, 130, 16, 64),
+            (4, 41, 10, 41 / 4 * 4),
+        ] {
+            let (x, y) = (values(rows * k, 5), values(k * w, 6));
+            let plan = DotPlan {
+                tile_k: 4,
+                tiles: vec![(0, w, kc)],
+                chain: false,
+                signed_from: usize::MAX,
+            };
+            let args = (&x[..], (k, 1), &y[..], (w, 1), (rows, k, w), &plan);
+            let mut want = vec![0.0; rows * w];
+            generic_for_tests(args, &mut want);
+            let len = T4::panel_len(k);
+            let mut first = vec![f32::NAN; len];
+            pack_panel(&y, (w, 1), k, (0, w), &mut first);
+            let mut as_read = vec![f32::NAN; len];
+            let a = ARows { x: &x, stride: k };
+            let run = |b: PanelRows<'_>| {
+                let mut o = vec![f32::NAN; rows * w];
+                // SAFETY: AVX-512F and FMA checked above.
+                unsafe { panel_t4(a, b, (k, w), (0, w, kc), rows, &mut o) };
+                o
+            };
+            let got = [
+                run(PanelRows::Packed(&first)),
+                run(PanelRows::InPlace(&y, w)),
+                run(PanelRows::Packing(&y, w, &mut as_read)),
+            ];
+            let bits = |v: &[f32]| {
+                v.iter()
+                    .map(|f| if f.is_nan() { u32::MAX } else { f.to_bits() })
+                    .collect::<Vec<_>>()
+            };
+            for (i, g) in got.iter().enumerate() {
+                assert_eq!(bits(g), bits(&want), "{rows}x{k}x{w} chunks {kc}, way {i}");
+            }
+            assert_eq!(
+                bits(&as_read),
+                bits(&first),
+                "{rows}x{k}x{w} packed as read"
+            );
         }
     }
 }

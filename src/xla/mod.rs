@@ -7,7 +7,8 @@
 //! - [`dot`]: the summation order of 2-D products that XLA hands to
 //!   YNNPACK (kernel choice, packing, `k` chunks), run by the
 //!   register-blocked kernels of [`dot_blocked`] (`dot_avx512` for
-//!   one partial sum per output on AVX-512, `dot_t4` for four;
+//!   one partial sum per output on AVX-512, `dot_t4` for four, both run
+//!   by `dot_panels`, which packs B as the first block of rows reads it;
 //!   `pack_t_avx512` packs a B stored transposed); [`gemv`]: XLA's own
 //!   matrix-vector and vector-vector emitters; [`eigen_dot`]: the products
 //!   XLA keeps from YNNPACK (left operand transposed), blocked as Eigen's
@@ -44,6 +45,8 @@ pub(crate) mod dot_a_rows;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod dot_avx512;
 pub(crate) mod dot_blocked;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod dot_panels;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod dot_t4;
 pub(crate) mod dot_tiny;
