@@ -7,15 +7,18 @@
 mod common;
 
 use common::counting::{fewest_allocations, filled, Counting};
-use flaxen::tensor::{jit_value_and_grad_with, Tree};
+use flaxen::tensor::{as_jitted, jit_value_and_grad_with, Tree};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
 /// Allocations of one compiled call of a ReLU MLP with `sizes`, batch 8,
 /// after the trace (the results of the previous call dropped): the fewest
-/// of five calls, so that a pool thread starting up is not counted.
-fn allocations_per_call(sizes: &[usize]) -> usize {
+/// of five calls, so that a pool thread starting up is not counted. With
+/// `per_column`, the loss first averages the squared errors over the batch
+/// in a compiled region (a partial sum fused with its square), then sums
+/// the columns.
+fn allocations_with(sizes: &[usize], per_column: bool) -> usize {
     let mut params = Tree::new();
     for (i, w) in sizes.windows(2).enumerate() {
         let layer = Tree::new()
@@ -38,12 +41,24 @@ fn allocations_per_call(sizes: &[usize]) -> usize {
                 h = h.relu();
             }
         }
+        if per_column {
+            // In a compiled region: the mean fused with the square.
+            return as_jitted(|| {
+                let squares = h.sub(b.tensor("y")?)?.square();
+                Ok(squares.mean(&[0], false)?.sum_all())
+            });
+        }
         Ok(h.sub(b.tensor("y")?)?.square().mean_all())
     });
     drop(step.call_with(&params, &batch).unwrap());
     drop(step.call_with(&params, &batch).unwrap());
     assert!(step.is_compiled());
     fewest_allocations(5, || step.call_with(&params, &batch).unwrap())
+}
+
+/// [`allocations_with`] of the plain loss.
+fn allocations_per_call(sizes: &[usize]) -> usize {
+    allocations_with(sizes, false)
 }
 
 #[test]
@@ -62,6 +77,10 @@ fn compiled_replay_allocates_only_its_results() {
     );
     assert_eq!(shallow, wide, "allocations depend on the products' sizes");
     assert_eq!(shallow, long, "allocations depend on the products' sizes");
+    // A sum over the batch fused with its square reads the factors in
+    // place.
+    let per_column = allocations_with(&[2, 3, 2], true);
+    assert_eq!(shallow, per_column, "a fused partial sum allocates");
     // The one allocation: the gradient tree's list of tensors.
     assert!(shallow <= 1, "{shallow} allocations per call");
 }

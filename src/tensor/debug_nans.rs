@@ -109,8 +109,12 @@ fn op_name(kind: &OpKind, at: &Location) -> String {
         OpKind::MeanAll
         | OpKind::SumLast { mean: true, .. }
         | OpKind::ProductSum { mean: true, .. } => "mean".into(),
-        OpKind::SumAxes { mean: false, .. } => "sum".into(),
-        OpKind::SumAxes { mean: true, .. } => "mean".into(),
+        OpKind::SumAxes { mean: false, .. } | OpKind::ProductSumAxes { mean: false, .. } => {
+            "sum".into()
+        }
+        OpKind::SumAxes { mean: true, .. } | OpKind::ProductSumAxes { mean: true, .. } => {
+            "mean".into()
+        }
         OpKind::Maximum => "maximum".into(),
         OpKind::Compare(c) => format!("{c:?}").to_lowercase(),
         OpKind::Reshape(_) => "reshape".into(),

@@ -787,7 +787,8 @@ impl Plan {
             }
             let shape = match node.kind {
                 OpKind::Other => return Err(unsupported("an operation cannot be replayed".into())),
-                OpKind::SumAxes { axes, keepdims, .. } => {
+                OpKind::SumAxes { axes, keepdims, .. }
+                | OpKind::ProductSumAxes { axes, keepdims, .. } => {
                     let s = &in_shapes[0];
                     if s.len() < 32 && axes >> s.len() != 0 {
                         return Err(unsupported(format!("sum over axes {axes:#b} of {s:?}")));
@@ -1432,7 +1433,7 @@ fn backward_edges(
 /// Where a step's input is read from in the replay: nothing (no such
 /// input), leaf `i`, the value of node `i` (an operation), or constant
 /// `c`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum In {
     Empty,
     Leaf(usize),
@@ -1541,7 +1542,10 @@ fn zip_into(step: &Step, a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, 
 /// product is still computed (its backward and other readers need it).
 fn fuse_products(steps: &mut [Step], leaves: usize) -> Result<()> {
     for s in 0..steps.len() {
-        if !matches!(steps[s].kind, OpKind::ProductSum { .. }) {
+        if !matches!(
+            steps[s].kind,
+            OpKind::ProductSum { .. } | OpKind::ProductSumAxes { .. }
+        ) {
             continue;
         }
         let producer = match steps[s].inputs[0] {
@@ -1579,6 +1583,48 @@ fn fused_product_sum(step: &Step, product: &[f32], x: &[f32], y: &[f32]) -> f32 
         None => None,
     };
     fused.unwrap_or_else(|| crate::xla::reduce::sum_all(product, shape))
+}
+
+/// The sums over the axes in bit set `axes` of a product (`product`, of
+/// the step's input shape) of factors `x` and `y`, fused as XLA fuses them
+/// ([`crate::xla::reduce_products::product_sums`]), reading the factors
+/// with the multiply's broadcast pattern; the plain sums of the product
+/// ([`reduce::reduce_sum`]) where XLA does not fuse them. Times the `f32`
+/// reciprocal of the count when `mean`.
+#[inline(always)]
+fn fused_product_sums(
+    step: &Step,
+    axes: u32,
+    mean: bool,
+    [product, x, y]: [&[f32]; 3],
+    out: &mut [f32],
+) {
+    use crate::xla::reduce_products::{product_sums, Pair};
+    let shape = &step.in_shapes[0];
+    let pair = match step.factors {
+        _ if step.ins[1] == step.ins[2] => Pair::Square,
+        Some(Zip::Same) => Pair::Full,
+        _ => Pair::Broadcast,
+    };
+    let fused = match step.factors {
+        Some(Zip::Same) => product_sums(shape, axes, pair, |i| (x[i], y[i]), out),
+        Some(Zip::Scalar) => product_sums(shape, axes, pair, |i| (x[i], y[0]), out),
+        Some(Zip::Column(n)) => product_sums(shape, axes, pair, |i| (x[i], y[i / n]), out),
+        Some(Zip::RowsOfA) => product_sums(shape, axes, pair, |i| (x[i], y[i % y.len()]), out),
+        Some(Zip::RowsOfB) => product_sums(shape, axes, pair, |i| (x[i % x.len()], y[i]), out),
+        None => false,
+    };
+    if !fused {
+        return reduce::reduce_sum(product, shape, axes, mean, out);
+    }
+    if mean {
+        let n: usize = (0..shape.len())
+            .filter(|a| axes & (1 << a) != 0)
+            .map(|a| shape[a])
+            .product();
+        let r = 1.0 / n as f32;
+        out.iter_mut().for_each(|v| *v *= r);
+    }
 }
 
 /// Whether `b` is `shape` with its last axis (of length > 1) reduced to 1.
@@ -1817,6 +1863,9 @@ fn forward_body(
         OpKind::Squeeze(_) | OpKind::StopGradient | OpKind::Reshape(_) => out.copy_from_slice(a),
         OpKind::SumAxes { axes, mean, .. } => {
             reduce::reduce_sum(a, &step.in_shapes[0], axes, mean, out)
+        }
+        OpKind::ProductSumAxes { axes, mean, .. } => {
+            fused_product_sums(step, axes, mean, [a, b, c], out)
         }
         OpKind::Maximum => zip_into(step, a, b, out, nan_max),
         OpKind::Compare(c) => zip_into(step, a, b, out, |x, y| c.mask(x, y)),
@@ -2168,7 +2217,7 @@ fn backward_body(
         OpKind::Reshape(_) => dst.copy_from_slice(g),
         OpKind::Maximum if input == 0 => scaled_into(g, a, b, out, max_da, dst, rows),
         OpKind::Maximum => scaled_into(g, a, b, out, max_db, dst, rows),
-        OpKind::SumAxes { axes, mean, .. } => {
+        OpKind::SumAxes { axes, mean, .. } | OpKind::ProductSumAxes { axes, mean, .. } => {
             sum_axes_backward(g, &step.in_shapes[0], axes, mean, dst)
         }
         OpKind::BatchNorm(_) => unreachable!("planned forward only"),

@@ -162,6 +162,15 @@ pub(crate) enum OpKind {
         mean: bool,
         keepdims: bool,
     },
+    /// A sum (or mean) over the axes in bit set `axes` (not all of them)
+    /// of a product that XLA fuses with it in a compiled region (see
+    /// `ops::product_sum`): as [`OpKind::ProductSum`], its input the
+    /// product, whose factors the replay reads.
+    ProductSumAxes {
+        axes: u32,
+        mean: bool,
+        keepdims: bool,
+    },
     /// `jnp.maximum` (a variance clipped at 0).
     Maximum,
     /// A comparison's mask (1.0 where it holds, else 0.0), not

@@ -27,6 +27,15 @@ The operations, with `x = inputs(shape, seed)`, `c = inputs(shape, seed +
 * `sum_xx`: `sum(x * x)`; `mean_sq`: `mean((x - c) ** 2)`; `mean_xc`:
   `mean(x * c)`.
 
+And sums over some axes (`partial`, see `partial_cases`), fused the same
+way where XLA fuses them: `psum_xc` (`sum(x * c, axes)`, `c` of `x`'s
+shape), `psum_xr` (`c` a row), `psum_xk` (`c` a column,
+`inputs(shape[:-1] + (1,), seed + 1)`), `psum_xx` (`sum(x * x, axes)`),
+`pmean_sq` (`mean(square(x), axes)`), `pmean_xr` (`mean(x * c, axes,
+keepdims=True)`, `c` a row): one reduced axis (either end), several
+trailing ones, several with a kept axis after them, an axis longer than
+32, and 4,096 elements or more.
+
 Pinned: jax==0.10.2, jaxlib==0.10.2 (CPU), flax==0.12.8. From the
 repository root:
 
@@ -75,6 +84,75 @@ SHAPES = [
 ]
 
 
+# Sums over some axes: (shape, axes).
+PARTIAL_SHAPES = [
+    # One reduced axis, not the last: one fma chain per output.
+    ((2, 5), (0,)), ((3, 17), (0,)), ((8, 8), (0,)), ((16, 33), (0,)),
+    ((32, 12), (0,)), ((5, 3, 4), (1,)), ((1, 9), (0,)), ((31, 128), (0,)),
+    # The last axis: one chain per row; rows of 5 to 8 of a square (and of
+    # two full factors) are vectorized otherwise.
+    ((2, 5), (1,)), ((3, 17), (1,)), ((8, 8), (1,)), ((7, 6), (1,)),
+    ((31, 7), (1,)), ((5, 32), (1,)), ((4, 3, 12), (2,)),
+    # Several trailing axes: product_sum's nest for each output.
+    ((2, 3, 4), (1, 2)), ((4, 8, 8), (1, 2)), ((3, 16, 8), (1, 2)),
+    ((2, 20, 3), (1, 2)), ((4, 6, 5, 3), (1, 2, 3)), ((3, 32, 32), (1, 2)),
+    # Several axes with a kept one after them: not followed.
+    ((2, 3, 4), (0, 1)), ((8, 4, 4, 8), (0, 1, 2)),
+    # A reduced axis longer than 32: the product rounded, then the plain
+    # sums.
+    ((40, 3), (0,)), ((3, 40), (1,)), ((100, 6), (0,)), ((2, 40, 4), (1, 2)),
+    # 4,096 elements or more: YNNPACK.
+    ((64, 64), (0,)), ((16, 512), (0,)), ((64, 64), (1,)),
+]
+
+# op: (second factor's shape from the product's, f(x, c, axes)).
+PARTIAL_OPS = {
+    "psum_xc": (lambda s: s, lambda x, c, ax: jnp.sum(x * c, axis=ax)),
+    "psum_xr": (lambda s: s[-1:], lambda x, c, ax: jnp.sum(x * c, axis=ax)),
+    "psum_xk": (lambda s: s[:-1] + (1,), lambda x, c, ax: jnp.sum(x * c, axis=ax)),
+    "psum_xx": (lambda s: (), lambda x, c, ax: jnp.sum(x * x, axis=ax)),
+    "pmean_sq": (lambda s: (), lambda x, c, ax: jnp.mean(jnp.square(x), axis=ax)),
+    "pmean_xr": (
+        lambda s: s[-1:],
+        lambda x, c, ax: jnp.mean(x * c, axis=ax, keepdims=True),
+    ),
+}
+
+
+def partial_cases():
+    """Sums over some axes: `value` (eager), `jit` (`jax.jit(f)`), and
+    from `jax.jit(jax.value_and_grad(loss, has_aux=True))` with `loss =
+    sum(f(x, c) * d)` (`d = inputs(f's shape, seed + 2)`) and `f` the aux:
+    `jit_aux` (the sums inside the jitted gradient), `jit_vg` (the loss)
+    and `jit_dx` (its gradient with respect to `x`, digest)."""
+    cases = []
+    for n, (shape, axes) in enumerate(PARTIAL_SHAPES):
+        for op, (cshape, f) in PARTIAL_OPS.items():
+            seed = 10 * n + 5001
+            x = jnp.asarray(inputs(shape, seed))
+            c = jnp.asarray(inputs(cshape(shape), seed + 1))
+            value = f(x, c, axes)
+            d = jnp.asarray(inputs(value.shape, seed + 2))
+
+            def loss(x, c):
+                y = f(x, c, axes)
+                return jnp.sum(y * d), y
+
+            (vg, aux), dx = jax.jit(jax.value_and_grad(loss, has_aux=True))(x, c)
+            cases.append({
+                "op": op,
+                "shape": list(shape),
+                "axes": list(axes),
+                "seed": seed,
+                "value": expected(value),
+                "jit": expected(jax.jit(lambda x, c: f(x, c, axes))(x, c)),
+                "jit_aux": expected(aux),
+                "jit_vg": expected(vg)[0],
+                "jit_dx": expected(dx, limit=0),
+            })
+    return cases
+
+
 def factor(op, shape, seed):
     if op == "sum_xr":
         return inputs(shape[-1:], seed + 1)
@@ -101,10 +179,13 @@ def main():
                 "jit_vg": expected(value)[0],
                 "jit_dx": expected(dx, limit=0),
             })
+    partial = partial_cases()
     with open(OUT, "w") as fh:
-        json.dump({"cases": cases}, fh, separators=(",", ":"))
+        json.dump({"cases": cases, "partial": partial}, fh, separators=(",", ":"))
     differ = sum(c["jit"] != c["value"] for c in cases)
     print(f"wrote {OUT}: {len(cases)} cases, {differ} jitted differ from eager")
+    differ = sum(c["jit"] != c["value"] for c in partial)
+    print(f"{len(partial)} partial sums, {differ} jitted differ from eager")
 
 
 if __name__ == "__main__":

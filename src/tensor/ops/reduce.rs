@@ -269,6 +269,14 @@ impl Tensor {
             };
             scaled = true;
             ndarray::arr0(total).into_dyn()
+        } else if let Some(sums) = self.fused_sums(&ax) {
+            // A product made in a compiled region, fused with its sum.
+            kind = OpKind::ProductSumAxes {
+                axes: ax.iter().fold(0, |m, &a| m | 1 << a),
+                mean: divisor.is_some(),
+                keepdims,
+            };
+            sums
         } else if ax.len() == 1 && ax[0] + 1 == self.ndim() {
             // The last axis: sequential sums of row-major rows.
             kind = OpKind::SumLast {
