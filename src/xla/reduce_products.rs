@@ -33,22 +33,27 @@ pub(crate) enum Pair {
 /// Measured against jaxlib 0.10.2 (`tools/oracle/generate_fused_sums.py`):
 ///
 /// * With [`YNN_MIN`] elements or more, XLA hands the fusion to YNNPACK,
-///   which rounds the products first; with a reduced axis longer than
-///   [`TREE_WINDOW`], the tree reduction splits the multiply from the
-///   reduce (both `false`).
+///   which rounds the products of two full factors first (with a
+///   broadcast factor its order is not known); with a reduced axis longer
+///   than [`TREE_WINDOW`], the tree reduction splits the multiply from
+///   the reduce (both `false`).
 /// * One reduced axis (of length above 1; any axis): each output is one
 ///   chain of fused multiply-adds from `+0`, `acc = fma(x_k, y_k, acc)`,
-///   along the axis (every 2-D shape of up to 32 rows by up to 512
-///   columns, either axis, the second factor of the same shape or a
-///   broadcast row or column). For a square (`x * x`) LLVM first drops
-///   the `+0` (a square is never `-0`), so the chain starts from the
-///   second product rounded: `fma(x_0, x_0, x_1 * x_1)`, then on.
-///   Except along the last axis, rows of 5 to 8 products of a square or
-///   of two full factors: LLVM vectorizes the loop over the rows (each
-///   lane a row, its products rounded, then some rows left to the scalar
-///   loop, lanes not followed here) unless there is one row, or 3, 5 to
-///   7, or 9 to 15 (not vectorized: the chains; measured for 2 to 40
-///   rows).
+///   along the axis. For a square (`x * x`) LLVM first drops the `+0` (a
+///   square is never `-0`), so the chain starts from the second product
+///   rounded: `fma(x_0, x_0, x_1 * x_1)`, then on. Except along the last
+///   axis, rows of 5 to 8 products of a square or of two full factors:
+///   LLVM vectorizes the loop over the rows (each lane a row, its
+///   products rounded, then some rows left to the scalar loop; lanes not
+///   followed here: `false`) unless there is one row, or 3, 5 to 7, or 9
+///   to 15, or 2 of two full factors (not vectorized: the chains;
+///   measured for 2 to 40 rows).
+///
+///   Of 2,816 two-axis shapes measured (18 or 14 row counts from 1 to
+///   4,096, 22 column counts from 1 to 512, both axes; the second factor
+///   of the same shape, a row, a column, or a square), this gives XLA's
+///   bits for 2,694; the others are rows of 5 to 8 vectorized (17) and
+///   YNNPACK's fusions with a broadcast factor (105).
 /// * Several reduced axes, all after every kept axis of length above 1:
 ///   each output summed as [`product_sum`] sums an array of the reduced
 ///   axes (its loop nest vectorized the same way).
@@ -85,7 +90,8 @@ pub(crate) fn product_sums(
         [axis] => {
             let last = long.last() == Some(&axis);
             let rows = out.len();
-            let scalar_rows = matches!(rows, 1 | 3 | 5..=7 | 9..=15);
+            let scalar_rows =
+                matches!(rows, 1 | 3 | 5..=7 | 9..=15) || (rows == 2 && pair == Pair::Full);
             if pair != Pair::Broadcast && last && (5..=8).contains(&shape[axis]) && !scalar_rows {
                 return false;
             }
