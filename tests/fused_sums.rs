@@ -77,7 +77,8 @@ impl Case {
 /// fused loop with another cost than a sum's (two loads, or one load
 /// multiplied by itself, per element) and contracts only some of the
 /// products; `product_sum` follows the loop of a product with a broadcast
-/// factor (a scalar, a row), exact for every shape here.
+/// factor (a scalar, a row), exact for every shape here, but for two rows
+/// of two factors, which it leaves unvectorized as LLVM does.
 ///
 /// From 4,096 elements (all axes at most 32 long) the fused product and
 /// sum run on YNNPACK, whose order for them is not known.
@@ -85,9 +86,7 @@ const KNOWN: &[&str] = &[
     "mean_sq [1, 20, 3]",
     "mean_sq [4, 8, 8]",
     "mean_sq [8, 8]",
-    "mean_xc [2, 4]",
     "mean_xc [3, 8, 7]",
-    "sum_xc [2, 4]",
     "sum_xc [3, 8, 7]",
     "sum_xx [17, 5]",
 ];

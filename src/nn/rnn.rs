@@ -4,7 +4,7 @@ use ndarray::{ArrayD, IxDyn};
 
 use crate::core::{Result, Scope};
 use crate::random::{self, Key};
-use crate::tensor::{Tensor, Tensors};
+use crate::tensor::{Tensor, Tensors, XlaOrigin};
 
 use super::module::{config_error, Module};
 use super::recurrent::{GRUCell, LSTMCell};
@@ -267,8 +267,19 @@ impl<C: RecurrentCell + Clone> Module for RNN<C> {
         }
         drop(compiled);
         let mut y = Tensor::stack(&ys, axis as isize)?;
-        if self.reverse && self.keep_order {
+        let flipped = self.reverse && self.keep_order;
+        if flipped {
             y = flip(&y)?;
+        }
+        // How XLA makes the outputs, for a sum fused with a product of
+        // them: the step's operations themselves when the scan has one
+        // step; else stacked with the steps first, the move of that axis a
+        // layout change (measured without `keep_order`'s flip, whose
+        // outputs XLA walks in their own order).
+        if steps == 1 {
+            y = y.with_origin(XlaOrigin::OneStepScan { axis });
+        } else if axis != 0 && !flipped {
+            y = y.with_origin(XlaOrigin::ScanOutputs { axis });
         }
         if let Some(lengths) = &seq_lengths {
             // Each sequence's carry after its last step (`length - 1`; a

@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 
 use super::error::{Result, TensorError};
 use super::item_view::ItemView;
-use super::ops::product_sum::Factors;
+use super::ops::product_sum::{Factors, XlaOrigin};
 use super::tape::{
     Backward, DotFactors, FusedOuter, InputGrads, Node, NodeExtra, OpKind, TangentRule, Tracer,
 };
@@ -39,6 +39,9 @@ pub struct Tensor {
     /// A product's factors, kept in a compiled region for a sum that XLA
     /// fuses with it (see [`Tensor::with_factors`]).
     pub(crate) factors: Option<Arc<Factors>>,
+    /// Where XLA's compiled graph makes this tensor, when that changes the
+    /// order of a sum fused with a product of it (see [`XlaOrigin`]).
+    pub(crate) origin: Option<XlaOrigin>,
 }
 
 impl Tensor {
@@ -235,6 +238,7 @@ impl Tensor {
             data,
             tracer: None,
             factors: None,
+            origin: None,
         }
     }
 
@@ -404,6 +408,7 @@ impl Tensor {
             data: value,
             tracer: Some(Tracer { tape, node }),
             factors: None,
+            origin: None,
         }
     }
 }

@@ -44,6 +44,7 @@ pub(crate) fn trace_on(tape: &Arc<Tape>, tree: &Tree) -> (Tree, Vec<usize>) {
                 node,
             }),
             factors: None,
+            origin: None,
         }
     });
     (traced, ids)

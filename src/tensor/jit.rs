@@ -1572,14 +1572,22 @@ fn fuse_products(steps: &mut [Step], leaves: usize) -> Result<()> {
 /// does not fuse them.
 #[inline(always)]
 fn fused_product_sum(step: &Step, product: &[f32], x: &[f32], y: &[f32]) -> f32 {
-    use crate::xla::reduce::product_sum;
+    use crate::xla::reduce::{product_sum, ProductLoop};
     let shape = &step.in_shapes[0];
+    let broadcast = ProductLoop::default();
     let fused = match step.factors {
-        Some(Zip::Same) => product_sum(shape, |i| (x[i], y[i])),
-        Some(Zip::Scalar) => product_sum(shape, |i| (x[i], y[0])),
-        Some(Zip::Column(n)) => product_sum(shape, |i| (x[i], y[i / n])),
-        Some(Zip::RowsOfA) => product_sum(shape, |i| (x[i], y[i % y.len()])),
-        Some(Zip::RowsOfB) => product_sum(shape, |i| (x[i % x.len()], y[i])),
+        Some(Zip::Same) => {
+            // A square reads its one factor once.
+            let two_loads = ProductLoop {
+                two_loads: !std::ptr::eq(x, y),
+                ..broadcast
+            };
+            product_sum(shape, two_loads, |i| (x[i], y[i]))
+        }
+        Some(Zip::Scalar) => product_sum(shape, broadcast, |i| (x[i], y[0])),
+        Some(Zip::Column(n)) => product_sum(shape, broadcast, |i| (x[i], y[i / n])),
+        Some(Zip::RowsOfA) => product_sum(shape, broadcast, |i| (x[i], y[i % y.len()])),
+        Some(Zip::RowsOfB) => product_sum(shape, broadcast, |i| (x[i % x.len()], y[i])),
         None => None,
     };
     fused.unwrap_or_else(|| crate::xla::reduce::sum_all(product, shape))

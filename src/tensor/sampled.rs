@@ -224,6 +224,7 @@ impl Tensor {
                 data,
                 tracer: Some(tracer),
                 factors: None,
+                origin: None,
             },
             None => Tensor::constant(data),
         })

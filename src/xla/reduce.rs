@@ -445,8 +445,16 @@ pub(crate) fn vector_factor(b: usize, c: usize) -> usize {
 /// fusion runs on YNNPACK, which gave the plain sum of the rounded
 /// products for the shapes measured (`[16, 16, 16]`, `[32, 32, 8]`,
 /// `[8, 20, 64]`): both `None`.
+///
+/// `product_loop` says what else LLVM sees in the loop: two factors of
+/// the product's shape, or the factors' own operations (see
+/// [`ProductLoop`]).
 #[inline(always)]
-pub(crate) fn product_sum(shape: &[usize], at: impl Fn(usize) -> (f32, f32)) -> Option<f32> {
+pub(crate) fn product_sum(
+    shape: &[usize],
+    product_loop: ProductLoop,
+    at: impl Fn(usize) -> (f32, f32),
+) -> Option<f32> {
     let n: usize = shape.iter().product();
     if n == 0 || n >= YNN_MIN || shape.iter().any(|&d| d > TREE_WINDOW) {
         return None;
@@ -459,10 +467,26 @@ pub(crate) fn product_sum(shape: &[usize], at: impl Fn(usize) -> (f32, f32)) -> 
             x.mul_add(y, acc)
         })
     };
+    if product_loop.fused_body {
+        if let Some(&c) = loops.last().filter(|&&c| c >= FUSED_BODY_ROWS) {
+            // Each row vectorized along its elements, then reduced; 4
+            // lanes where they leave 4 fewer products to the scalar loop.
+            let acc = match c % 8 {
+                0..4 => row_lanes::<8>(n, c, &at, fold),
+                _ => row_lanes::<4>(n, c, &at, fold),
+            };
+            return Some(acc);
+        }
+    }
     let [.., b, c] = loops[..] else {
         return Some(fold(0.0, 0..n));
     };
-    let acc = match fused_vector_factor(b, c) {
+    let lanes = if product_loop.two_loads && b == 2 {
+        0
+    } else {
+        fused_vector_factor(b, c)
+    };
+    let acc = match lanes {
         0 => fold(0.0, 0..n),
         2 => product_blocks::<2>(n, (b, c), &at, fold),
         4 => product_blocks::<4>(n, (b, c), &at, fold),
@@ -501,6 +525,66 @@ fn product_blocks<const VF: usize>(
             }
         }
         fold(lanes[0], start + main * c..start + b * c)
+    })
+}
+
+/// What LLVM sees in the loop of a sum fused with a product
+/// ([`product_sum`]) besides its shape, where that changes how it
+/// vectorizes it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ProductLoop {
+    /// The factors are two arrays of the product's shape (two loads per
+    /// product, not a broadcast factor or a square): a loop over two rows
+    /// is not vectorized (measured for rows of 2 to 8 elements; other
+    /// shapes of such products follow the broadcast factor's lanes, which
+    /// is not always right: `tests/fused_sums.rs`).
+    pub(crate) two_loads: bool,
+    /// The factors' own elementwise operations are in the loop (the step
+    /// of a one-step scan, whose loop XLA drops, fused into the sum):
+    /// LLVM vectorizes rows of [`FUSED_BODY_ROWS`] to 32 elements along
+    /// the row, each row's lanes reduced before the next row: 8 lanes, or
+    /// 4 where the row's length is 4 to 7 more than a multiple of 8
+    /// (measured for `nn.RNN` over `LSTMCell` and `GRUCell`, rows of 16
+    /// to 32 elements, 1 or 2 rows, and 3, 4 and 8 rows of 16, 17, 24, 31
+    /// and 32). Shorter rows are as `two_loads` says, but for rows of 7
+    /// and 8 elements, which LLVM vectorizes by the cell's own cost (not
+    /// modelled).
+    pub(crate) fused_body: bool,
+}
+
+/// The shortest row that LLVM vectorizes along its elements when the
+/// factors' operations are fused into the sum ([`ProductLoop::fused_body`]).
+const FUSED_BODY_ROWS: usize = 16;
+
+/// [`product_sum`]'s loop when LLVM vectorizes each row of `c` products
+/// along its elements: `VF` lanes, the first starting from the sum so
+/// far, adding consecutive products by fused multiply-adds; then the
+/// lanes halved into one, and the row's leftover products by `fold`.
+#[inline(always)]
+fn row_lanes<const VF: usize>(
+    n: usize,
+    c: usize,
+    at: &impl Fn(usize) -> (f32, f32),
+    fold: impl Fn(f32, std::ops::Range<usize>) -> f32,
+) -> f32 {
+    let main = c - c % VF;
+    (0..n).step_by(c).fold(0.0, |acc, start| {
+        let mut lanes = [-0.0f32; VF];
+        lanes[0] = acc;
+        for group in (start..start + main).step_by(VF) {
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                let (x, y) = at(group + l);
+                *lane = x.mul_add(y, *lane);
+            }
+        }
+        let mut width = VF;
+        while width > 1 {
+            width /= 2;
+            for l in 0..width {
+                lanes[l] += lanes[l + width];
+            }
+        }
+        fold(lanes[0], start + main..start + c)
     })
 }
 

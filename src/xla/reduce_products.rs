@@ -8,7 +8,7 @@
 
 use smallvec::SmallVec;
 
-use super::reduce::{product_sum, TREE_WINDOW};
+use super::reduce::{product_sum, ProductLoop, TREE_WINDOW};
 use super::ynn_reduce::YNN_MIN;
 
 /// What the two factors of a product are, which decides how LLVM
@@ -104,9 +104,13 @@ pub(crate) fn product_sums(
             }
             let inner: usize = shape[first..].iter().product();
             let red: SmallVec<[usize; 8]> = summed.iter().map(|&a| shape[a]).collect();
+            let product_loop = ProductLoop {
+                two_loads: pair == Pair::Full,
+                fused_body: false,
+            };
             for (o, v) in out.iter_mut().enumerate() {
                 let base = o * inner;
-                *v = product_sum(&red, |i| at(base + i)).expect("checked: fused");
+                *v = product_sum(&red, product_loop, |i| at(base + i)).expect("checked: fused");
             }
             true
         }

@@ -10,19 +10,60 @@ use std::sync::Arc;
 use ndarray::{ArcArray, ArrayD, IxDyn};
 
 use crate::tensor::Tensor;
+use crate::xla::reduce::ProductLoop;
 use crate::xla::reduce_products::Pair;
 
 /// The two factors of a product computed in a compiled region (shared
-/// storage: keeping them costs two reference counts).
+/// storage: keeping them costs two reference counts), and where XLA makes
+/// them.
 pub(crate) struct Factors {
     a: ArcArray<f32, IxDyn>,
     b: ArcArray<f32, IxDyn>,
     /// Both factors are the same array (`square`, `x * x`): LLVM knows
     /// the product is never `-0`, which changes a partial sum's first add.
     square: bool,
+    /// Where XLA makes the product's factors (see [`XlaOrigin`]).
+    origin: Option<XlaOrigin>,
+}
+
+/// Where XLA's compiled graph makes a tensor, when that changes the loop
+/// of a sum fused with a product of it (set by `nn::RNN` on its outputs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum XlaOrigin {
+    /// A scan's outputs, stacked along `axis`: `lax.scan` stacks them
+    /// along a first axis, and the move of that axis to `axis` becomes a
+    /// layout change (a bitcast), so a fused loop over them and any other
+    /// factor (transposed alike) walks the elements with `axis` outermost.
+    ScanOutputs {
+        /// The axis of the steps.
+        axis: usize,
+    },
+    /// As `ScanOutputs`, of a scan of one step: XLA drops the loop of one
+    /// trip, and the step's elementwise operations join the loop of the
+    /// sum, whose larger body LLVM vectorizes otherwise
+    /// ([`ProductLoop::fused_body`]).
+    OneStepScan {
+        /// The axis of the (one) step.
+        axis: usize,
+    },
+}
+
+impl XlaOrigin {
+    /// The axis of the steps.
+    fn axis(self) -> usize {
+        match self {
+            XlaOrigin::ScanOutputs { axis } | XlaOrigin::OneStepScan { axis } => axis,
+        }
+    }
 }
 
 impl Tensor {
+    /// This tensor, marked as made by XLA in the way of `origin`.
+    pub(crate) fn with_origin(mut self, origin: XlaOrigin) -> Tensor {
+        self.origin = Some(origin);
+        self
+    }
+
     /// This product of `a` and `b`, keeping its factors for a sum that
     /// XLA would fuse with it, when computed in a compiled region.
     pub(crate) fn with_factors(mut self, a: &Tensor, b: &Tensor) -> Tensor {
@@ -34,6 +75,7 @@ impl Tensor {
                 a: a.data.clone(),
                 b: b.data.clone(),
                 square,
+                origin: a.origin.or(b.origin),
             }));
         }
         self
@@ -49,12 +91,26 @@ impl Tensor {
             return None;
         }
         let shape = self.data.raw_dim();
-        // Both factors row-major over the product's shape (broadcast).
-        let row_major = |f: &ArcArray<f32, IxDyn>| -> Option<Vec<f32>> {
-            Some(f.broadcast(shape.clone())?.iter().copied().collect())
+        let order = walk_order(self.ndim(), factors.origin);
+        let walked: Vec<usize> = order.iter().map(|&d| shape[d]).collect();
+        // Both factors in that order over the product's shape (broadcast).
+        let ordered = |f: &ArcArray<f32, IxDyn>| -> Option<Vec<f32>> {
+            let full = f.broadcast(shape.clone())?;
+            Some(
+                full.permuted_axes(order.as_slice())
+                    .iter()
+                    .copied()
+                    .collect(),
+            )
         };
-        let (a, b) = (row_major(&factors.a)?, row_major(&factors.b)?);
-        crate::xla::reduce::product_sum(self.shape(), |i| (a[i], b[i]))
+        let (a, b) = (ordered(&factors.a)?, ordered(&factors.b)?);
+        let full = |f: &ArcArray<f32, IxDyn>| f.shape() == self.shape();
+        let product_loop = ProductLoop {
+            // A square reads its one factor once.
+            two_loads: full(&factors.a) && full(&factors.b) && !factors.square,
+            fused_body: matches!(factors.origin, Some(XlaOrigin::OneStepScan { .. })),
+        };
+        crate::xla::reduce::product_sum(&walked, product_loop, |i| (a[i], b[i]))
     }
 
     /// The sum over the (sorted) `axes` of this product, dropping them, as
@@ -94,4 +150,16 @@ impl Tensor {
         );
         fused.then(|| ArrayD::from_shape_vec(IxDyn(&kept), out).expect("kept size"))
     }
+}
+
+/// The order of the axes in which XLA's loop walks a product of `ndim`
+/// axes: row-major, or with a scan's steps outermost.
+fn walk_order(ndim: usize, origin: Option<XlaOrigin>) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..ndim).collect();
+    if let Some(origin) = origin {
+        let axis = origin.axis();
+        order.remove(axis);
+        order.insert(0, axis);
+    }
+    order
 }
