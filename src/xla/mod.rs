@@ -10,7 +10,8 @@
 //!   one partial sum per output on AVX-512, `dot_t4` for four, both run
 //!   by `dot_panels`, which packs B as the first block of rows reads it;
 //!   `pack_t_avx512` packs a B stored transposed); [`gemv`]: XLA's own
-//!   matrix-vector and vector-vector emitters; [`eigen_dot`]: the products
+//!   matrix-vector and vector-vector emitters, [`fused_dot`] the loop XLA
+//!   fuses a jitted `x.T @ g` into; [`eigen_dot`]: the products
 //!   XLA keeps from YNNPACK (left operand transposed), blocked as Eigen's
 //!   contraction blocks them, and [`eigen_conv`] the convolutions it
 //!   keeps; [`onednn_gemv`]: oneDNN's matrix-vector
@@ -52,6 +53,7 @@ pub(crate) mod dot_t4;
 pub(crate) mod dot_tiny;
 pub(crate) mod eigen_conv;
 pub(crate) mod eigen_dot;
+pub(crate) mod fused_dot;
 pub(crate) mod gemv;
 pub mod libm_f32;
 pub(crate) mod math;

@@ -26,6 +26,7 @@ use crate::xla::eigen_dot;
 
 use super::dot_general::{is_canonical, jnp_matmul_dims};
 use crate::xla::dot_blocked::planned_matmul;
+use crate::xla::fused_dot;
 use crate::xla::gemv;
 
 mod fast;
@@ -920,6 +921,41 @@ pub(crate) fn matmul_raw(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> Resu
     Ok(out)
 }
 
+/// Whether `a @ b` is a matrix stored transposed times one column
+/// (`x.T @ g` with `x: [k, m]` row-major, `g: [k, 1]`, `m, k >= 2`).
+fn is_transposed_column(a: &ArrayViewD<'_, f32>, b: &ArrayViewD<'_, f32>) -> bool {
+    let (m, k) = (a.shape()[0], a.shape()[1]);
+    let s = a.strides();
+    b.shape()[1] == 1 && m >= 2 && k >= 2 && s[0] == 1 && s[1] != 1
+}
+
+/// `a @ b` for a product [`is_transposed_column`] accepts, written out by
+/// the user (`x.t().matmul(g)`), as JAX computes it; a weight gradient
+/// `x^T @ g`, which the backward pass computes (JAX's `dot_general`
+/// contracting the batch), keeps its own route ([`DotRoute::Transposed`]).
+///
+/// Eagerly JAX runs the transpose as an operation of its own, a row-major
+/// copy, and the product on the copy: XLA's row-major GEMV. Jitted
+/// (inside [`as_jitted`](crate::tensor::as_jitted)), XLA fuses the
+/// transpose into the dot's loop while the vector is under 16 KiB
+/// ([`fused_dot`]), and copies it as eagerly from 4,096 terms.
+fn transposed_column(a: ArrayViewD<'_, f32>, b: ArrayViewD<'_, f32>) -> ArrayD<f32> {
+    let (m, k) = (a.shape()[0], a.shape()[1]);
+    let (Some((x, sa)), Some((y, sb))) = (contiguous(&a), contiguous(&b)) else {
+        let copy = a.as_standard_layout();
+        return matmul_raw(copy.view(), b).expect("shapes checked");
+    };
+    if in_compiled_region() && k <= fused_dot::FUSION_MAX_TERMS {
+        let mut o = zeros_vec(m);
+        fused_dot::fused_column_dot(x, (sa.1, sa.0), y, sb.0, (k, m), &mut o);
+        return Array2::from_shape_vec((m, 1), o)
+            .expect("m elements")
+            .into_dyn();
+    }
+    let copy = a.as_standard_layout();
+    matmul_raw(copy.view(), b).expect("shapes checked")
+}
+
 /// `g` in `shape` (same size); as it is when it already has that shape
 /// (a 2-D operand's cotangent: reshaping costs more than the tiny product).
 fn reshaped(g: ArrayD<f32>, shape: &IxDyn) -> ArrayD<f32> {
@@ -1031,7 +1067,12 @@ impl Tensor {
         } else {
             None
         };
-        let out = with_layout(layout, || matmul_raw(ad.view(), bd.view()))?;
+        let out = match layout {
+            None if two_d && is_transposed_column(&ad.view(), &bd.view()) => {
+                transposed_column(ad.view(), bd.view())
+            }
+            _ => with_layout(layout, || matmul_raw(ad.view(), bd.view()))?,
+        };
         // Without the unit axes of vector operands ([..., 1, n] and
         // [..., m, 1]).
         let full = out.raw_dim();
