@@ -57,6 +57,30 @@ impl XlaOrigin {
     }
 }
 
+impl Factors {
+    /// How the factors of a product of `shape` load: one array
+    /// (`square`), two of the product's shape, or a broadcast one.
+    fn pair(&self, shape: &[usize]) -> Pair {
+        if self.square {
+            Pair::Square
+        } else if self.a.shape() == shape && self.b.shape() == shape {
+            Pair::Full
+        } else {
+            Pair::Broadcast
+        }
+    }
+
+    /// Both factors' values over the product's `shape` (broadcast), its
+    /// axes walked in `order`; `None` if one does not broadcast.
+    fn values(&self, shape: &[usize], order: &[usize]) -> Option<(Vec<f32>, Vec<f32>)> {
+        let walk = |f: &ArcArray<f32, IxDyn>| -> Option<Vec<f32>> {
+            let full = f.broadcast(IxDyn(shape))?;
+            Some(full.permuted_axes(IxDyn(order)).iter().copied().collect())
+        };
+        Some((walk(&self.a)?, walk(&self.b)?))
+    }
+}
+
 impl Tensor {
     /// This tensor, marked as made by XLA in the way of `origin`.
     pub(crate) fn with_origin(mut self, origin: XlaOrigin) -> Tensor {
@@ -90,24 +114,12 @@ impl Tensor {
         if !crate::tensor::in_compiled_region() {
             return None;
         }
-        let shape = self.data.raw_dim();
         let order = walk_order(self.ndim(), factors.origin);
-        let walked: Vec<usize> = order.iter().map(|&d| shape[d]).collect();
-        // Both factors in that order over the product's shape (broadcast).
-        let ordered = |f: &ArcArray<f32, IxDyn>| -> Option<Vec<f32>> {
-            let full = f.broadcast(shape.clone())?;
-            Some(
-                full.permuted_axes(order.as_slice())
-                    .iter()
-                    .copied()
-                    .collect(),
-            )
-        };
-        let (a, b) = (ordered(&factors.a)?, ordered(&factors.b)?);
-        let full = |f: &ArcArray<f32, IxDyn>| f.shape() == self.shape();
+        let walked: Vec<usize> = order.iter().map(|&d| self.shape()[d]).collect();
+        let (a, b) = factors.values(self.shape(), &order)?;
         let product_loop = ProductLoop {
             // A square reads its one factor once.
-            two_loads: full(&factors.a) && full(&factors.b) && !factors.square,
+            two_loads: factors.pair(self.shape()) == Pair::Full,
             fused_body: matches!(factors.origin, Some(XlaOrigin::OneStepScan { .. })),
         };
         crate::xla::reduce::product_sum(&walked, product_loop, |i| (a[i], b[i]))
@@ -123,23 +135,14 @@ impl Tensor {
         if !crate::tensor::in_compiled_region() || self.ndim() > 32 {
             return None;
         }
-        let shape = self.data.raw_dim();
-        let row_major = |f: &ArcArray<f32, IxDyn>| -> Option<Vec<f32>> {
-            Some(f.broadcast(shape.clone())?.iter().copied().collect())
-        };
-        let (a, b) = (row_major(&factors.a)?, row_major(&factors.b)?);
+        let row_major: Vec<usize> = (0..self.ndim()).collect();
+        let (a, b) = factors.values(self.shape(), &row_major)?;
         let mask = axes.iter().fold(0u32, |m, &k| m | 1 << k);
         let kept: Vec<usize> = (0..self.ndim())
             .filter(|k| !axes.contains(k))
             .map(|k| self.shape()[k])
             .collect();
-        let pair = if factors.square {
-            Pair::Square
-        } else if factors.a.shape() == self.shape() && factors.b.shape() == self.shape() {
-            Pair::Full
-        } else {
-            Pair::Broadcast
-        };
+        let pair = factors.pair(self.shape());
         let mut out = vec![0.0f32; kept.iter().product()];
         let fused = crate::xla::reduce_products::product_sums(
             self.shape(),
