@@ -179,15 +179,7 @@ fn row_dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         a.data.iter().copied().collect(),
         b.data.iter().copied().collect(),
     );
-    let out: Vec<f32> = av
-        .chunks(n.max(1))
-        .zip(bv.chunks(n.max(1)))
-        .map(|(x, y)| {
-            x.iter()
-                .zip(y)
-                .fold(0.0f32, |acc, (&p, &q)| p.mul_add(q, acc))
-        })
-        .collect();
+    let out = crate::tensor::fused_row_dots(&av, &bv, n.max(1));
     let shape = &a.shape()[..a.ndim() - 1];
     let value = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), out)
         .expect("one value per row")

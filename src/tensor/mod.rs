@@ -89,6 +89,7 @@ pub use jit::{
 pub(crate) use ops::cross_entropy::label_out_of_range;
 pub use ops::matmul::{exact_matmul_limit, set_exact_matmul_limit, DEFAULT_EXACT_MATMUL_LIMIT};
 pub(crate) use ops::reduce_window::WindowSum;
+pub(crate) use ops::soft_cross_entropy::fused_row_dots;
 pub use ops::{one_hot, ConvSpec};
 pub use shape::broadcast_shapes;
 pub use tensors::Tensors;

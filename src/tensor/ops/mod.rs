@@ -22,7 +22,7 @@ pub(crate) mod reduce;
 pub(crate) mod reduce_window;
 pub(crate) mod rows;
 mod shape_ops;
-mod soft_cross_entropy;
+pub(crate) mod soft_cross_entropy;
 mod standardize;
 pub(crate) mod unary;
 mod window_max;

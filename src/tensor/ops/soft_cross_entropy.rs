@@ -45,17 +45,11 @@ impl Kernel for SoftCrossEntropy {
     }
 
     fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
+        // `-sum(labels * lp)`: the products fused into the row sum.
         let lp = self.log_probs(ins[0]);
-        // `-sum(labels * lp)`: the products fused into the row sum, in
-        // order from +0 (rows of at most 32).
-        lp.chunks_exact(self.n)
-            .zip(ins[1].chunks_exact(self.n))
-            .map(|(lp, o)| {
-                -lp.iter()
-                    .zip(o)
-                    .fold(0.0f32, |acc, (&l, &o)| o.mul_add(l, acc))
-            })
-            .collect()
+        let mut out = fused_row_dots(ins[1], &lp, self.n);
+        out.iter_mut().for_each(|v| *v = -*v);
+        out
     }
 
     fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
@@ -87,6 +81,20 @@ impl Kernel for SoftCrossEntropy {
         }
         out
     }
+}
+
+/// `sum(a * b)` over each row of `n` (`n > 0`) as a jitted fusion sums a
+/// row of up to 32 products: one fused multiply-add per product, in order
+/// from `+0`.
+pub(crate) fn fused_row_dots(a: &[f32], b: &[f32], n: usize) -> Vec<f32> {
+    a.chunks_exact(n)
+        .zip(b.chunks_exact(n))
+        .map(|(x, y)| {
+            x.iter()
+                .zip(y)
+                .fold(0.0f32, |acc, (&p, &q)| p.mul_add(q, acc))
+        })
+        .collect()
 }
 
 impl Tensor {
