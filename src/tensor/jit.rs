@@ -555,6 +555,9 @@ struct Step {
     /// `inputs` resolved for the replay's loops (set once the plan's
     /// steps are final), and a binary operation's broadcast pattern.
     ins: [In; MAX_INPUTS],
+    /// How many of `ins` the step reads (the rest are [`In::Empty`]): the
+    /// replay looks up only those.
+    arity: usize,
     zip: Zip,
     /// For a keep-mask draw: the byte buffer it is drawn into (its float
     /// array is not written); for a select: the byte buffer holding its
@@ -951,6 +954,7 @@ impl Plan {
                 pre_relu: false,
                 folded: false,
                 ins: [In::Empty; MAX_INPUTS],
+                arity: 0,
                 zip,
                 bytes: None,
                 kernel: node.kernel().cloned(),
@@ -974,6 +978,13 @@ impl Plan {
             step.ins = std::array::from_fn(|k| In::of(step.inputs.get(k), leaves));
         }
         fuse_products(&mut steps, leaves)?;
+        for step in steps.iter_mut() {
+            step.arity = step
+                .ins
+                .iter()
+                .rposition(|i| *i != In::Empty)
+                .map_or(0, |k| k + 1);
+        }
         let size = |s: &[usize]| s.iter().product::<usize>();
         // Masks drawn as bytes have no float array.
         let values = shapes
@@ -1183,17 +1194,7 @@ impl Plan {
             let step = &steps[e.id - leaves];
             let (before, rest) = grads.split_at_mut(e.id);
             let g: &[f32] = &rest[0];
-            let input = |k: usize| -> &[f32] {
-                match step.ins[k] {
-                    In::Empty => &[],
-                    In::Leaf(i) => leaf[i],
-                    In::Value(i) => &values[i],
-                    In::Const(c) => &consts[c],
-                }
-            };
-            // Written out: `array::from_fn` is not inlined here and cost the
-            // tiny step a tenth of its time.
-            let ins: [&[f32]; MAX_INPUTS] = [input(0), input(1), input(2), input(3), input(4)];
+            let ins = step_inputs(step, &leaf, values, consts);
             let bytes = step.bytes.map(|b| &masks[b][..]);
             let acc: &mut [f32] = if e.target < n_params {
                 out_grads[e.target].as_slice_mut().expect("row-major")
@@ -1351,25 +1352,38 @@ fn forward_pass(
             continue;
         }
         let (before, rest) = values.split_at_mut(leaves + s);
-        let input = |k: usize| -> &[f32] {
-            match step.ins[k] {
-                In::Empty => &[],
-                In::Leaf(i) => leaf[i],
-                In::Value(i) => &before[i],
-                In::Const(c) => &consts[c],
-            }
-        };
         let bytes = step.bytes.map(|b| &masks[b][..]);
         forward(
             step,
-            // Written out (see the backward pass).
-            [input(0), input(1), input(2), input(3), input(4)],
+            step_inputs(step, leaf, before, consts),
             bytes,
             &mut rest[0],
             scratch,
         );
     }
     Ok(())
+}
+
+/// `step`'s input slices, `&[]` past its [`arity`](Step::arity): only the
+/// inputs it has are looked up (most steps read one or two of the slots),
+/// `values` holding the nodes before it (leaves' entries unused).
+#[inline(always)]
+fn step_inputs<'a>(
+    step: &Step,
+    leaf: &[&'a [f32]],
+    values: &'a [Vec<f32>],
+    consts: &'a [Vec<f32>],
+) -> [&'a [f32]; MAX_INPUTS] {
+    let mut ins: [&[f32]; MAX_INPUTS] = [&[]; MAX_INPUTS];
+    for (slot, src) in ins.iter_mut().zip(&step.ins[..step.arity]) {
+        *slot = match *src {
+            In::Empty => &[],
+            In::Leaf(i) => leaf[i],
+            In::Value(i) => &values[i],
+            In::Const(c) => &consts[c],
+        };
+    }
+    ins
 }
 
 /// Whether two shapes are equal (a loop: shapes are short, and a call to
