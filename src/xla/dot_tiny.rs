@@ -483,12 +483,11 @@ fn one_chunk_lanes<const T: usize>(term: impl Fn(usize) -> (Lanes, f32), k: usiz
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::{
-        __m256, __m256i, _mm256_add_ps, _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps,
-        _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_mul_ps, _mm256_set1_epi32, _mm256_set1_ps,
-        _mm256_setr_epi32, _mm256_setzero_ps,
+        __m256, _mm256_add_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_set1_ps,
+        _mm256_setzero_ps, _mm256_storeu_ps,
     };
 
-    use super::{chain_start, TinySum, LANES};
+    use super::{chain_start, copy_lanes, TinySum, LANES};
 
     /// The longest sums unrolled here.
     pub(super) const MAX_K: usize = 8;
@@ -562,17 +561,13 @@ mod avx2 {
             let (x, (sa0, sa1), y, (sb0, sb1)) = (self.x, self.sa, self.y, self.sb);
             let (m, _, n) = self.mkn;
             for j0 in (0..n).step_by(LANES) {
-                let cols = LANES.min(n - j0);
                 // The block's lanes: the first `cols`.
-                let mask = _mm256_cmpgt_epi32(
-                    _mm256_set1_epi32(cols as i32),
-                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                );
+                let cols = LANES.min(n - j0);
                 // B's rows within the block (zeros past `n`), as vectors.
                 let mut b = [_mm256_setzero_ps(); K];
                 for (p, v) in b.iter_mut().enumerate() {
                     if sb1 == 1 {
-                        *v = load_first(&y[p * sb0 + j0..][..cols], mask);
+                        *v = load_first(&y[p * sb0 + j0..][..cols]);
                     } else {
                         let mut row = [0.0f32; LANES];
                         for (l, r) in row.iter_mut().enumerate().take(cols) {
@@ -598,7 +593,7 @@ mod avx2 {
                         Vsum::Chunk => chunk::<K, T>(&b, &a),
                         Vsum::Chain(_) => chain::<K>(&b, &a, start),
                     };
-                    store_first(&mut orow[j0..][..cols], mask, v);
+                    store_first(&mut orow[j0..][..cols], v);
                 }
             }
         }
@@ -612,27 +607,32 @@ mod avx2 {
         unsafe { _mm256_loadu_ps(v.as_ptr()) }
     }
 
-    /// `src` (`mask`'s lanes, the first `src.len()`) in the first lanes of
-    /// a vector, zeros in the others.
+    /// `src` (at most [`LANES`] values) in the first lanes of a vector,
+    /// zeros in the others. Not a masked load: one waits for the stores
+    /// before it to retire (no store forwarding), and `src` is often a
+    /// buffer the previous operation has just written (several times the
+    /// cost of the product in a small step, measured).
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    fn load_first(src: &[f32], mask: __m256i) -> __m256 {
-        debug_assert!(src.len() <= LANES);
-        // SAFETY: `mask` selects the first `src.len()` lanes (how the
-        // callers make it), so only `src`'s values are read; a masked load
-        // does not touch (nor fault on) the other lanes' addresses.
-        unsafe { _mm256_maskload_ps(src.as_ptr(), mask) }
+    fn load_first(src: &[f32]) -> __m256 {
+        if let Ok(full) = <&[f32; LANES]>::try_from(src) {
+            return load(full);
+        }
+        let mut v = [0.0f32; LANES];
+        copy_lanes(&mut v, src, src.len());
+        load(&v)
     }
 
-    /// The first `dst.len()` lanes of `v` (`mask`'s) into `dst`.
+    /// The first `dst.len()` lanes (at most [`LANES`]) of `v` into `dst`.
+    /// Not a masked store, whose values the next operation's loads cannot
+    /// take from the store queue (see [`load_first`]).
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    fn store_first(dst: &mut [f32], mask: __m256i, v: __m256) {
-        debug_assert!(dst.len() <= LANES);
-        // SAFETY: `mask` selects the first `dst.len()` lanes (how the
-        // callers make it), so only `dst`'s values are written; a masked
-        // store does not touch (nor fault on) the other lanes' addresses.
-        unsafe { _mm256_maskstore_ps(dst.as_mut_ptr(), mask, v) }
+    fn store_first(dst: &mut [f32], v: __m256) {
+        let mut lanes = [0.0f32; LANES];
+        // SAFETY: `lanes` holds the eight `f32`s written (an unaligned store).
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+        copy_lanes(dst, &lanes, dst.len());
     }
 
     /// `(l0 + l1) + (l2 + l3)` for `T == 4`, `l0 + l1` for 2, `l0` for 1,
