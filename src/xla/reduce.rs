@@ -98,9 +98,17 @@ pub(crate) fn reduce_all(x: &[f32], shape: &[usize], loops: Loops<'_>) -> f32 {
     }
     match loops {
         Loops::Vectorized(kept_after) => {
-            let checked: SmallVec<[bool; 8]> = smallvec::smallvec![false; shape.len()];
+            let checked = [false; 8];
+            let many;
+            let checked: &[bool] = match checked.get(..shape.len()) {
+                Some(few) => few,
+                None => {
+                    many = vec![false; shape.len()];
+                    &many
+                }
+            };
             let strides = reduced_strides(&shape, kept_after);
-            nest_sum(0.0, &data, &shape, &checked, &strides)
+            nest_sum(0.0, &data, &shape, checked, &strides)
         }
         Loops::InOrder => fold(0.0, &data),
     }
@@ -311,14 +319,14 @@ fn nest_sum(
     checked: &[bool],
     strides: &[usize],
 ) -> f32 {
-    // Inline (no allocation): compiled steps sum their losses here.
-    let loops: SmallVec<[(usize, bool, usize); 8]> = (0..extents.len())
-        .filter(|&a| extents[a] != 1)
-        .map(|a| (extents[a], checked[a], strides[a]))
-        .collect();
-    let [.., (b, b_checked, f), (c, _, k)] = loops[..] else {
+    // The two innermost loops longer than one (compiled steps sum their
+    // losses here: found in place, nothing collected).
+    let mut long = (0..extents.len()).rev().filter(|&a| extents[a] != 1);
+    let (Some(inner), Some(outer)) = (long.next(), long.next()) else {
         return fold(acc, block);
     };
+    let (b, b_checked, f) = (extents[outer], checked[outer], strides[outer]);
+    let (c, k) = (extents[inner], strides[inner]);
     if b_checked {
         return fold(acc, block);
     }
