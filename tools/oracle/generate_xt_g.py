@@ -51,6 +51,10 @@ FS = [1, 2, 3, 7, 16, 33, 128]
 MORE_KS = [33, 49, 50, 51, 52, 56, 59, 60, 63, 64, 65, 66, 67, 70, 96, 97, 100, 127, 128,
            129, 200, 255, 256, 257, 513, 1000, 2047, 4095]
 MORE_FS = [4, 5, 6, 8, 9, 12, 17]
+# Around the most blocks of 32 rows LLVM unrolls fully with 2 to 8 features
+# (10 to 14, by the stride), with remainders that leave an epilogue.
+UNROLL_KS = [330, 365, 398, 477, 510]
+UNROLL_FS = range(2, 9)
 # Results with more than this many values are stored as a digest.
 BITS_LIMIT = 16
 
@@ -81,11 +85,12 @@ def main():
                           "jit": expected(jit, BITS_LIMIT),
                           "grad": expected(dw, BITS_LIMIT)})
     more = []
-    for f in MORE_FS:
-        for k in MORE_KS:
-            x = jnp.asarray(inputs((k, f), 31 * f + k))
-            g = jnp.asarray(inputs((k, 1), 31 * f + k + 1))
-            more.append({"k": k, "f": f, "jit": expected(jitted(x, g), BITS_LIMIT)})
+    more_shapes = [(k, f) for f in MORE_FS for k in MORE_KS]
+    more_shapes += [(k, f) for f in UNROLL_FS for k in UNROLL_KS]
+    for k, f in more_shapes:
+        x = jnp.asarray(inputs((k, f), 31 * f + k))
+        g = jnp.asarray(inputs((k, 1), 31 * f + k + 1))
+        more.append({"k": k, "f": f, "jit": expected(jitted(x, g), BITS_LIMIT)})
     with open(OUT, "w") as out:
         json.dump({"jax": jax.__version__, "cases": cases, "more_jit": more}, out,
                   separators=(",", ":"))
