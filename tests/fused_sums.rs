@@ -231,42 +231,10 @@ const PARTIAL_KNOWN: &[&str] = &[
     "pmean_xr [64, 64] [1]",
 ];
 
-/// The partial means whose jitted gradient differs from JAX's (their
-/// eager gradients are exact): under `jax.jit` the mean's cotangent is
-/// divided by the count (`g / n`, measured), where flaxen multiplies by
-/// its reciprocal in a compiled region as eagerly (`g * (1 / n)`). Not
-/// the fused sums' doing (the gradient does not read them).
-const MEAN_DX_KNOWN: &[&str] = &[
-    "pmean_sq [3, 17] [0]",
-    "pmean_sq [5, 3, 4] [1]",
-    "pmean_sq [31, 128] [0]",
-    "pmean_sq [7, 6] [1]",
-    "pmean_sq [31, 7] [1]",
-    "pmean_sq [4, 3, 12] [2]",
-    "pmean_sq [2, 3, 4] [1, 2]",
-    "pmean_sq [2, 20, 3] [1, 2]",
-    "pmean_sq [4, 6, 5, 3] [1, 2, 3]",
-    "pmean_sq [2, 3, 4] [0, 1]",
-    "pmean_sq [3, 40] [1]",
-    "pmean_sq [100, 6] [0]",
-    "pmean_xr [3, 17] [0]",
-    "pmean_xr [5, 3, 4] [1]",
-    "pmean_xr [31, 128] [0]",
-    "pmean_xr [7, 6] [1]",
-    "pmean_xr [31, 7] [1]",
-    "pmean_xr [4, 3, 12] [2]",
-    "pmean_xr [2, 3, 4] [1, 2]",
-    "pmean_xr [2, 20, 3] [1, 2]",
-    "pmean_xr [4, 6, 5, 3] [1, 2, 3]",
-    "pmean_xr [2, 3, 4] [0, 1]",
-    "pmean_xr [3, 40] [1]",
-    "pmean_xr [100, 6] [0]",
-];
-
 #[test]
 fn partial_fused_sums_match_jax() {
     let f: Fixture = load_fixture("fused_sums.json");
-    let (mut bad, mut still_known, mut dx_known) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut bad, mut still_known) = (Vec::new(), Vec::new());
     let mut exact = 0;
     for case in &f.partial {
         let x = common::uniform_inputs(&case.shape, case.seed, 2.0);
@@ -313,28 +281,20 @@ fn partial_fused_sums_match_jax() {
         );
         let name = case.name();
         for (part, d) in parts {
-            let (known, list) = if part.contains("dx") {
-                (MEAN_DX_KNOWN.contains(&name.as_str()), &mut dx_known)
-            } else {
-                let jitted = part != "value";
-                (
-                    jitted && PARTIAL_KNOWN.contains(&name.as_str()),
-                    &mut still_known,
-                )
-            };
+            // The gradients do not read the fused sums: all exact.
+            let jitted_sum = part != "value" && !part.contains("dx");
+            let known = jitted_sum && PARTIAL_KNOWN.contains(&name.as_str());
             match (d, known) {
                 (None, _) => exact += 1,
-                (Some(_), true) => list.push(name.clone()),
+                (Some(_), true) => still_known.push(name.clone()),
                 (Some(d), false) => bad.push(format!("{name} {part}: {d}")),
             }
         }
     }
     println!(
-        "{} partial sums: {exact} checks exact, {} known, {} gradients known",
+        "{} partial sums: {exact} checks exact, {} known",
         f.partial.len(),
-        still_known.len(),
-        dx_known.len()
+        still_known.len()
     );
     common::assert_only_known(&bad, &still_known, PARTIAL_KNOWN);
-    common::assert_only_known(&[], &dx_known, MEAN_DX_KNOWN);
 }

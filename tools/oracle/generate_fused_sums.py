@@ -122,7 +122,8 @@ PARTIAL_OPS = {
 def partial_cases():
     """Sums over some axes: `value` (eager), `jit` (`jax.jit(f)`), and
     from `jax.jit(jax.value_and_grad(loss, has_aux=True))` with `loss =
-    sum(f(x, c) * d)` (`d = inputs(f's shape, seed + 2)`) and `f` the aux:
+    sum(f(x, c) * d)` (`d = inputs(f's shape, seed + 2)`, an argument like
+    `x` and `c`) and `f` the aux:
     `jit_aux` (the sums inside the jitted gradient), `jit_vg` (the loss)
     and `jit_dx` (its gradient with respect to `x`, digest)."""
     cases = []
@@ -134,11 +135,14 @@ def partial_cases():
             value = f(x, c, axes)
             d = jnp.asarray(inputs(value.shape, seed + 2))
 
-            def loss(x, c):
+            # `d` an argument (not a constant of the program): XLA would
+            # fold a constant cotangent's `d / n` (a mean's) into a
+            # division, where it multiplies an argument by `1 / n`.
+            def loss(x, c, d):
                 y = f(x, c, axes)
                 return jnp.sum(y * d), y
 
-            (vg, aux), dx = jax.jit(jax.value_and_grad(loss, has_aux=True))(x, c)
+            (vg, aux), dx = jax.jit(jax.value_and_grad(loss, has_aux=True))(x, c, d)
             cases.append({
                 "op": op,
                 "shape": list(shape),
