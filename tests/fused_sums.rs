@@ -211,18 +211,6 @@ const PARTIAL_KNOWN: &[&str] = &[
     "pmean_sq [4, 8, 8] [1, 2]",
     "psum_xx [3, 16, 8] [1, 2]",
     "pmean_sq [3, 16, 8] [1, 2]",
-    // Several reduced axes with a kept one after them: the lanes of that
-    // nest are not followed (`product_sums` leaves the products rounded).
-    "psum_xc [2, 3, 4] [0, 1]",
-    "psum_xr [2, 3, 4] [0, 1]",
-    "psum_xk [2, 3, 4] [0, 1]",
-    "pmean_xr [2, 3, 4] [0, 1]",
-    "psum_xc [8, 4, 4, 8] [0, 1, 2]",
-    "psum_xr [8, 4, 4, 8] [0, 1, 2]",
-    "psum_xk [8, 4, 4, 8] [0, 1, 2]",
-    "psum_xx [8, 4, 4, 8] [0, 1, 2]",
-    "pmean_sq [8, 4, 4, 8] [0, 1, 2]",
-    "pmean_xr [8, 4, 4, 8] [0, 1, 2]",
     // 4,096 elements or more with a broadcast factor: YNNPACK's fused
     // order is not the rounded products' (with two full factors it is).
     "psum_xk [64, 64] [0]",

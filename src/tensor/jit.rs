@@ -1623,10 +1623,33 @@ fn fused_product_sums(
 ) {
     use crate::xla::reduce_products::{product_sums, Pair};
     let shape = &step.in_shapes[0];
+    // The axes along which a broadcast factor of `len` elements changes:
+    // the trailing ones it spans.
+    let trailing = |len: usize| {
+        let mut spanned = 1;
+        (0..shape.len()).rev().fold(0u32, |m, a| {
+            if spanned >= len {
+                return m;
+            }
+            spanned *= shape[a];
+            m | 1 << a
+        })
+    };
     let pair = match step.factors {
         _ if step.ins[1] == step.ins[2] => Pair::Square,
         Some(Zip::Same) => Pair::Full,
-        _ => Pair::Broadcast,
+        Some(Zip::Scalar) => Pair::Broadcast { spread: Some(0) },
+        // Every axis but the last.
+        Some(Zip::Column(_)) => Pair::Broadcast {
+            spread: Some((1 << (shape.len() - 1)) - 1),
+        },
+        Some(Zip::RowsOfA) => Pair::Broadcast {
+            spread: Some(trailing(y.len())),
+        },
+        Some(Zip::RowsOfB) => Pair::Broadcast {
+            spread: Some(trailing(x.len())),
+        },
+        None => Pair::Broadcast { spread: None },
     };
     let fused = match step.factors {
         Some(Zip::Same) => product_sums(shape, axes, pair, |i| (x[i], y[i]), out),

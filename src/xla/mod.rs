@@ -65,6 +65,7 @@ pub(crate) mod plan_cache;
 pub(crate) mod reduce;
 pub(crate) mod reduce_gaps;
 pub(crate) mod reduce_products;
+pub(crate) mod reduce_products_kept;
 pub(crate) mod reduce_window;
 pub(crate) mod select_scatter;
 pub(crate) mod vectors;

@@ -507,7 +507,7 @@ pub(crate) fn product_sum(
 /// in order, each as [`vector_rows`] sums its rows with `VF` lanes, adding
 /// a product by a fused multiply-add; the rows left over by `fold`.
 #[inline(always)]
-fn product_blocks<const VF: usize>(
+pub(crate) fn product_blocks<const VF: usize>(
     n: usize,
     (b, c): (usize, usize),
     at: &impl Fn(usize) -> (f32, f32),

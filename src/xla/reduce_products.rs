@@ -9,6 +9,7 @@
 use smallvec::SmallVec;
 
 use super::reduce::{product_sum, ProductLoop, TREE_WINDOW};
+use super::reduce_products_kept::{kept_after_sums, KeptLoads};
 use super::ynn_reduce::YNN_MIN;
 
 /// What the two factors of a product are, which decides how LLVM
@@ -19,8 +20,14 @@ pub(crate) enum Pair {
     Square,
     /// Two arrays of the product's shape.
     Full,
-    /// One factor broadcast (a scalar, a row, a column).
-    Broadcast,
+    /// One factor broadcast (a scalar, a row, a column): `spread` is the
+    /// bit set of the product's axes along which it changes (those where
+    /// its length is above 1) when the other factor has the product's
+    /// shape, `None` when both are broadcast.
+    Broadcast {
+        /// The axes along which the broadcast factor changes.
+        spread: Option<u32>,
+    },
 }
 
 /// `out[o]`: the sum over the axes in bit set `axes` of the product of
@@ -57,8 +64,10 @@ pub(crate) enum Pair {
 /// * Several reduced axes, all after every kept axis of length above 1:
 ///   each output summed as [`product_sum`] sums an array of the reduced
 ///   axes (its loop nest vectorized the same way).
-/// * Several reduced axes with a kept axis between or after them: LLVM
-///   vectorizes the nest otherwise (not followed; `false`).
+/// * Several reduced axes followed by the kept ones: one nest per output
+///   over the reduced axes, its products `K` elements apart, vectorized
+///   by what it loads ([`kept_after_sums`]); with a kept axis before or
+///   between them: not followed (`false`).
 pub(crate) fn product_sums(
     shape: &[usize],
     axes: u32,
@@ -92,7 +101,8 @@ pub(crate) fn product_sums(
             let rows = out.len();
             let scalar_rows =
                 matches!(rows, 1 | 3 | 5..=7 | 9..=15) || (rows == 2 && pair == Pair::Full);
-            if pair != Pair::Broadcast && last && (5..=8).contains(&shape[axis]) && !scalar_rows {
+            let broadcast = matches!(pair, Pair::Broadcast { .. });
+            if !broadcast && last && (5..=8).contains(&shape[axis]) && !scalar_rows {
                 return false;
             }
             chains(shape, axis, pair == Pair::Square, &at, out);
@@ -100,7 +110,7 @@ pub(crate) fn product_sums(
         }
         [first, ..] => {
             if long.iter().any(|&a| a > first && !reduced(a)) {
-                return false;
+                return kept_after(shape, axes, pair, at, out);
             }
             let inner: usize = shape[first..].iter().product();
             let red: SmallVec<[usize; 8]> = summed.iter().map(|&a| shape[a]).collect();
@@ -115,6 +125,46 @@ pub(crate) fn product_sums(
             true
         }
     }
+}
+
+/// [`product_sums`] over several reduced axes (the bit set `axes`) with a
+/// kept one after them: [`kept_after_sums`] when every kept axis (longer
+/// than 1) follows every reduced one and the loads are known, else `false`.
+fn kept_after(
+    shape: &[usize],
+    axes: u32,
+    pair: Pair,
+    at: impl Fn(usize) -> (f32, f32),
+    out: &mut [f32],
+) -> bool {
+    let long = |a: &usize| shape[*a] > 1;
+    let summed: SmallVec<[usize; 8]> = (0..shape.len())
+        .filter(long)
+        .filter(|&a| axes & (1 << a) != 0)
+        .collect();
+    let kept: SmallVec<[usize; 8]> = (0..shape.len())
+        .filter(long)
+        .filter(|&a| axes & (1 << a) == 0)
+        .collect();
+    let last_summed = summed.last().copied().unwrap_or(0);
+    if kept.iter().any(|&a| a < last_summed) {
+        return false;
+    }
+    let summed_mask = summed.iter().fold(0u32, |m, &a| m | 1 << a);
+    let long_mask = summed_mask | kept.iter().fold(0u32, |m, &a| m | 1 << a);
+    let loads = match pair {
+        Pair::Square => KeptLoads::One,
+        Pair::Full => KeptLoads::Two,
+        Pair::Broadcast { spread: Some(s) } => match s & long_mask {
+            s if s & summed_mask == 0 => KeptLoads::One,
+            // A column broadcast along the one kept axis.
+            s if s == summed_mask && kept.len() == 1 => KeptLoads::Column,
+            _ => return false,
+        },
+        Pair::Broadcast { spread: None } => return false,
+    };
+    let reduced: SmallVec<[usize; 8]> = summed.iter().map(|&a| shape[a]).collect();
+    kept_after_sums(&reduced, loads, at, out)
 }
 
 /// [`product_sums`] over one reduced `axis`: each output a chain of fused

@@ -96,13 +96,21 @@ PARTIAL_SHAPES = [
     # Several trailing axes: product_sum's nest for each output.
     ((2, 3, 4), (1, 2)), ((4, 8, 8), (1, 2)), ((3, 16, 8), (1, 2)),
     ((2, 20, 3), (1, 2)), ((4, 6, 5, 3), (1, 2, 3)), ((3, 32, 32), (1, 2)),
-    # Several axes with a kept one after them: not followed.
+    # Several axes with the kept ones after them (a BatchNorm's NHWC
+    # statistics): one nest per output, vectorized by what it loads.
+    # (more at the end).
     ((2, 3, 4), (0, 1)), ((8, 4, 4, 8), (0, 1, 2)),
     # A reduced axis longer than 32: the product rounded, then the plain
     # sums.
     ((40, 3), (0,)), ((3, 40), (1,)), ((100, 6), (0,)), ((2, 40, 4), (1, 2)),
     # 4,096 elements or more: YNNPACK.
     ((64, 64), (0,)), ((16, 512), (0,)), ((64, 64), (1,)),
+    # Appended (the cases above keep their seeds): more axes with the kept
+    # ones after them, their rows taken by 2 to 8 lanes or in order, and a
+    # BatchNorm's statistics of 32,768 elements (YNNPACK).
+    ((8, 2, 8), (0, 1)), ((2, 8, 4, 4), (0, 1, 2)), ((8, 8, 3), (0, 1)),
+    ((16, 4, 8), (0, 1)), ((20, 3, 8), (0, 1)), ((4, 4, 4, 16), (0, 1, 2)),
+    ((3, 9, 5), (0, 1)), ((16, 8, 8, 32), (0, 1, 2)),
 ]
 
 # op: (second factor's shape from the product's, f(x, c, axes)).

@@ -59,14 +59,23 @@ impl XlaOrigin {
 
 impl Factors {
     /// How the factors of a product of `shape` load: one array
-    /// (`square`), two of the product's shape, or a broadcast one.
+    /// (`square`), two of the product's shape, or a broadcast one (and
+    /// along which axes it changes).
     fn pair(&self, shape: &[usize]) -> Pair {
+        let (a, b) = (self.a.shape(), self.b.shape());
         if self.square {
             Pair::Square
-        } else if self.a.shape() == shape && self.b.shape() == shape {
+        } else if a == shape && b == shape {
             Pair::Full
         } else {
-            Pair::Broadcast
+            let spread = if a == shape {
+                Some(spread(b, shape.len()))
+            } else if b == shape {
+                Some(spread(a, shape.len()))
+            } else {
+                None
+            };
+            Pair::Broadcast { spread }
         }
     }
 
@@ -165,4 +174,18 @@ fn walk_order(ndim: usize, origin: Option<XlaOrigin>) -> Vec<usize> {
         order.insert(0, axis);
     }
     order
+}
+
+/// The bit set of the axes of an `ndim`-axis product along which a factor
+/// of shape `factor` (broadcast, aligned to the last axis) changes; axes
+/// from the 33rd on are left out (no sum of so many axes is fused here).
+fn spread(factor: &[usize], ndim: usize) -> u32 {
+    let offset = ndim - factor.len();
+    factor
+        .iter()
+        .enumerate()
+        .filter(|&(_, &n)| n > 1)
+        .fold(0, |m, (a, _)| {
+            m | 1u32.checked_shl((a + offset) as u32).unwrap_or(0)
+        })
 }
