@@ -9,7 +9,9 @@ use flaxen::core::{Result, Rngs, Scope, Variables};
 use flaxen::nn::{Dense, Dropout, Module};
 use flaxen::optim::{adam, losses, GradientTransformation};
 use flaxen::random::{self, Key};
-use flaxen::tensor::{jit_value_and_grad_with_aux, value_and_grad_with_aux, Array, Tensor, Tree};
+use flaxen::tensor::{
+    as_jitted, jit_value_and_grad_with_aux, value_and_grad_with_aux, Array, Tensor, Tree,
+};
 use ndarray::{Array1, Axis};
 
 /// Dense(32) → relu → Dropout(0.1) → Dense(2).
@@ -64,8 +66,10 @@ fn main() -> flaxen::Result<()> {
         let keys = [random::fold_in(k_drop.clone(), t)];
         let ((loss, aux), grads) = step.call_with_aux(&params, &batch, &keys)?;
         if t == 0 {
-            // The compiled step gives the eager step's numbers.
-            let ((eager, _), _) = value_and_grad_with_aux(|p| loss_fn(p, &batch, &keys), &params)?;
+            // The compiled step gives `jax.jit`'s numbers: the eager step's
+            // run as one compiled computation.
+            let ((eager, _), _) =
+                as_jitted(|| value_and_grad_with_aux(|p| loss_fn(p, &batch, &keys), &params))?;
             assert_eq!(loss.item()?.to_bits(), eager.item()?.to_bits());
         }
         // Metrics from the auxiliary logits (with the step's dropout).

@@ -7,7 +7,9 @@
 use flaxen::core::{Result, Rngs, Scope, Variables};
 use flaxen::nn::{Dense, Dropout, Module};
 use flaxen::random::{self, Key};
-use flaxen::tensor::{jit_value_and_grad_with_keys, tree_map2, value_and_grad, Tensor, Tree};
+use flaxen::tensor::{
+    as_jitted, jit_value_and_grad_with_keys, tree_map2, value_and_grad, Tensor, Tree,
+};
 
 // ANCHOR: model
 /// Dense(64) -> relu -> Dropout(0.2) -> Dense(1).
@@ -57,10 +59,11 @@ fn main() -> Result<()> {
     // ANCHOR_END: step
 
     // ANCHOR: same
-    // The replay gives the eager step's numbers, bit for bit.
+    // The replay gives `jax.jit`'s numbers: those of the eager step run
+    // as one compiled computation (`as_jitted`), bit for bit.
     let keys = [random::fold_in(dropout_key, 1000)];
     let (compiled, g1) = step.call_with_keys(&params, &batch, &keys)?;
-    let (eager, g2) = value_and_grad(|p| loss(p, &batch, &keys), &params)?;
+    let (eager, g2) = as_jitted(|| value_and_grad(|p| loss(p, &batch, &keys), &params))?;
     assert_eq!(compiled.item()?.to_bits(), eager.item()?.to_bits());
     for (a, b) in g1.leaves().iter().zip(g2.leaves()) {
         assert_eq!(a.to_vec(), b.to_vec());

@@ -10,7 +10,7 @@ use flaxen::core::{Rngs, Variables};
 use flaxen::nn::{Dropout, Module};
 use flaxen::random::{self, Key};
 use flaxen::tensor::{
-    jit_value_and_grad_with, jit_value_and_grad_with_aux, tree_map2, value_and_grad,
+    as_jitted, jit_value_and_grad_with, jit_value_and_grad_with_aux, tree_map2, value_and_grad,
     value_and_grad_with_aux, Tensor, Tree,
 };
 use tensor_common::{to_tensor, Gen};
@@ -72,7 +72,8 @@ fn auxiliary_outputs_are_the_eager_ones() {
             .with("y", to_tensor(&g.array(&[5, 3], -1.0, 1.0)));
         let keys = [random::fold_in(random::key(3), i)];
         let ((l1, aux1), g1) = step.call_with_aux(&params, &batch, &keys).unwrap();
-        let ((l2, aux2), g2) = value_and_grad_with_aux(|p| f(p, &batch, &keys), &params).unwrap();
+        let ((l2, aux2), g2) =
+            as_jitted(|| value_and_grad_with_aux(|p| f(p, &batch, &keys), &params)).unwrap();
         assert_eq!(bits(&l1), bits(&l2), "loss at step {i}");
         same_trees(&aux1, &aux2, &format!("aux at step {i}"));
         same_trees(&g1, &g2, &format!("gradients at step {i}"));
@@ -140,7 +141,7 @@ fn comparisons_replay_and_argmax_runs_eagerly() {
         ] {
             let batch = Tree::new().with("x", Tensor::from_vec(x.to_vec(), &[3]).unwrap());
             let (l1, g1) = step.call_with(&params, &batch).unwrap();
-            let (l2, g2) = value_and_grad(|p| f(p, &batch), &params).unwrap();
+            let (l2, g2) = as_jitted(|| value_and_grad(|p| f(p, &batch), &params)).unwrap();
             assert_eq!(bits(&l1), bits(&l2), "{name} on {x:?}");
             same_trees(&g1, &g2, name);
         }
@@ -190,7 +191,8 @@ fn batch_norm_training_steps_compile() {
             .with("y", to_tensor(&g.array(&[16, 2], -1.0, 1.0)))
             .with("batch_stats", stats.clone());
         let ((l1, aux1), g1) = step.call_with_aux(&params, &batch, &[]).unwrap();
-        let ((l2, aux2), g2) = value_and_grad_with_aux(|p| f(p, &batch, &[]), &params).unwrap();
+        let ((l2, aux2), g2) =
+            as_jitted(|| value_and_grad_with_aux(|p| f(p, &batch, &[]), &params)).unwrap();
         assert_eq!(bits(&l1), bits(&l2), "loss at step {i}");
         same_trees(&aux1, &aux2, &format!("statistics at step {i}"));
         same_trees(&g1, &g2, &format!("gradients at step {i}"));

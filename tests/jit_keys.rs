@@ -63,7 +63,7 @@ fn dropout_masks_are_drawn_again_on_every_call() {
     for t in 0..5 {
         let keys = [random::fold_in(random::key(7), t)];
         let compiled = step.call_with_keys(&params, &batch, &keys).unwrap();
-        let eager = value_and_grad(|p| loss(p, &batch, &keys), &params).unwrap();
+        let eager = as_jitted(|| value_and_grad(|p| loss(p, &batch, &keys), &params)).unwrap();
         assert_same(&compiled, &eager);
         losses.push(compiled.0.item().unwrap());
     }
@@ -100,8 +100,10 @@ fn randomness_the_replay_cannot_repeat_runs_eagerly() {
     for _ in 0..2 {
         let keys = [random::key(9)];
         let out = step.call_with_keys(&params, &batch, &keys).unwrap();
-        let eager =
-            value_and_grad(|p| loss(p, &batch, std::slice::from_ref(&outside)), &params).unwrap();
+        let eager = as_jitted(|| {
+            value_and_grad(|p| loss(p, &batch, std::slice::from_ref(&outside)), &params)
+        })
+        .unwrap();
         assert_same(&out, &eager);
     }
     assert!(!step.is_compiled());
@@ -236,15 +238,17 @@ fn another_number_of_keys_traces_again() {
     let two = [random::key(3), random::key(4)];
     for keys in [&one[..], &two[..], &one[..]] {
         let compiled = step.call_with_keys(&params, &batch, keys).unwrap();
-        let eager = value_and_grad(
-            |p| {
-                let second = keys.get(1).cloned().unwrap_or_else(|| keys[0].clone());
-                loss(p, &batch, &keys[..1])?
-                    .add(&loss(p, &batch, std::slice::from_ref(&second))?)
-                    .map_err(Into::into)
-            },
-            &params,
-        )
+        let eager = as_jitted(|| {
+            value_and_grad(
+                |p| {
+                    let second = keys.get(1).cloned().unwrap_or_else(|| keys[0].clone());
+                    loss(p, &batch, &keys[..1])?
+                        .add(&loss(p, &batch, std::slice::from_ref(&second))?)
+                        .map_err(Into::into)
+                },
+                &params,
+            )
+        })
         .unwrap();
         assert_same(&compiled, &eager);
     }
@@ -265,7 +269,7 @@ fn a_layer_given_a_key_argument_directly_draws_again() {
     for t in 0..3 {
         let keys = [random::fold_in(random::key(2), t)];
         let compiled = step.call_with_keys(&params, &batch, &keys).unwrap();
-        let eager = value_and_grad(|p| f(p, &batch, &keys), &params).unwrap();
+        let eager = as_jitted(|| value_and_grad(|p| f(p, &batch, &keys), &params)).unwrap();
         assert_same(&compiled, &eager);
     }
     assert!(step.is_compiled());
@@ -294,7 +298,7 @@ fn a_scaled_branch_inside_a_select_replays_the_same_bits() {
     let mut step = jit_value_and_grad_with(f);
     for _ in 0..3 {
         let compiled = step.call_with(&params, &batch).unwrap();
-        let eager = value_and_grad(|p| f(p, &batch), &params).unwrap();
+        let eager = as_jitted(|| value_and_grad(|p| f(p, &batch), &params)).unwrap();
         assert_eq!(bits(&compiled.0), bits(&eager.0));
         assert_eq!(
             bits(compiled.1.tensor("x").unwrap()),

@@ -3,7 +3,7 @@
 //! replay must compute it again (or not replay), never reuse the traced
 //! call's value.
 
-use flaxen::tensor::{jit_value_and_grad_with, value_and_grad, Tensor, Tree};
+use flaxen::tensor::{as_jitted, jit_value_and_grad_with, value_and_grad, Tensor, Tree};
 
 mod common;
 use common::tensor_bits as bits;
@@ -23,7 +23,7 @@ fn stop_gradient_values_follow_each_call() {
         let p = Tree::new().with("w", Tensor::full(&[3], 0.5 + i as f32));
         let b = Tree::new().with("x", Tensor::full(&[3], 1.0 + 2.0 * i as f32));
         let (v, g) = step.call_with(&p, &b).unwrap();
-        let (ve, ge) = value_and_grad(|p| loss(p, &b), &p).unwrap();
+        let (ve, ge) = as_jitted(|| value_and_grad(|p| loss(p, &b), &p)).unwrap();
         assert_eq!(bits(&v), bits(&ve), "call {i}");
         assert_eq!(
             bits(g.tensor("w").unwrap()),

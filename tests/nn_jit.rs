@@ -7,7 +7,7 @@
 use flaxen::core::{grad, Error, Result, Rngs, Scope, Variables};
 use flaxen::nn::{BatchNorm, Dense, Dropout, Jit, Module};
 use flaxen::random::{self, Key};
-use flaxen::tensor::{jit_value_and_grad_with_keys, value_and_grad, Tensor, Tree};
+use flaxen::tensor::{as_jitted, jit_value_and_grad_with_keys, value_and_grad, Tensor, Tree};
 use serde_json::Value;
 
 mod common;
@@ -452,7 +452,7 @@ fn a_jit_inside_a_compiled_training_step_draws_from_the_step_keys() {
         let (l, g) = step.call_with_keys(&params, &batch, &keys).unwrap();
         // The Jit runs inline under the step's trace; its forked keys are
         // derived from the step's key argument again on every replay.
-        let (le, ge) = value_and_grad(|p| loss(p, &batch, &keys), &params).unwrap();
+        let (le, ge) = as_jitted(|| value_and_grad(|p| loss(p, &batch, &keys), &params)).unwrap();
         assert_eq!(
             l.item().unwrap().to_bits(),
             le.item().unwrap().to_bits(),

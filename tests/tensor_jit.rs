@@ -1,10 +1,11 @@
-//! `jit_value_and_grad`: replays give exactly `value_and_grad`'s results.
+//! `jit_value_and_grad`: every call gives exactly `value_and_grad`'s results
+//! as jitted (`as_jitted`), the traced one and the replays.
 
 mod tensor_common;
 
 use flaxen::tensor::{
-    jit_value_and_grad, jit_value_and_grad_with, tree_map2, value_and_grad, Tensor, TensorError,
-    Tree,
+    as_jitted, jit_value_and_grad, jit_value_and_grad_with, tree_map2, value_and_grad, Tensor,
+    TensorError, Tree,
 };
 use tensor_common::{to_tensor, Gen};
 
@@ -34,7 +35,7 @@ where
     let mut step = jit_value_and_grad(&f);
     for i in 0..steps {
         let (l1, g1) = step.call(&p).unwrap();
-        let (l2, g2) = value_and_grad(&f, &p).unwrap();
+        let (l2, g2) = as_jitted(|| value_and_grad(&f, &p)).unwrap();
         assert_eq!(
             l1.item().unwrap().to_bits(),
             l2.item().unwrap().to_bits(),
@@ -70,6 +71,33 @@ fn mlp_steps_match_eager_bit_for_bit() {
         };
         same_as_eager(f, p, 5, true);
     }
+}
+
+/// A weight shared by products of one row (`[1, k] @ W`) and of one
+/// column (`h @ V`, `V: [k, 1]`): in a compiled region each later
+/// cotangent of `W` (and of `h`) is an outer product fused into the
+/// addition accumulating it (`fma(u, w, acc)`); the replays fuse it too.
+#[test]
+fn fused_outer_product_accumulations_replay() {
+    let mut g = Gen::new(9);
+    let p = Tree::new()
+        .with("w", to_tensor(&g.array(&[5, 4], -1.0, 1.0)))
+        .with("v", to_tensor(&g.array(&[4, 1], -1.0, 1.0)));
+    let rows: Vec<Tensor> = (0..3)
+        .map(|_| to_tensor(&g.array(&[1, 5], -1.0, 1.0)))
+        .collect();
+    let f = |p: &Tree| {
+        let (w, v) = (p.tensor("w")?, p.tensor("v")?);
+        let mut total = Tensor::scalar(0.0);
+        for x in &rows {
+            let h = x.matmul(w)?.tanh();
+            // `h` reaches two products: its cotangents accumulate too.
+            let out = h.matmul(v)?.add(&h.matmul(&v.square())?)?;
+            total = total.add(&out.sum_all())?;
+        }
+        Ok(total)
+    };
+    same_as_eager(f, p, 4, true);
 }
 
 #[test]
@@ -239,7 +267,7 @@ fn inputs_change_between_calls() {
                 to_tensor(&g.array(&[5, 3], 0.0, 1.0).mapv(|v| (v < 0.8) as u8 as f64)),
             );
         let (l1, g1) = step.call_with(&p, &batch).unwrap();
-        let (l2, g2) = value_and_grad(|p| f(p, &batch), &p).unwrap();
+        let (l2, g2) = as_jitted(|| value_and_grad(|p| f(p, &batch), &p)).unwrap();
         assert_eq!(
             l1.item().unwrap().to_bits(),
             l2.item().unwrap().to_bits(),
@@ -258,7 +286,7 @@ fn inputs_change_between_calls() {
         .with("y", Tensor::zeros(&[2, 3]))
         .with("mask", Tensor::ones(&[2, 3]));
     let (l1, _) = step.call_with(&p, &batch).unwrap();
-    let (l2, _) = value_and_grad(|p| f(p, &batch), &p).unwrap();
+    let (l2, _) = as_jitted(|| value_and_grad(|p| f(p, &batch), &p)).unwrap();
     assert_eq!(l1.item().unwrap().to_bits(), l2.item().unwrap().to_bits());
 }
 
@@ -295,7 +323,7 @@ fn classification_losses_replay() {
     let mut step = jit_value_and_grad(&f);
     for i in 0..4 {
         let (l1, g1) = step.call(&p).unwrap();
-        let (l2, g2) = value_and_grad(f, &p).unwrap();
+        let (l2, g2) = as_jitted(|| value_and_grad(f, &p)).unwrap();
         assert_eq!(
             l1.item().unwrap().to_bits(),
             l2.item().unwrap().to_bits(),

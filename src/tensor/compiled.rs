@@ -35,9 +35,12 @@ impl Drop for CompiledRegion {
 /// computation (elementwise backward rules fused into fused multiply-adds,
 /// constant divisors folded into reciprocal multiplies, products in the
 /// layout of the compiled graph). Use it around a training step whose
-/// reference runs under `jax.jit` but that cannot be replayed by
-/// [`jit_value_and_grad`](super::jit_value_and_grad) (randomness drawn
-/// inside, such as dropout masks).
+/// reference runs under `jax.jit` but that is not compiled with
+/// [`jit_value_and_grad`](super::jit_value_and_grad) and its variants:
+/// those trace their function inside a compiled region themselves, so
+/// their numbers (traced and replayed) are `jax.jit`'s without it, and
+/// equal `as_jitted(|| value_and_grad(f, params))`'s. Regions nest: an
+/// `as_jitted` inside a compiled step changes nothing.
 ///
 /// ```
 /// use flaxen::tensor::{as_jitted, value_and_grad, Tensor, Tree};

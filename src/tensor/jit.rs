@@ -1,7 +1,9 @@
 //! Compiled training steps: `jax.jit(jax.value_and_grad(f))`.
 //!
-//! The first call traces `f` exactly like [`value_and_grad`] and keeps the
-//! tape. When every operation on it is one a compiled step knows (2-D
+//! The first call traces `f` like [`value_and_grad`] inside a compiled
+//! region ([`as_jitted`](super::as_jitted)), since `jax.jit` runs the whole
+//! step as one XLA computation, and keeps the tape. When every operation
+//! on it is one a compiled step knows (2-D
 //! `matmul`, `+ - * /` with equal shapes or a row-broadcast operand, `+ -`
 //! with a column operand no gradient flows into, `neg`, the unary
 //! functions, `sum_all`, `mean_all`, sums and means over any axes,
@@ -14,15 +16,18 @@
 //! pooling windows, see `tensor::kernel`),
 //! later calls replay the tape on the new parameter
 //! values with buffers allocated once, instead of running `f` again.
-//! Otherwise every call runs `value_and_grad`. The `int32` arrays of the
-//! inputs that such a gather took by reference are arguments (read and
+//! Otherwise every call runs `as_jitted(|| value_and_grad(f))`. The
+//! `int32` arrays of the inputs that such a gather took by reference are
+//! arguments (read and
 //! checked on every call); other arrays of the inputs are baked in.
 //! Comparisons (`greater`, `less`, `equal`…) are replayed as masks with no
 //! gradient; an `argmax` of traced values, or a read of them, makes every
 //! call run eagerly (the replay would keep the traced call's result).
 //!
-//! Replay runs the same kernels as eager execution, in the same order, so
-//! it produces the same bits.
+//! Replay runs the kernels the trace recorded (with the compiled region's
+//! roundings: fused multiply-adds, fused sums of products, jitted
+//! softmax), in the same order, so every call produces the same bits as
+//! the traced one: `jax.jit`'s.
 
 use std::sync::Arc;
 
@@ -30,6 +35,7 @@ use ndarray::{ArcArray, IxDyn};
 use smallvec::SmallVec;
 
 use super::batched::current_layout;
+use super::compiled::CompiledRegion;
 use super::debug_nans::{check_gradients, check_nans, debug_nans};
 use super::error::{Result, TensorError};
 use super::grad::{detach, pull, trace_on};
@@ -58,8 +64,16 @@ use crate::xla::vectors::on_widest_vectors;
 /// of the values it captures: side effects happen only while tracing, and
 /// captured tensors are baked in (pass data that changes between calls, such
 /// as batches, through [`jit_value_and_grad_with`]). Calling with a tree of
-/// another structure or other shapes traces again. Results are the same as
-/// [`value_and_grad`](super::value_and_grad)'s, bit for bit.
+/// another structure or other shapes traces again.
+///
+/// The numbers are `jax.jit`'s: the step traces `f` inside a compiled
+/// region, as [`as_jitted`](super::as_jitted) does, so every call (the
+/// traced first one and the replays) rounds as XLA rounds the one
+/// computation `jax.jit(jax.value_and_grad(f))` compiles to, bit for bit
+/// with `as_jitted(|| value_and_grad(f, params))`, not with an eager
+/// [`value_and_grad`](super::value_and_grad) where the two differ (a
+/// mean's cotangent, a `tanh`'s, a cross-entropy's). `f` need not wrap
+/// its body in `as_jitted` (doing so changes nothing).
 ///
 /// ```
 /// use flaxen::tensor::{jit_value_and_grad, tree_map2, Tensor, Tree};
@@ -94,7 +108,8 @@ where
 /// [`jit_value_and_grad`] for a function of the parameters and of a tree of
 /// inputs that changes between calls without being differentiated (a batch
 /// of data, labels, a dropout mask): `jax.jit(jax.value_and_grad(f))(params,
-/// inputs)`. Call it with [`call_with`](JitValueAndGrad::call_with).
+/// inputs)`. Call it with [`call_with`](JitValueAndGrad::call_with). Its
+/// numbers are `jax.jit`'s, as [`jit_value_and_grad`]'s are.
 ///
 /// ```
 /// use flaxen::tensor::{jit_value_and_grad_with, Tensor, Tree};
@@ -142,7 +157,7 @@ where
 /// use flaxen::nn::{Dropout, Module};
 /// use flaxen::core::{Rngs, Variables};
 /// use flaxen::random;
-/// use flaxen::tensor::{jit_value_and_grad_with_keys, value_and_grad, Tensor, Tree};
+/// use flaxen::tensor::{as_jitted, jit_value_and_grad_with_keys, value_and_grad, Tensor, Tree};
 ///
 /// let dropout = Dropout::new(0.5);
 /// let loss = |p: &Tree, b: &Tree, keys: &[random::Key]| -> flaxen::Result<Tensor> {
@@ -157,8 +172,9 @@ where
 /// for t in 0..3 {
 ///     let keys = [random::fold_in(random::key(0), t)];
 ///     let (l, g) = step.call_with_keys(&params, &batch, &keys).unwrap();
-///     // The same numbers as an eager step with the same key.
-///     let (l_eager, g_eager) = value_and_grad(|p| loss(p, &batch, &keys), &params).unwrap();
+///     // The same numbers as a jitted eager step with the same key.
+///     let (l_eager, g_eager) =
+///         as_jitted(|| value_and_grad(|p| loss(p, &batch, &keys), &params)).unwrap();
 ///     assert_eq!(l.item().unwrap(), l_eager.item().unwrap());
 ///     assert_eq!(g.tensor("w").unwrap().to_vec(), g_eager.tensor("w").unwrap().to_vec());
 /// }
@@ -191,7 +207,9 @@ where
 /// (`&[]`) for a step that draws no random numbers.
 ///
 /// ```
-/// use flaxen::tensor::{jit_value_and_grad_with_aux, value_and_grad_with_aux, Tensor, Tree};
+/// use flaxen::tensor::{
+///     as_jitted, jit_value_and_grad_with_aux, value_and_grad_with_aux, Tensor, Tree,
+/// };
 ///
 /// let loss = |p: &Tree, b: &Tree, _: &[flaxen::random::Key]| {
 ///     let pred = b.tensor("x")?.matmul(p.tensor("w")?)?;
@@ -209,9 +227,9 @@ where
 ///         .with("x", Tensor::full(&[4, 3], i as f32))
 ///         .with("y", Tensor::zeros(&[4, 1]));
 ///     let ((l, aux), grads) = step.call_with_aux(&params, &batch, &[]).unwrap();
-///     // The numbers of an eager step.
+///     // The numbers of an eager step run as jitted.
 ///     let ((l_eager, aux_eager), _) =
-///         value_and_grad_with_aux(|p| loss(p, &batch, &[]), &params).unwrap();
+///         as_jitted(|| value_and_grad_with_aux(|p| loss(p, &batch, &[]), &params)).unwrap();
 ///     assert_eq!(l.item().unwrap(), l_eager.item().unwrap());
 ///     assert_eq!(aux.tensor("pred").unwrap().to_vec(), aux_eager.tensor("pred").unwrap().to_vec());
 ///     assert_eq!(aux.tensor("mean").unwrap().item().unwrap(), 1.5 * i as f32);
@@ -354,7 +372,11 @@ fn compiled_call(
             return p.run(params, inputs, keys_given, aux_out);
         }
     }
-    // Trace: run eagerly, keeping the tape to plan the replays.
+    // Trace: run eagerly, keeping the tape to plan the replays, as one
+    // compiled computation (`jax.jit` of the whole step): forward and
+    // backward round as XLA rounds them inside it, and the replay repeats
+    // what the trace recorded.
+    let _region = CompiledRegion::enter();
     let _stale = check_nans();
     let tape = Tape::new();
     let (traced, ids) = trace_on(&tape, params);
@@ -568,6 +590,11 @@ struct Step {
     /// For an [`OpKind::ProductSum`]: how its product's factors (inputs 1
     /// and 2 of `ins`, see [`fuse_products`]) meet.
     factors: Option<Zip>,
+    /// For a product recorded in a compiled region with a contraction of
+    /// length 1 for this input's cotangent (see `FusedOuter`): that input,
+    /// whose cotangent, when it is added to an earlier one, is fused into
+    /// the addition as eager backpropagation fuses it.
+    fused_outer: Option<usize>,
 }
 
 /// The shapes (`m, k, n`) and strides of a product's forward (`a @ b`)
@@ -959,6 +986,7 @@ impl Plan {
                 bytes: None,
                 kernel: node.kernel().cloned(),
                 factors: None,
+                fused_outer: node.fused().map(|f| f.input),
             });
         }
         drop(nodes);
@@ -1201,7 +1229,11 @@ impl Plan {
             } else {
                 &mut before[e.target]
             };
-            if e.accumulate {
+            if e.accumulate && step.fused_outer == Some(e.input) {
+                let [a, b, ..] = ins;
+                let (u, w) = if e.input == 0 { (g, b) } else { (a, g) };
+                accumulate_outer(acc, u, w);
+            } else if e.accumulate {
                 tmp.resize(acc.len(), 0.0);
                 backward(step, e.input, g, ins, bytes, &values[e.id], tmp, scratch);
                 acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
@@ -2051,6 +2083,21 @@ fn relu(x: f32) -> f32 {
     UnaryFn::Relu.f(x)
 }
 
+/// `acc[i, j] = fma(u[i], w[j], acc[i, j])`: an outer product's cotangent
+/// added with one rounding per element, as XLA fuses a product whose
+/// contraction has length 1 into the addition accumulating it (eager
+/// backpropagation's `accumulate_outer`).
+fn accumulate_outer(acc: &mut [f32], u: &[f32], w: &[f32]) {
+    if w.is_empty() {
+        return;
+    }
+    for (row, &ui) in acc.chunks_exact_mut(w.len()).zip(u) {
+        for (a, &wj) in row.iter_mut().zip(w) {
+            *a = ui.mul_add(wj, *a);
+        }
+    }
+}
+
 /// Sums `g` (of the step's output shape) down to `target`'s length, as
 /// eager `sum_to` does.
 fn sum_rows_into(g: &[f32], dst: &mut [f32]) {
@@ -2282,14 +2329,14 @@ mod product_tests;
 #[cfg(test)]
 mod fold_tests {
     use super::*;
-    use crate::tensor::value_and_grad;
+    use crate::tensor::{as_jitted, value_and_grad};
 
     /// `select(mask, relu(w) scaled, 0)` compiled (with the scaling and the
     /// relu folded into the select where allowed) equals eager, bit for
     /// bit: products and divisions whose zeros keep or flip their sign, no
     /// scaling, the relu's output read again after the select (the relu
     /// stays), and a reader of it between the scaling and the select
-    /// (nothing folds).
+    /// (nothing folds). Eager runs as jitted, as the compiled step traces.
     #[test]
     fn folded_steps_give_the_eager_bits() {
         let mask = Tensor::from_vec(vec![1.0, 0.0, 1.0, 0.0, 1.0, 1.0], &[2, 3]).unwrap();
@@ -2329,7 +2376,7 @@ mod fold_tests {
                         .collect();
                     let p = Tree::new().with("w", Tensor::from_vec(w, &[2, 3]).unwrap());
                     let (l, g) = step.call_with(&p, &inputs).unwrap();
-                    let (le, ge) = value_and_grad(|p| f(p, &inputs), &p).unwrap();
+                    let (le, ge) = as_jitted(|| value_and_grad(|p| f(p, &inputs), &p)).unwrap();
                     let bits =
                         |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&l), bits(&le), "{what}");

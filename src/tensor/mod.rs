@@ -12,8 +12,9 @@
 //!   over any [`Tensors`]; [`custom_jvp`] and [`custom_vjp`] for rules of
 //!   your own.
 //! * [`jit_value_and_grad`], [`jit_value_and_grad_with`] —
-//!   `jax.jit(jax.value_and_grad(f))`: traces a training step once and
-//!   replays it without re-running `f`.
+//!   `jax.jit(jax.value_and_grad(f))`: traces a training step once, as
+//!   one compiled computation ([`as_jitted`]'s numbers), and replays it
+//!   without re-running `f`.
 //!
 //! Fallible methods return [`TensorError`]; the operators `+ - * /` (on
 //! tensors and with `f32` scalars) panic with the same error's message when

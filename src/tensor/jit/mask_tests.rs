@@ -4,7 +4,7 @@ use super::*;
 use crate::core::{Rngs, Scope, Variables};
 use crate::nn::{Dense, Dropout, Module};
 use crate::random;
-use crate::tensor::value_and_grad;
+use crate::tensor::{as_jitted, value_and_grad};
 
 /// Dense(width) -> relu -> Dropout(rate), `layers` times, then Dense(3).
 struct Dropped {
@@ -52,7 +52,7 @@ fn check_against_eager(model: Dropped, rows: usize) -> Plan {
     for t in 0..4 {
         let keys = [random::fold_in(random::key(7), t)];
         let (l, g) = step.call_with_keys(&params, &batch, &keys).unwrap();
-        let (le, ge) = value_and_grad(|p| loss(p, &batch, &keys), &params).unwrap();
+        let (le, ge) = as_jitted(|| value_and_grad(|p| loss(p, &batch, &keys), &params)).unwrap();
         assert_eq!(bits(&l), bits(&le), "loss of call {t}");
         for (a, b) in g.leaves().iter().zip(ge.leaves()) {
             assert_eq!(bits(a), bits(b), "gradient of call {t}");
@@ -106,7 +106,8 @@ fn a_mask_read_elsewhere_stays_floats() {
     for t in 0..3 {
         let keys = [random::fold_in(random::key(3), t)];
         let (l, g) = step.call_with_keys(&params, &Tree::new(), &keys).unwrap();
-        let (le, ge) = value_and_grad(|p| loss(p, &Tree::new(), &keys), &params).unwrap();
+        let (le, ge) =
+            as_jitted(|| value_and_grad(|p| loss(p, &Tree::new(), &keys), &params)).unwrap();
         assert_eq!(bits(&l), bits(&le));
         assert_eq!(bits(g.tensor("w").unwrap()), bits(ge.tensor("w").unwrap()));
     }
