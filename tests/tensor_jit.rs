@@ -88,14 +88,17 @@ fn fused_outer_product_accumulations_replay() {
         .collect();
     let f = |p: &Tree| {
         let (w, v) = (p.tensor("w")?, p.tensor("v")?);
-        let mut total = Tensor::scalar(0.0);
+        let mut total = None;
         for x in &rows {
             let h = x.matmul(w)?.tanh();
             // `h` reaches two products: its cotangents accumulate too.
-            let out = h.matmul(v)?.add(&h.matmul(&v.square())?)?;
-            total = total.add(&out.sum_all())?;
+            let out = h.matmul(v)?.add(&h.matmul(&v.square())?)?.sum_all();
+            total = Some(match total {
+                None => out,
+                Some(t) => out.add(&t)?,
+            });
         }
-        Ok(total)
+        Ok(total.unwrap())
     };
     same_as_eager(f, p, 4, true);
 }

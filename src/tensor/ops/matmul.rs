@@ -1100,10 +1100,11 @@ impl Tensor {
         // rows and `A^T @ g` its folded columns.
         let rows = layout.filter(|l| matches!(l, Virtual::Rows { .. } | Virtual::Batched { .. }));
         let cols = layout.filter(|l| matches!(l, Virtual::Cols { .. } | Virtual::Batched { .. }));
-        let kind = if self.ndim() == 2 && other.ndim() == 2 && fused.is_none() {
+        // Compiled steps replay 2-D products, fused accumulations included
+        // (see `Step::fused_outer`).
+        let kind = if self.ndim() == 2 && other.ndim() == 2 {
             OpKind::Matmul
         } else {
-            // Compiled steps do not replay fused accumulations.
             OpKind::Other
         };
         // The output's cotangent with the unit axes back (a copy only for
