@@ -131,12 +131,6 @@ const KNOWN: &[&str] = &[
     "gru b4 f1 i3 t5 jit loss",
     "gru b8 f1 i3 t5 jit loss",
     "gru b8 f1 i3 t20 jit loss",
-    // One eager step of one row: the recurrent kernels' gradients are
-    // zeros (h = 0), +0 in JAX (its accumulator 0 plus the products), -0
-    // in flaxen where the cotangent is negative; seen where the fixture
-    // keeps a digest (equal zeros pass the element-wise comparison).
-    "lstm b1 f64 i3 t1 grad",
-    "gru b1 f64 i3 t1 grad",
     // The jitted loss's reduction on YNNPACK (10,240 products).
     "lstm b8 f64 i3 t20 jit loss",
     "gru b8 f64 i3 t20 jit loss",

@@ -13,6 +13,7 @@ pub mod lift;
 pub mod rng_hash;
 mod rngs;
 mod run;
+mod scan_consts;
 mod scope;
 mod variables;
 

@@ -254,18 +254,22 @@ impl<C: RecurrentCell + Clone> Module for RNN<C> {
         let x = if self.reverse { flip(&x)? } else { x };
         let mut ys = Vec::with_capacity(steps);
         let mut carries: Vec<Vec<Tensor>> = Vec::new();
-        // Flax runs the cell in `nn.scan`: one XLA computation, whose
-        // fusions the cells reproduce inside a compiled region.
-        let compiled = crate::tensor::compiled::CompiledRegion::enter();
-        for t in 0..steps {
-            let (next, y) = cell.call((carry, x.index_axis(axis as isize, t)?))?;
-            carry = next;
-            if seq_lengths.is_some() {
-                carries.push(carry.tensors());
+        // The cell's parameters are the scan's constants, whose cotangents
+        // eager JAX accumulates from +0.
+        carry = s.with_scan_consts("cell", || {
+            // Flax runs the cell in `nn.scan`: one XLA computation, whose
+            // fusions the cells reproduce inside a compiled region.
+            let _compiled = crate::tensor::compiled::CompiledRegion::enter();
+            for t in 0..steps {
+                let (next, y) = cell.call((carry, x.index_axis(axis as isize, t)?))?;
+                carry = next;
+                if seq_lengths.is_some() {
+                    carries.push(carry.tensors());
+                }
+                ys.push(y);
             }
-            ys.push(y);
-        }
-        drop(compiled);
+            Ok(carry)
+        })?;
         let mut y = Tensor::stack(&ys, axis as isize)?;
         let flipped = self.reverse && self.keep_order;
         if flipped {

@@ -21,6 +21,7 @@ pub(crate) mod product_sum;
 pub(crate) mod reduce;
 pub(crate) mod reduce_window;
 pub(crate) mod rows;
+mod scan_const;
 mod shape_ops;
 pub(crate) mod soft_cross_entropy;
 mod standardize;
