@@ -139,19 +139,18 @@ const KNOWN: &[&str] = &[
 /// Whether a case's gradients (`jit`: jitted) are known to differ.
 ///
 /// The backward scan body is XLA's fusion (`Tensor::lstm_step`,
-/// `Tensor::gru_step`); not modelled are products of length one (one
-/// hidden or one input feature), which XLA turns into multiplies joining
-/// the fusions (the eager one-step one-feature LSTM of one row is still
-/// exact), and, with one row over more than one step, the gates' bias
-/// cotangents that are products (the sigmoid gates' `ct * s (1 - s)`, the
-/// GRU's `r * ct_n`), which XLA fuses into their accumulators
-/// (`fma(ct, s (1 - s), acc)`: the reduction over one row vanishes; the
-/// LSTM's hoisted loops of one row of up to three features as well).
+/// `Tensor::gru_step`, the bias cotangents of one row fused into their
+/// accumulators: `ProductCotangents` in src/tensor/tape.rs); not modelled
+/// are products of length one (one hidden or one input feature), which
+/// XLA turns into multiplies joining the fusions (the eager one-step
+/// one-feature LSTM of one row is still exact), and the loops XLA hoists
+/// into one kernel in an LSTM of one row of up to three features over
+/// more than one step (its kernels' and biases' cotangents differ).
 fn known_grads(case: &Case, jit: bool) -> bool {
     let lstm_one_step_row = case.cell == "lstm" && case.batch == 1 && case.time == 1;
-    (case.features == 1 && (jit || !lstm_one_step_row))
-        || case.inputs == 1
-        || (case.batch == 1 && case.time > 1)
+    let lstm_hoisted =
+        case.cell == "lstm" && case.batch == 1 && case.features <= 3 && case.time > 1;
+    (case.features == 1 && (jit || !lstm_one_step_row)) || case.inputs == 1 || lstm_hoisted
 }
 
 /// The differences of one case's outputs, by part (see [`KNOWN`]).

@@ -14,8 +14,12 @@ use ndarray::{ArrayD, Axis, IxDyn};
 use smallvec::SmallVec;
 
 use super::ops::matmul::matmul_raw;
-use super::tape::Tape;
+use super::tape::{OpKind, Tape};
 use super::Tensor;
+
+/// A cotangent's two factors `(u, w)`, for `u * w` (see
+/// `ProductCotangents`).
+type Factors = (ArrayD<f32>, ArrayD<f32>);
 
 /// One cotangent that reached an item's view.
 enum Contribution {
@@ -72,6 +76,9 @@ fn backward_seeded(
     let mut groups: HashMap<u64, Vec<Option<Vec<Contribution>>>> = HashMap::new();
     // Deferred product cotangents (see `DeferredProduct`), by input node.
     let mut pending: HashMap<usize, (ArrayD<f32>, ArrayD<f32>)> = HashMap::new();
+    // The factors of cotangents that are still one product on their way to
+    // an accumulation (see `ProductCotangents`), by node.
+    let mut kept: HashMap<usize, Factors> = HashMap::new();
     let is_view = |i: usize| nodes[i].view().is_some();
     // Inputs always have smaller ids than the nodes using them, so walking
     // ids downwards visits a node only after all its uses.
@@ -80,6 +87,7 @@ fn backward_seeded(
         // step would pay for hashing a key per node.)
         if let Some((u, w)) = (!pending.is_empty()).then(|| pending.remove(&id)).flatten() {
             // No other cotangent followed the product: rounded alone.
+            forget(&mut kept, &grads[id], id);
             accumulate(&mut grads[id], u * w);
         }
         let node = &nodes[id];
@@ -93,6 +101,7 @@ fn backward_seeded(
                 let items = groups.remove(&view.group.id).expect("present");
                 let lists = items.into_iter().map(Option::unwrap).collect();
                 if let (Some(input), Some(total)) = (node.inputs[0], combine_items(lists)) {
+                    forget(&mut kept, &grads[input], input);
                     add_cotangent(&mut grads[input], &mut pending, input, total);
                 }
             }
@@ -104,6 +113,8 @@ fn backward_seeded(
         let Some(g) = grads[id].take() else {
             continue;
         };
+        // (Kept only for additions: see below.)
+        let product = (!kept.is_empty()).then(|| kept.remove(&id)).flatten();
         // One or two inputs written in place (see `Tensor::record_node`).
         let mut needs: SmallVec<[bool; 4]> = match node.inputs.as_slice() {
             [a] => SmallVec::from_buf_and_len([a.is_some(), false, false, false], 1),
@@ -129,6 +140,9 @@ fn backward_seeded(
                 let (u, w) = (f.factors)(&g);
                 accumulate_outer(acc, &u, &w);
                 needs[f.input] = false;
+                if let Some(i) = node.inputs[f.input] {
+                    kept.remove(&i);
+                }
             }
         }
         if let Some(d) = node.deferred() {
@@ -140,10 +154,43 @@ fn backward_seeded(
                 }
             }
         }
+        // Products carried on: an addition passes its own on; an operation
+        // that keeps its cotangents as products offers them for additions.
+        let mut carried: SmallVec<[(usize, Factors); 2]> = SmallVec::new();
+        let product = product.filter(|_| node.kind == OpKind::Add);
+        let offers = if product.is_some() || node.products().is_some() {
+            node.inputs.len()
+        } else {
+            0
+        };
+        for k in 0..offers {
+            let Some(i) = node.inputs[k].filter(|&i| needs[k] && !is_view(i)) else {
+                continue;
+            };
+            if pending.contains_key(&i) {
+                continue;
+            }
+            let add = nodes[i].kind == OpKind::Add;
+            match (&product, grads[i].as_mut()) {
+                // An addition's operand that holds a cotangent already: the
+                // product is fused into it.
+                (Some((u, w)), Some(acc)) if acc.len() == u.len() => {
+                    fused_add(acc, u, w);
+                    needs[k] = false;
+                    kept.remove(&i);
+                }
+                (Some((u, w)), None) if add => carried.push((k, (u.clone(), w.clone()))),
+                (None, None) if add => {
+                    let factors = node.products().expect("offered").factors.as_ref();
+                    carried.push((k, factors(&g, k)));
+                }
+                _ => {}
+            }
+        }
         let mut input_grads = backward.call(g, &needs);
         // Taken in place: iterating the small vector by value copied it
         // whole (two arrays' headers) for every node.
-        for (input, grad) in node.inputs.iter().zip(input_grads.iter_mut()) {
+        for (k, (input, grad)) in node.inputs.iter().zip(input_grads.iter_mut()).enumerate() {
             if let (Some(input), Some(grad)) = (input, grad.take()) {
                 if is_view(*input) {
                     views
@@ -151,7 +198,16 @@ fn backward_seeded(
                         .or_default()
                         .push(Contribution::Dense(grad));
                 } else {
+                    let first = grads[*input].is_none();
+                    forget(&mut kept, &grads[*input], *input);
+                    let len = grad.len();
                     add_cotangent(&mut grads[*input], &mut pending, *input, grad);
+                    if let Some(at) = carried.iter().position(|c| c.0 == k) {
+                        let (_, factors) = carried.swap_remove(at);
+                        if first && factors.0.len() == len {
+                            kept.insert(*input, factors);
+                        }
+                    }
                 }
             }
         }
@@ -286,6 +342,30 @@ fn accumulate_outer(acc: &mut ArrayD<f32>, u: &[f32], w: &[f32]) {
         for (a, &wj) in row.iter_mut().zip(w) {
             *a = ui.mul_add(wj, *a);
         }
+    }
+}
+
+/// `acc = fma(u, w, acc)` elementwise, over the row-major elements (the
+/// factors may have the accumulator's shape with axes of length one more:
+/// a bias's row).
+fn fused_add(acc: &mut ArrayD<f32>, u: &ArrayD<f32>, w: &ArrayD<f32>) {
+    let (u, w) = (u.as_standard_layout(), w.as_standard_layout());
+    let (u, w) = (
+        u.as_slice().expect("row-major"),
+        w.as_slice().expect("row-major"),
+    );
+    let fuse = |(a, (&u, &w)): (&mut f32, (&f32, &f32))| *a = u.mul_add(w, *a);
+    match acc.as_slice_mut() {
+        Some(a) => a.iter_mut().zip(u.iter().zip(w)).for_each(fuse),
+        None => acc.iter_mut().zip(u.iter().zip(w)).for_each(fuse),
+    }
+}
+
+/// Drops the kept factors of node `id`'s cotangent when another one is
+/// about to be added to it (its `slot` holds one already).
+fn forget(kept: &mut HashMap<usize, Factors>, slot: &Option<ArrayD<f32>>, id: usize) {
+    if !kept.is_empty() && slot.is_some() {
+        kept.remove(&id);
     }
 }
 

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use ndarray::{ArcArray, ArrayD, IxDyn};
 use smallvec::SmallVec;
 
-use super::tape::{DeferredProduct, OpKind, ProductFactors};
+use super::tape::{
+    DeferredProduct, InputProductFactors, OpKind, ProductCotangents, ProductFactors,
+};
 use super::Tensor;
 
 /// An operation on row-major `f32` inputs of fixed shapes, with its
@@ -97,6 +99,19 @@ impl Tensor {
         if let Some(tr) = &self.tracer {
             if tr.tape.is_open() {
                 tr.tape.nodes()[tr.node].set_deferred(DeferredProduct { input, factors });
+            }
+        }
+        self
+    }
+
+    /// Notes that this operation's input cotangents are the elementwise
+    /// products of `factors` (from the output's cotangent), which the
+    /// backward pass carries through additions to their accumulation (see
+    /// [`ProductCotangents`]). No-op when untraced.
+    pub(crate) fn keep_products(self, factors: InputProductFactors) -> Tensor {
+        if let Some(tr) = &self.tracer {
+            if tr.tape.is_open() {
+                tr.tape.nodes()[tr.node].set_products(ProductCotangents { factors });
             }
         }
         self

@@ -279,6 +279,25 @@ pub(crate) struct DeferredProduct {
     pub(crate) factors: ProductFactors,
 }
 
+/// Computes input `k`'s cotangent's two factors (each in the output's
+/// shape) from the output's cotangent `g`: `(g, k) -> (u, w)`.
+pub(crate) type InputProductFactors =
+    Box<dyn Fn(&ArrayD<f32>, usize) -> (ArrayD<f32>, ArrayD<f32>) + Send + Sync>;
+
+/// Input cotangents that are elementwise products `u * w` inside one XLA
+/// fusion (a sigmoid's `g * (s (1 - s))`, a fused sum of products' `g * b`
+/// in a scan's body), which XLA keeps unrounded up to the addition that
+/// accumulates them: carried through additions (whose transposes pass a
+/// cotangent on unchanged, a bias broadcast over one row included) to a
+/// value that already holds a cotangent, such as a scan's parameter
+/// accumulating its steps', they are added there as `fma(u, w, acc)`.
+/// The backward pass computes them only for inputs that are additions
+/// (see `backprop`). Recorded only in compiled regions.
+pub(crate) struct ProductCotangents {
+    /// The factors of input `k`'s cotangent.
+    pub(crate) factors: InputProductFactors,
+}
+
 /// For a matrix product, input `i`'s cotangent as `(a, b, shape)`: the
 /// cotangent is `a^T @ b` in `shape`, from the output's cotangent.
 pub(crate) type DotFactors =
@@ -324,6 +343,8 @@ pub(crate) struct NodeExtra {
     pub(crate) kernel: Option<Arc<dyn Kernel>>,
     /// An input cotangent fused into the next one to reach that input.
     pub(crate) deferred: Option<DeferredProduct>,
+    /// Input cotangents kept as products up to their accumulation.
+    pub(crate) products: Option<ProductCotangents>,
 }
 
 impl NodeExtra {
@@ -346,6 +367,7 @@ impl NodeExtra {
             tangent: None,
             kernel: None,
             deferred: None,
+            products: None,
         }))
     }
 }
@@ -413,6 +435,17 @@ impl Node {
     /// Records an input cotangent to defer (see [`DeferredProduct`]).
     pub(crate) fn set_deferred(&mut self, deferred: DeferredProduct) {
         self.extra.get_or_insert_with(Default::default).deferred = Some(deferred);
+    }
+
+    /// See [`NodeExtra::products`].
+    pub(crate) fn products(&self) -> Option<&ProductCotangents> {
+        self.extra.as_ref()?.products.as_ref()
+    }
+
+    /// Records input cotangents kept as products (see
+    /// [`ProductCotangents`]).
+    pub(crate) fn set_products(&mut self, products: ProductCotangents) {
+        self.extra.get_or_insert_with(Default::default).products = Some(products);
     }
 }
 

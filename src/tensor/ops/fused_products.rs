@@ -49,22 +49,27 @@ impl Tensor {
                 i += 1;
             });
         let saved = [&a.data, &b.data, &c.data, &d.data].map(|t| t.clone());
+        let kept = saved.clone();
         let factors = [a, b, c, d].map(|t| t.detached());
+        // Each factor's gradient is the cotangent times its partner.
+        const PARTNER: [usize; 4] = [1, 0, 3, 2];
         Ok(
             Tensor::record(out.into_shared(), &[a, b, c, d], move |g, needs| {
-                // Each factor's gradient is the cotangent times its partner.
-                let partner = [1, 0, 3, 2];
                 (0..4)
-                    .map(|k| needs[k].then(|| &g * &saved[partner[k]]))
+                    .map(|k| needs[k].then(|| &g * &saved[PARTNER[k]]))
                     .collect()
             })
+            // Products that XLA keeps up to their accumulation (a GRU's
+            // `r * ct` reaching `b_hn`: see `ProductCotangents`).
+            .keep_products(Box::new(move |g, k| {
+                (g.clone(), kept[PARTNER[k]].to_owned())
+            }))
             .with_tangent(move || {
                 Box::new(move |t: &[Option<Tensor>]| {
-                    let partner = [1, 0, 3, 2];
                     let mut sum = None;
                     for (k, tk) in t.iter().enumerate() {
                         if let Some(tk) = tk {
-                            sum = add_tangents(sum, Some(tk.mul(&factors[partner[k]])?))?;
+                            sum = add_tangents(sum, Some(tk.mul(&factors[PARTNER[k]])?))?;
                         }
                     }
                     Ok(sum)

@@ -39,7 +39,16 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
         x: x.data.clone(),
         out: out.clone(),
     }));
-    Tensor::record_builtin(out, &[x], OpKind::Unary(func, fused), backward).with_tangent_of(|y| {
+    let keep = fused && func == UnaryFn::Sigmoid;
+    let s = keep.then(|| out.clone());
+    let y = Tensor::record_builtin(out, &[x], OpKind::Unary(func, fused), backward);
+    // Compiled, the cotangent `g * (s (1 - s))` stays a product up to
+    // where XLA accumulates it (a scan's bias: see `ProductCotangents`).
+    let y = match s {
+        Some(s) => y.keep_products(Box::new(move |g, _| (g.clone(), s.mapv(|s| s * (1.0 - s))))),
+        None => y,
+    };
+    y.with_tangent_of(|y| {
         let (xt, ot) = (x.data.clone(), y.data.clone());
         Box::new(move |t: &[Option<Tensor>]| {
             let Some(g) = &t[0] else { return Ok(None) };
