@@ -591,16 +591,10 @@ fn rows_t1_avx512<const MODE: u8>(
 
 /// A plan with one partial sum per output on
 /// [`super::dot_avx512::panel_t1`] (blocks of its `MR` rows, panels of
-/// 64 columns), B packed panel by panel. Every share of rows (one per
-/// thread, as many rows each) runs every panel, starting at a different
-/// one; a panel is packed by the first share that reaches it, B
-/// row-major as its first block of rows reads the panel (see
-/// [`super::dot_avx512::PanelRows::Packing`]); a share that reaches a
-/// panel still being packed reads B in place rather than waiting.
-/// Another layout of B (stored transposed) and partial panels are packed
-/// first, by whichever share needs them first (the others wait). On one
-/// thread, the panels are packed in the same way by the first slab of
-/// rows (see [`by_slabs`]).
+/// 64 columns): a product that is its own panel runs as one, any other
+/// on the runner shared with the four-partial-sum kernel,
+/// [`super::dot_panels::run_panels`] (shares of rows per thread, B packed
+/// as the first block of rows reads it), through [`T1`].
 ///
 /// Each output is summed as [`rows_t1_avx512`] sums it, whatever the
 /// share or the block, so the bits are the same.
