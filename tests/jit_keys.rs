@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::Bits;
+
 use flaxen::core::{Result, Rngs, Scope, Variables};
 use flaxen::nn::{Dense, Dropout, Module};
 use flaxen::random::{self, Key};
@@ -143,19 +145,6 @@ fn a_step_without_keys_still_bakes_in_captured_randomness_as_jax_does() {
     let first = step.call_with(&params, &batch).unwrap();
     let second = step.call_with(&params, &batch).unwrap();
     assert_same(&first, &second);
-}
-
-#[derive(serde::Deserialize)]
-struct Bits {
-    shape: Vec<usize>,
-    bits: Vec<u32>,
-}
-
-impl Bits {
-    fn tensor(&self) -> Tensor {
-        let v = self.bits.iter().map(|&b| f32::from_bits(b)).collect();
-        Tensor::from_vec(v, &self.shape).unwrap()
-    }
 }
 
 #[derive(serde::Deserialize)]

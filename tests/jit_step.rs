@@ -7,24 +7,11 @@
 
 mod common;
 
-use common::tensor_bits as bits;
+use common::{tensor_bits as bits, Bits};
 use flaxen::optim::losses;
 use flaxen::tensor::{jit_value_and_grad_with, Array, Tensor, Tree};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-
-#[derive(Deserialize)]
-struct Bits {
-    shape: Vec<usize>,
-    bits: Vec<u32>,
-}
-
-impl Bits {
-    fn tensor(&self) -> Tensor {
-        let v = self.bits.iter().map(|&b| f32::from_bits(b)).collect();
-        Tensor::from_vec(v, &self.shape).unwrap()
-    }
-}
 
 #[derive(Deserialize)]
 struct Targets {

@@ -272,6 +272,24 @@ impl F32Array {
     }
 }
 
+/// An f32 array as the oracle scripts write exact values: the shape, and
+/// the values' bit patterns row-major.
+#[derive(serde::Deserialize)]
+pub struct Bits {
+    /// The shape.
+    pub shape: Vec<usize>,
+    /// The values' bit patterns, row-major.
+    pub bits: Vec<u32>,
+}
+
+impl Bits {
+    /// The values as a tensor.
+    pub fn tensor(&self) -> flaxen::tensor::Tensor {
+        let v = self.bits.iter().map(|&b| f32::from_bits(b)).collect();
+        flaxen::tensor::Tensor::from_vec(v, &self.shape).expect("shape fits data")
+    }
+}
+
 /// The bit patterns of a tensor's values, row-major.
 pub fn tensor_bits(t: &flaxen::tensor::Tensor) -> Vec<u32> {
     t.to_vec().iter().map(|v| v.to_bits()).collect()
