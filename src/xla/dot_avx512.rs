@@ -464,27 +464,44 @@ pub(crate) fn add_block<const R: usize, const NV: usize>(
     (start, n, w): (usize, usize, usize),
     first: bool,
 ) {
+    if w != NV * 16 {
+        return add_partial_block(acc, rows, o, (start, n, w), first);
+    }
     for (r, accr) in acc.iter().enumerate().take(rows) {
         let row = start + r * n;
-        if w == NV * 16 {
-            for (v, &x) in accr.iter().enumerate() {
-                let i = row + v * 16;
-                let x = if first {
-                    x
-                } else {
-                    _mm512_add_ps(load(o, i), x)
-                };
-                store(o, i, x);
-            }
-        } else {
-            let mut vals = [[0.0f32; 16]; NV];
-            for (vv, &x) in vals.iter_mut().zip(accr) {
-                *vv = lanes(x);
-            }
-            for (j, oj) in o[row..row + w].iter_mut().enumerate() {
-                let x = vals[j / 16][j % 16];
-                *oj = if first { x } else { x + *oj };
-            }
+        for (v, &x) in accr.iter().enumerate() {
+            let i = row + v * 16;
+            let x = if first {
+                x
+            } else {
+                _mm512_add_ps(load(o, i), x)
+            };
+            store(o, i, x);
+        }
+    }
+}
+
+/// [`add_block`] for a panel narrower than its vectors: lane by lane
+/// (out of line, so that the full blocks' stores inline into the kernel).
+#[target_feature(enable = "avx512f")]
+#[cold]
+#[inline(never)]
+fn add_partial_block<const R: usize, const NV: usize>(
+    acc: &[[__m512; NV]; R],
+    rows: usize,
+    o: &mut [f32],
+    (start, n, w): (usize, usize, usize),
+    first: bool,
+) {
+    for (r, accr) in acc.iter().enumerate().take(rows) {
+        let row = start + r * n;
+        let mut vals = [[0.0f32; 16]; NV];
+        for (vv, &x) in vals.iter_mut().zip(accr) {
+            *vv = lanes(x);
+        }
+        for (j, oj) in o[row..row + w].iter_mut().enumerate() {
+            let x = vals[j / 16][j % 16];
+            *oj = if first { x } else { x + *oj };
         }
     }
 }
