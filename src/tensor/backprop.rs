@@ -14,12 +14,16 @@ use ndarray::{ArrayD, Axis, IxDyn};
 use smallvec::SmallVec;
 
 use super::ops::matmul::matmul_raw;
-use super::tape::{OpKind, Tape};
+use super::scaled_cotangents::{self as scaled_ct, Scaled};
+use super::tape::{Backward, OpKind, Tape};
 use super::Tensor;
 
 /// A cotangent's two factors `(u, w)`, for `u * w` (see
 /// `ProductCotangents`).
 type Factors = (ArrayD<f32>, ArrayD<f32>);
+
+/// A scaled cotangent `x * c`: `x` and `c` (see `scaled_cotangents`).
+type ScaledFactors = (ndarray::ArcArray<f32, IxDyn>, f32);
 
 /// One cotangent that reached an item's view.
 enum Contribution {
@@ -79,6 +83,9 @@ fn backward_seeded(
     // The factors of cotangents that are still one product on their way to
     // an accumulation (see `ProductCotangents`), by node.
     let mut kept: HashMap<usize, Factors> = HashMap::new();
+    // Cotangents that are one array times a scalar, on their way to a
+    // bias (see `scaled_cotangents`).
+    let mut scaled = Scaled::default();
     let is_view = |i: usize| nodes[i].view().is_some();
     // Inputs always have smaller ids than the nodes using them, so walking
     // ids downwards visits a node only after all its uses.
@@ -87,7 +94,7 @@ fn backward_seeded(
         // step would pay for hashing a key per node.)
         if let Some((u, w)) = (!pending.is_empty()).then(|| pending.remove(&id)).flatten() {
             // No other cotangent followed the product: rounded alone.
-            forget(&mut kept, &grads[id], id);
+            forget(&mut kept, &mut scaled, &grads[id], id);
             accumulate(&mut grads[id], u * w);
         }
         let node = &nodes[id];
@@ -101,7 +108,7 @@ fn backward_seeded(
                 let items = groups.remove(&view.group.id).expect("present");
                 let lists = items.into_iter().map(Option::unwrap).collect();
                 if let (Some(input), Some(total)) = (node.inputs[0], combine_items(lists)) {
-                    forget(&mut kept, &grads[input], input);
+                    forget(&mut kept, &mut scaled, &grads[input], input);
                     add_cotangent(&mut grads[input], &mut pending, input, total);
                 }
             }
@@ -115,6 +122,15 @@ fn backward_seeded(
         };
         // (Kept only for additions: see below.)
         let product = (!kept.is_empty()).then(|| kept.remove(&id)).flatten();
+        // A square whose only cotangent is a full sum's hands its input
+        // the scaled cotangent `x * 2g`.
+        let square_scale = match backward {
+            Backward::Unary(rule) if scaled.take_uniform(id) => g
+                .first()
+                .map(|&g| (rule.x.clone(), scaled_ct::square_scale(g))),
+            _ => None,
+        };
+        let scaled_here = scaled.take(id);
         // One or two inputs written in place (see `Tensor::record_node`).
         let mut needs: SmallVec<[bool; 4]> = match node.inputs.as_slice() {
             [a] => SmallVec::from_buf_and_len([a.is_some(), false, false, false], 1),
@@ -142,6 +158,7 @@ fn backward_seeded(
                 needs[f.input] = false;
                 if let Some(i) = node.inputs[f.input] {
                     kept.remove(&i);
+                    scaled.forget(i);
                 }
             }
         }
@@ -178,6 +195,7 @@ fn backward_seeded(
                     fused_add(acc, u, w);
                     needs[k] = false;
                     kept.remove(&i);
+                    scaled.forget(i);
                 }
                 (Some((u, w)), None) if add => carried.push((k, (u.clone(), w.clone()))),
                 (None, None) if add => {
@@ -187,6 +205,35 @@ fn backward_seeded(
                 _ => {}
             }
         }
+        // A scaled cotangent reaching a bias: its column sums with the
+        // products fused in; passed on to the other operands.
+        let mut passed: SmallVec<[Option<ScaledFactors>; 2]> = SmallVec::new();
+        if let (Some((x, c)), Backward::Sum { a, b, .. }) = (&scaled_here, backward) {
+            for (k, shape) in [a, b].into_iter().enumerate() {
+                let (Some(i), Some(sign)) = (node.inputs[k], scaled_ct::passed_sign(node.kind, k))
+                else {
+                    passed.push(None);
+                    continue;
+                };
+                passed.push(Some((x.clone(), sign * c)));
+                if !needs[k]
+                    || is_view(i)
+                    || !scaled_ct::is_row_bias(ndarray::Dimension::slice(shape), g.shape())
+                {
+                    continue;
+                }
+                let xs = x.as_standard_layout();
+                let xs = xs.as_slice().expect("row-major");
+                let mut sums = ArrayD::zeros(shape.clone());
+                let dst = sums.as_slice_mut().expect("fresh");
+                if crate::xla::scaled_columns::scaled_column_sums(xs, sign * c, dst) {
+                    needs[k] = false;
+                    forget(&mut kept, &mut scaled, &grads[i], i);
+                    add_cotangent(&mut grads[i], &mut pending, i, sums);
+                }
+            }
+        }
+        let full_sum = scaled_ct::is_full_sum(node.kind);
         let mut input_grads = backward.call(g, &needs);
         // Taken in place: iterating the small vector by value copied it
         // whole (two arrays' headers) for every node.
@@ -199,9 +246,21 @@ fn backward_seeded(
                         .push(Contribution::Dense(grad));
                 } else {
                     let first = grads[*input].is_none();
-                    forget(&mut kept, &grads[*input], *input);
+                    forget(&mut kept, &mut scaled, &grads[*input], *input);
                     let len = grad.len();
                     add_cotangent(&mut grads[*input], &mut pending, *input, grad);
+                    if first {
+                        let target = nodes[*input].kind;
+                        if full_sum && scaled_ct::is_compiled_square(target) {
+                            scaled.mark_uniform(*input);
+                        }
+                        let pass = passed.get(k).cloned().flatten();
+                        if let Some((x, c)) = square_scale.clone().filter(|_| k == 0).or(pass) {
+                            if x.len() == len {
+                                scaled.keep(*input, x, c);
+                            }
+                        }
+                    }
                     if let Some(at) = carried.iter().position(|c| c.0 == k) {
                         let (_, factors) = carried.swap_remove(at);
                         if first && factors.0.len() == len {
@@ -361,11 +420,19 @@ fn fused_add(acc: &mut ArrayD<f32>, u: &ArrayD<f32>, w: &ArrayD<f32>) {
     }
 }
 
-/// Drops the kept factors of node `id`'s cotangent when another one is
-/// about to be added to it (its `slot` holds one already).
-fn forget(kept: &mut HashMap<usize, Factors>, slot: &Option<ArrayD<f32>>, id: usize) {
-    if !kept.is_empty() && slot.is_some() {
-        kept.remove(&id);
+/// Drops the kept factors and scaled cotangent of node `id` when another
+/// cotangent is about to be added to it (its `slot` holds one already).
+fn forget(
+    kept: &mut HashMap<usize, Factors>,
+    scaled: &mut Scaled,
+    slot: &Option<ArrayD<f32>>,
+    id: usize,
+) {
+    if slot.is_some() {
+        if !kept.is_empty() {
+            kept.remove(&id);
+        }
+        scaled.forget(id);
     }
 }
 

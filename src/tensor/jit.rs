@@ -48,6 +48,7 @@ use super::ops::cross_entropy;
 use super::ops::matmul::{exact_matmul_limit, matmul_slices_into, DotRoute};
 use super::ops::{reduce, rows};
 use super::sampled::{draw_again, draw_bytes_again, Sampler};
+use super::scaled_cotangents::{self, plan_fused_biases, FusedBias, PlannedEdge};
 use super::shape::broadcast_shapes_for;
 use super::tape::{OpKind, Tape};
 use super::tree::{Structure, Tree};
@@ -55,6 +56,7 @@ use super::unary_fn::{self, UnaryFn};
 use super::Tensor;
 use crate::random::Key;
 use crate::xla::dot_tiny::{gathered_product, TinySum};
+use crate::xla::scaled_columns;
 use crate::xla::vectors::on_widest_vectors;
 
 /// `jax.jit(jax.value_and_grad(f))`: a training step that traces `f` on
@@ -1229,6 +1231,27 @@ impl Plan {
             } else {
                 &mut before[e.target]
             };
+            let bias = e.fused_bias.map(|f| {
+                let x: &[f32] = if f.x < leaves {
+                    leaf[f.x]
+                } else {
+                    &values[f.x]
+                };
+                let c = f.sign * scaled_cotangents::square_scale(rest[f.square - e.id][0]);
+                (x, c)
+            });
+            if let Some((x, c)) = bias.filter(|_| !e.accumulate) {
+                if scaled_columns::scaled_column_sums(x, c, acc) {
+                    continue;
+                }
+            }
+            if let Some((x, c)) = bias.filter(|_| e.accumulate) {
+                tmp.resize(acc.len(), 0.0);
+                if scaled_columns::scaled_column_sums(x, c, tmp) {
+                    acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
+                    continue;
+                }
+            }
             if e.accumulate && step.fused_outer == Some(e.input) {
                 let [a, b, ..] = ins;
                 let (u, w) = if e.input == 0 { (g, b) } else { (a, g) };
@@ -1433,6 +1456,9 @@ struct Edge {
     input: usize,
     target: usize,
     accumulate: bool,
+    /// A bias gradient summed with its scaled cotangent's products fused
+    /// in (see `scaled_cotangents`).
+    fused_bias: Option<FusedBias>,
 }
 
 /// The cotangents of the backward pass from the root (node `root`), in
@@ -1468,11 +1494,27 @@ fn backward_edges(
                 input,
                 target,
                 accumulate: reached[target],
+                fused_bias: None,
             });
             reached[target] = true;
         }
     }
     let untouched = (0..params).filter(|&l| !reached[l]).collect();
+    let planned: Vec<PlannedEdge> = edges
+        .iter()
+        .map(|e| PlannedEdge {
+            id: e.id,
+            input: e.input,
+            target: e.target,
+        })
+        .collect();
+    let fused = plan_fused_biases(&planned, |i| {
+        let step = steps.get(i.checked_sub(leaves)?)?;
+        Some((step.kind, &step.shape[..], &step.in_shapes[..]))
+    });
+    for (e, f) in edges.iter_mut().zip(fused) {
+        e.fused_bias = f;
+    }
     (edges, untouched)
 }
 

@@ -69,6 +69,7 @@ pub(crate) mod jit_forward;
 pub(crate) mod kernel;
 mod ops;
 pub(crate) mod sampled;
+pub(crate) mod scaled_cotangents;
 pub(crate) mod shape;
 mod tape;
 mod tensors;

@@ -25,7 +25,9 @@
 //!   YNNPACK's `exp`, where XLA fuses one into such a sum, and [`ynn_log`]
 //!   its `log`, where XLA fuses the log of such sums into them;
 //!   [`reduce_window`]: window sums (`avg_pool`) and their cotangents,
-//!   by YNNPACK or XLA's loop.
+//!   by YNNPACK or XLA's loop; [`scaled_columns`]: the column sums of a
+//!   scaled array with the multiply fused in (a mean of squares' bias
+//!   gradient).
 //! - [`plan_cache`]: what those libraries decide per shape, decided once
 //!   per shape and thread.
 //! - [`batch_norm`]: BatchNorm's forward pass as XLA fuses it in a jitted
@@ -67,6 +69,7 @@ pub(crate) mod reduce_gaps;
 pub(crate) mod reduce_products;
 pub(crate) mod reduce_products_kept;
 pub(crate) mod reduce_window;
+pub(crate) mod scaled_columns;
 pub(crate) mod select_scatter;
 pub(crate) mod vectors;
 pub(crate) mod window_max;
