@@ -9,6 +9,7 @@ use smallvec::SmallVec;
 use super::error::{Result, TensorError};
 use super::item_view::ItemView;
 use super::ops::product_sum::{Factors, XlaOrigin};
+use super::ops::soft_cross_entropy::MergedRows;
 use super::tape::{
     Backward, DotFactors, FusedOuter, InputGrads, Node, NodeExtra, OpKind, TangentRule, Tracer,
 };
@@ -42,6 +43,9 @@ pub struct Tensor {
     /// Where XLA's compiled graph makes this tensor, when that changes the
     /// order of a sum fused with a product of it (see [`XlaOrigin`]).
     pub(crate) origin: Option<XlaOrigin>,
+    /// Rows of a loss whose total XLA merges into one reduction (see
+    /// [`MergedRows`]).
+    pub(crate) merged: Option<Arc<MergedRows>>,
 }
 
 impl Tensor {
@@ -239,6 +243,7 @@ impl Tensor {
             tracer: None,
             factors: None,
             origin: None,
+            merged: None,
         }
     }
 
@@ -409,6 +414,7 @@ impl Tensor {
             tracer: Some(Tracer { tape, node }),
             factors: None,
             origin: None,
+            merged: None,
         }
     }
 }

@@ -45,6 +45,7 @@ pub(crate) fn trace_on(tape: &Arc<Tape>, tree: &Tree) -> (Tree, Vec<usize>) {
             }),
             factors: None,
             origin: None,
+            merged: None,
         }
     });
     (traced, ids)

@@ -225,6 +225,7 @@ impl Tensor {
                 tracer: Some(tracer),
                 factors: None,
                 origin: None,
+                merged: None,
             },
             None => Tensor::constant(data),
         })

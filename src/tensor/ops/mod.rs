@@ -24,6 +24,7 @@ pub(crate) mod rows;
 mod scan_const;
 mod shape_ops;
 pub(crate) mod soft_cross_entropy;
+pub(crate) mod soft_cross_entropy_total;
 mod standardize;
 pub(crate) mod unary;
 mod window_max;

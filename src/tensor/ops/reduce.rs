@@ -240,6 +240,12 @@ impl Tensor {
             // Replayable forward by `reduce_sum` (see `sum_axes_kind`).
             _ => sum_axes_kind(&ax, self.ndim(), divisor.is_some(), keepdims),
         };
+        if let (None, false) = (axes, keepdims) {
+            // Loss rows whose total XLA merges into one reduction.
+            if let Some(total) = self.merged_total(divisor.is_some()) {
+                return Ok(total);
+            }
+        }
         let kept = kept_shape(self.shape(), &ax);
         let mut scaled = false;
         let mut out = if ax.len() == self.ndim() {

@@ -12,6 +12,8 @@
 
 use std::sync::Arc;
 
+pub(crate) use super::soft_cross_entropy_total::MergedRows;
+
 use super::rows::{log_softmax_rows, shifted_exp, Softmax};
 use crate::tensor::kernel::Kernel;
 use crate::tensor::Tensor;
@@ -20,15 +22,15 @@ use crate::xla::ynn_reduce::YNN_MIN;
 
 /// The fused cross-entropy over rows of `n` labels; its output has
 /// `shape`, the rows.
-struct SoftCrossEntropy {
-    shape: Vec<usize>,
-    n: usize,
+pub(super) struct SoftCrossEntropy {
+    pub(super) shape: Vec<usize>,
+    pub(super) n: usize,
 }
 
 impl SoftCrossEntropy {
     /// `log_softmax` of each row of `x`, as the jitted program computes
     /// it.
-    fn log_probs(&self, x: &[f32]) -> Vec<f32> {
+    pub(super) fn log_probs(&self, x: &[f32]) -> Vec<f32> {
         let mut lp = vec![0.0f32; x.len()];
         log_softmax_rows(x, self.n, &mut lp, Softmax::Jitted);
         lp
@@ -118,10 +120,10 @@ impl Tensor {
             return None;
         }
         let shape = self.shape()[..self.ndim() - 1].to_vec();
-        Some(Tensor::record_kernel(
-            Arc::new(SoftCrossEntropy { shape, n }),
-            &[self, labels],
-        ))
+        let mut rows =
+            Tensor::record_kernel(Arc::new(SoftCrossEntropy { shape, n }), &[self, labels]);
+        rows.merged = MergedRows::new(self, labels).map(Arc::new);
+        Some(rows)
     }
 }
 
