@@ -36,8 +36,13 @@ ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid}
 
 
 def forward(p, x, act):
-    h = ACTIVATIONS[act](x @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"])
-    return h @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"]
+    """Dense layers `Dense_0`, `Dense_1`, ... with `act` between them."""
+    h = x
+    for i in range(len(p)):
+        if i > 0:
+            h = ACTIVATIONS[act](h)
+        h = h @ p[f"Dense_{i}"]["kernel"] + p[f"Dense_{i}"]["bias"]
+    return h
 
 
 LOSSES = {
@@ -49,35 +54,49 @@ LOSSES = {
     "xent_soft": lambda out, y: optax.softmax_cross_entropy(out, y).mean(),
 }
 
-# (name, loss, activation, batch, features in, hidden, out)
+# (name, loss, activation, batch, layer sizes: features in, hidden..., out)
 CASES = [
-    ("mse_relu", "mse", "relu", 12, 8, 16, 4),
-    ("mse_tanh", "mse", "tanh", 12, 8, 16, 4),
-    ("mse_sigmoid", "mse", "sigmoid", 16, 6, 10, 3),
-    ("xent_int_relu", "xent_int", "relu", 12, 8, 16, 5),
-    ("xent_int_tanh", "xent_int", "tanh", 32, 10, 24, 7),
-    ("xent_soft_relu", "xent_soft", "relu", 12, 8, 16, 5),
-    ("xent_soft_tanh", "xent_soft", "tanh", 20, 6, 12, 4),
+    ("mse_relu", "mse", "relu", 12, [8, 16, 4]),
+    ("mse_tanh", "mse", "tanh", 12, [8, 16, 4]),
+    ("mse_sigmoid", "mse", "sigmoid", 16, [6, 10, 3]),
+    ("xent_int_relu", "xent_int", "relu", 12, [8, 16, 5]),
+    ("xent_int_tanh", "xent_int", "tanh", 32, [10, 24, 7]),
+    ("xent_soft_relu", "xent_soft", "relu", 12, [8, 16, 5]),
+    ("xent_soft_tanh", "xent_soft", "tanh", 20, [6, 12, 4]),
+    # Other batch sizes (odd, the 32 rows XLA sums in one loop, more than
+    # that, one row or two), a third layer: the fused bias sums and merged
+    # losses beyond the shapes above.
+    ("mse_relu_b7", "mse", "relu", 7, [5, 9, 3]),
+    ("mse_tanh_b32", "mse", "tanh", 32, [8, 16, 4]),
+    ("mse_relu_b40", "mse", "relu", 40, [6, 8, 2]),
+    ("mse_sigmoid_b1", "mse", "sigmoid", 1, [8, 16, 4]),
+    ("mse_tanh_3layer", "mse", "tanh", 16, [6, 12, 10, 3]),
+    ("xent_soft_relu_b1", "xent_soft", "relu", 1, [8, 16, 5]),
+    ("xent_soft_tanh_b2", "xent_soft", "tanh", 2, [6, 12, 4]),
+    ("xent_soft_tanh_b32", "xent_soft", "tanh", 32, [6, 12, 4]),
+    ("xent_soft_relu_b40", "xent_soft", "relu", 40, [6, 8, 3]),
+    ("xent_soft_relu_3layer", "xent_soft", "relu", 24, [8, 16, 12, 6]),
 ]
 
 CALLS = 3
 LEARNING_RATE = np.float32(0.25)
 
 
-def init(rs, n_in, hidden, n_out):
+def init(rs, sizes):
     def dense(i, o):
         return {
             "kernel": (rs.randn(i, o) / np.sqrt(i)).astype(np.float32),
             "bias": (rs.randn(o) * 0.1).astype(np.float32),
         }
 
-    return {"Dense_0": dense(n_in, hidden), "Dense_1": dense(hidden, n_out)}
+    return {f"Dense_{k}": dense(i, o) for k, (i, o) in enumerate(zip(sizes, sizes[1:]))}
 
 
 def main():
     check_versions()
     cases = []
-    for seed, (name, loss_name, act, batch, n_in, hidden, n_out) in enumerate(CASES):
+    for seed, (name, loss_name, act, batch, sizes) in enumerate(CASES):
+        n_in, n_out = sizes[0], sizes[-1]
         rs = np.random.RandomState(100 + seed)
         x = rs.randn(batch, n_in).astype(np.float32)
         if loss_name == "mse":
@@ -87,7 +106,7 @@ def main():
         else:
             y = rs.rand(batch, n_out).astype(np.float32)
             y = (y / y.sum(axis=1, keepdims=True)).astype(np.float32)
-        params = init(rs, n_in, hidden, n_out)
+        params = init(rs, sizes)
 
         def loss(p, x, y, act=act, loss_name=loss_name):
             return LOSSES[loss_name](forward(p, x, act), y)
