@@ -58,6 +58,9 @@ use crate::random::Key;
 use crate::xla::dot_tiny::{gathered_product, TinySum};
 use crate::xla::scaled_columns;
 use crate::xla::vectors::on_widest_vectors;
+use fusions::{add_sigmoid_product, Fusion};
+
+mod fusions;
 
 /// `jax.jit(jax.value_and_grad(f))`: a training step that traces `f` on
 /// its first call and replays the recorded operations afterwards.
@@ -597,6 +600,9 @@ struct Step {
     /// whose cotangent, when it is added to an earlier one, is fused into
     /// the addition as eager backpropagation fuses it.
     fused_outer: Option<usize>,
+    /// Whether the step keeps its input cotangents as products up to their
+    /// accumulation (a compiled sigmoid, see `ProductCotangents`).
+    products: bool,
 }
 
 /// The shapes (`m, k, n`) and strides of a product's forward (`a @ b`)
@@ -989,6 +995,7 @@ impl Plan {
                 kernel: node.kernel().cloned(),
                 factors: None,
                 fused_outer: node.fused().map(|f| f.input),
+                products: node.products().is_some(),
             });
         }
         drop(nodes);
@@ -1003,6 +1010,7 @@ impl Plan {
         let masks = byte_masks(&mut steps, &samplers, leaves, &read);
         if !forward_only {
             (edges, untouched) = backward_edges(&steps, &differentiable, leaves, n_params, loss);
+            fusions::plan_fusions(&mut edges, &steps, &shapes, leaves)?;
         }
         for step in steps.iter_mut() {
             step.ins = std::array::from_fn(|k| In::of(step.inputs.get(k), leaves));
@@ -1252,7 +1260,10 @@ impl Plan {
                     continue;
                 }
             }
-            if e.accumulate && step.fused_outer == Some(e.input) {
+            if let Fusion::Sigmoid(s) = e.fusion {
+                // The sigmoid's cotangent, final since its node was walked.
+                add_sigmoid_product(acc, &rest[s - e.id], &values[s]);
+            } else if e.fusion == Fusion::Outer {
                 let [a, b, ..] = ins;
                 let (u, w) = if e.input == 0 { (g, b) } else { (a, g) };
                 accumulate_outer(acc, u, w);
@@ -1449,7 +1460,8 @@ fn same_dims(a: &[usize], b: &[usize]) -> bool {
 
 /// One cotangent of the backward pass: step `id`'s gradient carried to
 /// its input `input`, node `target`, written there or (`accumulate`, a
-/// later one) added to what is there.
+/// later one) added to what is there, fused into it as the trace fused it
+/// (`fusion`, see [`fusions::plan_fusions`]).
 #[derive(Clone, Copy, Debug)]
 struct Edge {
     id: usize,
@@ -1459,6 +1471,7 @@ struct Edge {
     /// A bias gradient summed with its scaled cotangent's products fused
     /// in (see `scaled_cotangents`).
     fused_bias: Option<FusedBias>,
+    fusion: Fusion,
 }
 
 /// The cotangents of the backward pass from the root (node `root`), in
@@ -1495,6 +1508,7 @@ fn backward_edges(
                 target,
                 accumulate: reached[target],
                 fused_bias: None,
+                fusion: Fusion::Plain,
             });
             reached[target] = true;
         }

@@ -45,7 +45,7 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
     // Compiled, the cotangent `g * (s (1 - s))` stays a product up to
     // where XLA accumulates it (a scan's bias: see `ProductCotangents`).
     let y = match s {
-        Some(s) => y.keep_products(Box::new(move |g, _| (g.clone(), s.mapv(|s| s * (1.0 - s))))),
+        Some(s) => y.keep_products(Box::new(move |g, _| (g.clone(), s.mapv(sigmoid_slope)))),
         None => y,
     };
     y.with_tangent_of(|y| {
@@ -60,6 +60,15 @@ fn unary(x: &Tensor, func: UnaryFn) -> Tensor {
             Ok(Some(Tensor::from_array(out)))
         })
     })
+}
+
+/// A sigmoid's derivative from its output `s`: `s (1 - s)`, the factor of
+/// its cotangent that XLA keeps unrounded in a compiled region (eager
+/// backpropagation and the compiled replay compute it here, so that both
+/// fuse the same factor).
+#[inline(always)]
+pub(crate) fn sigmoid_slope(s: f32) -> f32 {
+    s * (1.0 - s)
 }
 
 /// [`Backward::Unary`]: the gradient of `func` at `x` (output `out`) for
