@@ -1248,31 +1248,36 @@ impl Plan {
                 let c = f.sign * scaled_cotangents::square_scale(rest[f.square - e.id][0]);
                 (x, c)
             });
-            if let Some((x, c)) = bias.filter(|_| !e.accumulate) {
-                if scaled_columns::scaled_column_sums(x, c, acc) {
-                    continue;
+            // (Most cotangents are first ones: tested first.)
+            if !e.accumulate {
+                if let Some((x, c)) = bias {
+                    if scaled_columns::scaled_column_sums(x, c, acc) {
+                        continue;
+                    }
                 }
+                backward(step, e.input, g, ins, bytes, &values[e.id], acc, scratch);
+                continue;
             }
-            if let Some((x, c)) = bias.filter(|_| e.accumulate) {
+            if let Some((x, c)) = bias {
                 tmp.resize(acc.len(), 0.0);
                 if scaled_columns::scaled_column_sums(x, c, tmp) {
                     acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
                     continue;
                 }
             }
-            if let Fusion::Sigmoid(s) = e.fusion {
+            match e.fusion {
+                Fusion::Plain => {
+                    tmp.resize(acc.len(), 0.0);
+                    backward(step, e.input, g, ins, bytes, &values[e.id], tmp, scratch);
+                    acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
+                }
+                Fusion::Outer => {
+                    let [a, b, ..] = ins;
+                    let (u, w) = if e.input == 0 { (g, b) } else { (a, g) };
+                    accumulate_outer(acc, u, w);
+                }
                 // The sigmoid's cotangent, final since its node was walked.
-                add_sigmoid_product(acc, &rest[s - e.id], &values[s]);
-            } else if e.fusion == Fusion::Outer {
-                let [a, b, ..] = ins;
-                let (u, w) = if e.input == 0 { (g, b) } else { (a, g) };
-                accumulate_outer(acc, u, w);
-            } else if e.accumulate {
-                tmp.resize(acc.len(), 0.0);
-                backward(step, e.input, g, ins, bytes, &values[e.id], tmp, scratch);
-                acc.iter_mut().zip(tmp.iter()).for_each(|(a, &t)| *a += t);
-            } else {
-                backward(step, e.input, g, ins, bytes, &values[e.id], acc, scratch);
+                Fusion::Sigmoid(s) => add_sigmoid_product(acc, &rest[s - e.id], &values[s]),
             }
         }
         for &l in untouched.iter() {

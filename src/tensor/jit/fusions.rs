@@ -109,7 +109,9 @@ pub(super) fn plan_fusions(
 
 /// `acc = fma(g, s (1 - s), acc)` elementwise: a compiled sigmoid's
 /// cotangent (output cotangent `g`, output `s`) fused into the cotangent
-/// `acc` already holds, as `backprop`'s `fused_add` adds it.
+/// `acc` already holds, as `backprop`'s `fused_add` adds it. (Not
+/// inlined: rare, and kept out of the replay loop's registers.)
+#[inline(never)]
 pub(super) fn add_sigmoid_product(acc: &mut [f32], g: &[f32], s: &[f32]) {
     for ((a, &g), &s) in acc.iter_mut().zip(g).zip(s) {
         *a = g.mul_add(sigmoid_slope(s), *a);
