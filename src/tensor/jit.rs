@@ -720,6 +720,9 @@ struct Scratch {
     routes: bool,
     packed: Vec<f32>,
     rows: Vec<f32>,
+    /// The kernels' scratch, sized for the largest when planned (see
+    /// [`Kernel::scratch_len`]).
+    kernel: Vec<f32>,
 }
 
 fn unsupported(message: String) -> TensorError {
@@ -1052,6 +1055,11 @@ impl Plan {
             .iter()
             .map(|s| ArcArray::zeros(IxDyn(s)))
             .collect();
+        let kernel_scratch = steps
+            .iter()
+            .filter_map(|s| s.kernel.as_ref().map(|k| k.scratch_len()))
+            .max()
+            .unwrap_or(0);
         Ok(Plan {
             template: params
                 .with_leaves(vec![Tensor::scalar(0.0); n_params])
@@ -1074,7 +1082,10 @@ impl Plan {
             loss: ArcArray::zeros(IxDyn(&[])),
             out_grads,
             tmp: Vec::new(),
-            scratch: Scratch::default(),
+            scratch: Scratch {
+                kernel: vec![0.0; kernel_scratch],
+                ..Scratch::default()
+            },
             masks,
             limit: exact_matmul_limit(),
             samplers,
@@ -1705,7 +1716,7 @@ fn fused_product_sum(step: &Step, product: &[f32], x: &[f32], y: &[f32]) -> f32 
 /// ([`crate::xla::reduce_products::product_sums`]), reading the factors
 /// with the multiply's broadcast pattern; the plain sums of the product
 /// ([`reduce::reduce_sum`]) where XLA does not fuse them. Times the `f32`
-/// reciprocal of the count when `mean`.
+/// reciprocal of the count when `mean`. `buf`: see [`reduce::reduce_sum`].
 #[inline(always)]
 fn fused_product_sums(
     step: &Step,
@@ -1713,6 +1724,7 @@ fn fused_product_sums(
     mean: bool,
     [product, x, y]: [&[f32]; 3],
     out: &mut [f32],
+    buf: &mut Vec<f32>,
 ) {
     use crate::xla::reduce_products::{product_sums, Pair};
     let shape = &step.in_shapes[0];
@@ -1753,7 +1765,7 @@ fn fused_product_sums(
         None => false,
     };
     if !fused {
-        return reduce::reduce_sum(product, shape, axes, mean, out);
+        return reduce::reduce_sum(product, shape, axes, mean, out, buf);
     }
     if mean {
         let n: usize = (0..shape.len())
@@ -2000,10 +2012,10 @@ fn forward_body(
         OpKind::Sampled(_) => {}
         OpKind::Squeeze(_) | OpKind::StopGradient | OpKind::Reshape(_) => out.copy_from_slice(a),
         OpKind::SumAxes { axes, mean, .. } => {
-            reduce::reduce_sum(a, &step.in_shapes[0], axes, mean, out)
+            reduce::reduce_sum(a, &step.in_shapes[0], axes, mean, out, &mut scratch.rows)
         }
         OpKind::ProductSumAxes { axes, mean, .. } => {
-            fused_product_sums(step, axes, mean, [a, b, c], out)
+            fused_product_sums(step, axes, mean, [a, b, c], out, &mut scratch.rows)
         }
         OpKind::Maximum => zip_into(step, a, b, out, nan_max),
         OpKind::Compare(c) => zip_into(step, a, b, out, |x, y| c.mask(x, y)),
@@ -2017,9 +2029,8 @@ fn forward_body(
             Some(mask) => select_forward(step, out, mask, b, c),
             None => select_forward(step, out, a, b, c),
         },
-        // (The routes return new vectors: a replay copies them.)
         OpKind::Kernel(_) => {
-            out.copy_from_slice(&kernel_of(step).forward(&ins[..step.inputs.len()]))
+            kernel_of(step).forward_into(&ins[..step.inputs.len()], out, &mut scratch.kernel)
         }
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
@@ -2374,9 +2385,13 @@ fn backward_body(
             sum_axes_backward(g, &step.in_shapes[0], axes, mean, dst)
         }
         OpKind::BatchNorm(_) => unreachable!("planned forward only"),
-        OpKind::Kernel(_) => {
-            dst.copy_from_slice(&kernel_of(step).backward(input, g, &ins[..step.inputs.len()]))
-        }
+        OpKind::Kernel(_) => kernel_of(step).backward_into(
+            input,
+            g,
+            &ins[..step.inputs.len()],
+            dst,
+            &mut scratch.kernel,
+        ),
         OpKind::Other => unreachable!("planned steps are replayable"),
     }
 }

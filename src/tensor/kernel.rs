@@ -24,14 +24,56 @@ pub(crate) trait Kernel: Send + Sync {
     /// The output's shape.
     fn shape(&self) -> &[usize];
 
-    /// The output, row-major, from the inputs' row-major values. (Owned:
-    /// an eager operation keeps it as its value without a copy; a replay
-    /// copies it into its buffer.)
-    fn forward(&self, ins: &[&[f32]]) -> Vec<f32>;
+    /// How many floats of scratch [`forward_into`](Kernel::forward_into)
+    /// and [`backward_into`](Kernel::backward_into) need at most: a
+    /// compiled step sizes one buffer, shared by its kernels, when it is
+    /// planned, so that a replay allocates nothing.
+    fn scratch_len(&self) -> usize {
+        0
+    }
+
+    /// The output, row-major, from the inputs' row-major values, into
+    /// `out` (of the output's size, every element written; its values on
+    /// entry are stale). `scratch` has at least
+    /// [`scratch_len`](Kernel::scratch_len) elements, of any values.
+    fn forward_into(&self, ins: &[&[f32]], out: &mut [f32], scratch: &mut [f32]);
 
     /// Input `input`'s cotangent, row-major in its input's shape, from the
-    /// output's cotangent `g`.
-    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32>;
+    /// output's cotangent `g`, into `dst` (of the input's size, every
+    /// element written); `scratch` as for
+    /// [`forward_into`](Kernel::forward_into).
+    fn backward_into(
+        &self,
+        input: usize,
+        g: &[f32],
+        ins: &[&[f32]],
+        dst: &mut [f32],
+        scratch: &mut [f32],
+    );
+}
+
+/// `kernel`'s output as a new vector (an eager operation keeps it as its
+/// value), by [`Kernel::forward_into`].
+fn forward_owned(kernel: &dyn Kernel, ins: &[&[f32]]) -> Vec<f32> {
+    let mut out = vec![0.0; kernel.shape().iter().product()];
+    let mut scratch = vec![0.0; kernel.scratch_len()];
+    kernel.forward_into(ins, &mut out, &mut scratch);
+    out
+}
+
+/// Input `input`'s cotangent (of `len` elements) as a new vector, by
+/// [`Kernel::backward_into`].
+fn backward_owned(
+    kernel: &dyn Kernel,
+    input: usize,
+    len: usize,
+    g: &[f32],
+    ins: &[&[f32]],
+) -> Vec<f32> {
+    let mut dst = vec![0.0; len];
+    let mut scratch = vec![0.0; kernel.scratch_len()];
+    kernel.backward_into(input, g, ins, &mut dst, &mut scratch);
+    dst
 }
 
 /// `a`'s values row-major, shared rather than copied when they already
@@ -59,7 +101,7 @@ impl Tensor {
             inputs.iter().map(|t| row_major(&t.data)).collect();
         let out = {
             let slices: SmallVec<[&[f32]; 2]> = data.iter().map(row_major_slice).collect();
-            kernel.forward(&slices)
+            forward_owned(&*kernel, &slices)
         };
         let value = ArrayD::from_shape_vec(IxDyn(kernel.shape()), out).expect("the kernel's shape");
         let replayed = Arc::clone(&kernel);
@@ -71,7 +113,7 @@ impl Tensor {
                 .enumerate()
                 .map(|(i, x)| {
                     needs[i].then(|| {
-                        let dx = kernel.backward(i, g, &slices);
+                        let dx = backward_owned(&*kernel, i, x.len(), g, &slices);
                         ArrayD::from_shape_vec(x.raw_dim(), dx).expect("the input's shape")
                     })
                 })

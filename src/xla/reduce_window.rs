@@ -45,7 +45,7 @@ pub(crate) fn window_out_shape(
     window: &[usize],
     strides: &[usize],
     pads: &[(usize, usize)],
-) -> Vec<usize> {
+) -> Dims {
     (0..shape.len())
         .map(|a| {
             let padded = shape[a] + pads[a].0 + pads[a].1;
@@ -112,39 +112,69 @@ pub(crate) fn next_index(index: &mut [usize], extents: &[usize]) -> bool {
 /// `window` elements starting at `position * strides - pads.0`, padding
 /// read as zeros; in XLA:CPU's order (see the module's documentation).
 /// `hlo_rank` is the rank of the array in JAX's program ([`uses_ynn`]).
-pub(crate) fn window_sums(
+/// Into `out` (every element written); `scratch` has at least
+/// [`window_sums_scratch`] elements.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn window_sums_into(
     x: &[f32],
     shape: &[usize],
     window: &[usize],
     strides: &[usize],
     pads: &[(usize, usize)],
     hlo_rank: usize,
-) -> Vec<f32> {
+    out: &mut [f32],
+    scratch: &mut [f32],
+) {
     if uses_ynn(shape, window, strides, pads, hlo_rank) {
-        ynn_window_sums(x, shape, window, strides, pads)
+        ynn_window_sums(x, shape, window, strides, pads, out, scratch)
     } else {
-        loop_window_sums(x, shape, window, strides, pads)
+        loop_window_sums(x, shape, window, strides, pads, out)
     }
 }
 
-/// `x` (row-major, `shape`) padded by `pads` with `fill`, and the padded
-/// array's row-major strides.
-pub(crate) fn padded_input(
+/// The scratch [`window_sums_into`] needs: YNNPACK's padded input.
+pub(crate) fn window_sums_scratch(
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+    hlo_rank: usize,
+) -> usize {
+    if uses_ynn(shape, window, strides, pads, hlo_rank) {
+        padded_len(shape, pads)
+    } else {
+        0
+    }
+}
+
+/// The elements of `shape` padded by `pads`.
+pub(crate) fn padded_len(shape: &[usize], pads: &[(usize, usize)]) -> usize {
+    (0..shape.len())
+        .map(|a| shape[a] + pads[a].0 + pads[a].1)
+        .product()
+}
+
+/// `x` (row-major, `shape`) padded by `pads` with `fill` into `xp` (of at
+/// least [`padded_len`] elements), and the padded array's row-major
+/// strides.
+pub(crate) fn padded_input_into(
     x: &[f32],
     shape: &[usize],
     pads: &[(usize, usize)],
     fill: f32,
-) -> (Vec<f32>, Dims) {
+    xp: &mut [f32],
+) -> Dims {
     let r = shape.len();
     let padded: Dims = (0..r).map(|a| shape[a] + pads[a].0 + pads[a].1).collect();
-    let mut xp = vec![fill; padded.iter().product()];
+    let xp = &mut xp[..padded.iter().product()];
+    xp.fill(fill);
     let p_strides = row_major_strides(&padded);
     if x.is_empty() {
-        return (xp, p_strides);
+        return p_strides;
     }
     if r == 0 {
         xp.copy_from_slice(x);
-        return (xp, p_strides);
+        return p_strides;
     }
     let last = r - 1;
     let mut index: Dims = smallvec::smallvec![0; last];
@@ -156,7 +186,7 @@ pub(crate) fn padded_input(
         xp[at..at + row.len()].copy_from_slice(row);
         next_index(&mut index, &shape[..last]);
     }
-    (xp, p_strides)
+    p_strides
 }
 
 /// YNNPACK's window sums: the input padded with zeros, read as the
@@ -169,15 +199,17 @@ fn ynn_window_sums(
     window: &[usize],
     strides: &[usize],
     pads: &[(usize, usize)],
-) -> Vec<f32> {
+    out: &mut [f32],
+    scratch: &mut [f32],
+) {
     let r = shape.len();
     let padded: Dims = (0..r).map(|a| shape[a] + pads[a].0 + pads[a].1).collect();
     let out_shape = window_out_shape(shape, window, strides, pads);
-    let mut out = vec![0.0f32; out_shape.iter().product()];
     if out.is_empty() {
-        return out;
+        return;
     }
-    let (xp, p_strides) = padded_input(x, shape, pads, 0.0);
+    let xp = &mut scratch[..padded.iter().product()];
+    let p_strides = padded_input_into(x, shape, pads, 0.0, xp);
     let mut v_shape: Dims = SmallVec::new();
     let mut v_strides: Dims = SmallVec::new();
     let mut axes = 0u32;
@@ -191,8 +223,7 @@ fn ynn_window_sums(
             v_strides.push(p_strides[a]);
         }
     }
-    ynn_sum_strided(&xp, &v_shape, &v_strides, axes, &mut out);
-    out
+    ynn_sum_strided(xp, &v_shape, &v_strides, axes, out);
 }
 
 /// XLA's loop: one window at a time, its valid elements gathered row-major
@@ -205,14 +236,14 @@ fn loop_window_sums(
     window: &[usize],
     strides: &[usize],
     pads: &[(usize, usize)],
-) -> Vec<f32> {
+    out: &mut [f32],
+) {
     let r = shape.len();
     let out_shape = window_out_shape(shape, window, strides, pads);
-    let count: usize = out_shape.iter().product();
-    let mut out = Vec::with_capacity(count);
-    if count == 0 {
-        return out;
+    if out.is_empty() {
+        return;
     }
+    let mut outs = out.iter_mut();
     let x_strides = row_major_strides(shape);
     let loops: Dims = (0..r).filter(|&a| window[a] > 1).collect();
     // Each window loop's element stride in the input, and its full extent.
@@ -258,8 +289,9 @@ fn loop_window_sums(
             }
         }
         let mut ext: Dims = ranges.iter().map(|&(lo, hi)| hi - lo).collect();
+        let o = outs.next().expect("one output per window");
         if !inside || ext.contains(&0) {
-            out.push(0.0);
+            *o = 0.0;
         } else {
             block.clear();
             for (k, &(lo, _)) in ranges.iter().enumerate() {
@@ -273,10 +305,10 @@ fn loop_window_sums(
                     break;
                 }
             }
-            out.push(window_sum(&block, &mut ext, split, &geometry));
+            *o = window_sum(&block, &mut ext, split, &geometry);
         }
         if !next_index(&mut index, &out_shape) {
-            return out;
+            return;
         }
     }
 }
@@ -444,21 +476,23 @@ fn nest_sum(acc: f32, block: &[f32], ext: &[usize], g: &Geometry<'_>) -> f32 {
 ///   2x4, 3x3, 4x4 do not change; 3-D 2x2x2, 2x3x2, 3x2x2 peel the third
 ///   axis and 2x2x3 the second; 3x3x3 does not change; a 2x2 window padded
 ///   (1, 1) at stride 1 peels none).
-pub(crate) fn window_sums_transpose(
+///
+/// Into `dx` (one element per input element, every one written).
+pub(crate) fn window_sums_transpose_into(
     g: &[f32],
     shape: &[usize],
     window: &[usize],
     strides: &[usize],
     pads: &[(usize, usize)],
     jitted: bool,
-) -> Vec<f32> {
+    dx: &mut [f32],
+) {
     let r = shape.len();
     let out_shape = window_out_shape(shape, window, strides, pads);
-    let count: usize = shape.iter().product();
-    let mut dx = Vec::with_capacity(count);
-    if count == 0 {
-        return dx;
+    if dx.is_empty() {
+        return;
     }
+    let mut dxs = dx.iter_mut();
     let g_strides = row_major_strides(&out_shape);
     let peeled = if jitted {
         let loops: Dims = (0..r).filter(|&a| window[a] > 1).collect();
@@ -515,9 +549,9 @@ pub(crate) fn window_sums_transpose(
                 }
             }
         }
-        dx.push(acc);
+        *dxs.next().expect("one cotangent per input element") = acc;
         if !next_index(&mut index, shape) {
-            return dx;
+            return;
         }
     }
 }
@@ -525,6 +559,63 @@ pub(crate) fn window_sums_transpose(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// XLA's loop's sums as a new vector.
+    fn loop_window_sums(
+        x: &[f32],
+        shape: &[usize],
+        window: &[usize],
+        strides: &[usize],
+        pads: &[(usize, usize)],
+    ) -> Vec<f32> {
+        let count = window_out_shape(shape, window, strides, pads)
+            .iter()
+            .product();
+        let mut out = vec![0.0; count];
+        super::loop_window_sums(x, shape, window, strides, pads, &mut out);
+        out
+    }
+
+    /// [`window_sums_into`] as a new vector.
+    fn window_sums(
+        x: &[f32],
+        shape: &[usize],
+        window: &[usize],
+        strides: &[usize],
+        pads: &[(usize, usize)],
+        hlo_rank: usize,
+    ) -> Vec<f32> {
+        let count = window_out_shape(shape, window, strides, pads)
+            .iter()
+            .product();
+        let mut out = vec![0.0; count];
+        let mut scratch = vec![0.0; window_sums_scratch(shape, window, strides, pads, hlo_rank)];
+        window_sums_into(
+            x,
+            shape,
+            window,
+            strides,
+            pads,
+            hlo_rank,
+            &mut out,
+            &mut scratch,
+        );
+        out
+    }
+
+    /// [`window_sums_transpose_into`] as a new vector.
+    fn window_sums_transpose(
+        g: &[f32],
+        shape: &[usize],
+        window: &[usize],
+        strides: &[usize],
+        pads: &[(usize, usize)],
+        jitted: bool,
+    ) -> Vec<f32> {
+        let mut dx = vec![0.0; shape.iter().product()];
+        window_sums_transpose_into(g, shape, window, strides, pads, jitted, &mut dx);
+        dx
+    }
 
     /// The plain definition: every window summed left to right.
     fn plain(x: &[f32], shape: &[usize], window: &[usize], strides: &[usize]) -> Vec<f32> {

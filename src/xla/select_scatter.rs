@@ -53,12 +53,49 @@ pub(crate) fn select_windows(
     pads: &[(usize, usize)],
     how: Selection,
 ) -> Vec<Option<usize>> {
+    let mut selected = Vec::new();
+    for_each_selected(x, shape, window, strides, pads, how, |at| selected.push(at));
+    selected
+}
+
+/// `select_and_scatter_add`'s cotangent into `dx` (one element per
+/// element of `x`): zeros, to which each window's cotangent `g[o]` is
+/// added at its selected element ([`Selection::Scatter`]), in window
+/// order, as [`scatter_selected`] adds them; without a list of the
+/// selections.
+pub(crate) fn scatter_windows_into(
+    x: &[f32],
+    shape: &[usize],
+    (window, strides, pads): (&[usize], &[usize], &[(usize, usize)]),
+    g: &[f32],
+    dx: &mut [f32],
+) {
+    dx.fill(0.0);
+    let mut gs = g.iter();
+    for_each_selected(x, shape, window, strides, pads, Selection::Scatter, |at| {
+        let v = *gs.next().expect("one cotangent per window");
+        if let Some(i) = at {
+            dx[i] += v;
+        }
+    });
+}
+
+/// Calls `f` with each window's selection (see [`select_windows`]), the
+/// windows in row-major order.
+fn for_each_selected(
+    x: &[f32],
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+    how: Selection,
+    mut f: impl FnMut(Option<usize>),
+) {
     let r = shape.len();
     let out_shape = window_out_shape(shape, window, strides, pads);
     let count: usize = out_shape.iter().product();
-    let mut selected = Vec::with_capacity(count);
     if count == 0 {
-        return selected;
+        return;
     }
     let x_strides = row_major_strides(shape);
     let mut o: Dims = smallvec::smallvec![0; r];
@@ -91,9 +128,9 @@ pub(crate) fn select_windows(
                 break;
             }
         }
-        selected.push(best.and_then(|(_, at)| at));
+        f(best.and_then(|(_, at)| at));
         if !next_index(&mut o, &out_shape) {
-            return selected;
+            return;
         }
     }
 }

@@ -29,7 +29,7 @@
 use smallvec::SmallVec;
 
 use super::reduce_window::{
-    next_index, padded_input, row_major_strides, uses_ynn, window_out_shape,
+    next_index, padded_input_into, padded_len, row_major_strides, uses_ynn, window_out_shape,
 };
 
 type Dims = SmallVec<[usize; 8]>;
@@ -42,18 +42,38 @@ type Axes = SmallVec<[(usize, usize); 8]>;
 /// `window` elements starting at `position * strides - pads.0`, padding
 /// read as `-inf`, as XLA:CPU computes them (see the module's
 /// documentation). `hlo_rank` is the rank of the array in JAX's program.
-pub(crate) fn window_maxima(
+/// Into `out` (every element written); `scratch` has at least
+/// [`window_maxima_scratch`] elements.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn window_maxima_into(
     x: &[f32],
     shape: &[usize],
     window: &[usize],
     strides: &[usize],
     pads: &[(usize, usize)],
     hlo_rank: usize,
-) -> Vec<f32> {
+    out: &mut [f32],
+    scratch: &mut [f32],
+) {
     if uses_ynn(shape, window, strides, pads, hlo_rank) {
-        ynn_window_maxima(x, shape, window, strides, pads)
+        ynn_window_maxima(x, shape, window, strides, pads, out, scratch)
     } else {
-        loop_window_maxima(x, shape, window, strides, pads)
+        loop_window_maxima(x, shape, window, strides, pads, out)
+    }
+}
+
+/// The scratch [`window_maxima_into`] needs: YNNPACK's padded input.
+pub(crate) fn window_maxima_scratch(
+    shape: &[usize],
+    window: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+    hlo_rank: usize,
+) -> usize {
+    if uses_ynn(shape, window, strides, pads, hlo_rank) {
+        padded_len(shape, pads)
+    } else {
+        0
     }
 }
 
@@ -90,14 +110,14 @@ fn loop_window_maxima(
     window: &[usize],
     strides: &[usize],
     pads: &[(usize, usize)],
-) -> Vec<f32> {
+    out: &mut [f32],
+) {
     let r = shape.len();
     let out_shape = window_out_shape(shape, window, strides, pads);
-    let count: usize = out_shape.iter().product();
-    let mut out = Vec::with_capacity(count);
-    if count == 0 {
-        return out;
+    if out.is_empty() {
+        return;
     }
+    let mut outs = out.iter_mut();
     let x_strides = row_major_strides(shape);
     let mut index: Dims = smallvec::smallvec![0; r];
     let mut lo: Dims = smallvec::smallvec![0; r];
@@ -123,9 +143,9 @@ fn loop_window_maxima(
                 }
             }
         }
-        out.push(m);
+        *outs.next().expect("one output per window") = m;
         if !next_index(&mut index, &out_shape) {
-            return out;
+            return;
         }
     }
 }
@@ -139,14 +159,17 @@ fn ynn_window_maxima(
     window: &[usize],
     strides: &[usize],
     pads: &[(usize, usize)],
-) -> Vec<f32> {
+    out: &mut [f32],
+    scratch: &mut [f32],
+) {
     let r = shape.len();
     let out_shape = window_out_shape(shape, window, strides, pads);
-    let count: usize = out_shape.iter().product();
-    if count == 0 {
-        return Vec::new();
+    if out.is_empty() {
+        return;
     }
-    let (xp, p_strides) = padded_input(x, shape, pads, f32::NEG_INFINITY);
+    let xp = &mut scratch[..padded_len(shape, pads)];
+    let p_strides = padded_input_into(x, shape, pads, f32::NEG_INFINITY, xp);
+    let xp = &*xp;
     // The window axes (extent, stride in `xp`), outermost first; an axis
     // of 1 reads one element and drops out.
     let win: Axes = (0..r)
@@ -154,13 +177,13 @@ fn ynn_window_maxima(
         .map(|a| (window[a], p_strides[a]))
         .collect();
     let (outer, rows) = row_groups(&win);
-    let mut out = Vec::with_capacity(count);
+    let mut outs = out.iter_mut();
     let mut o: Dims = smallvec::smallvec![0; r];
     loop {
         let base: usize = (0..r).map(|a| o[a] * strides[a] * p_strides[a]).sum();
-        out.push(ynn_max_rows(&xp, base, &outer, rows));
+        *outs.next().expect("one output per window") = ynn_max_rows(xp, base, &outer, rows);
         if !next_index(&mut o, &out_shape) {
-            return out;
+            return;
         }
     }
 }
@@ -230,7 +253,8 @@ mod tests {
     #[test]
     fn loop_propagates_nan_and_prefers_positive_zero() {
         let x = [1.0, f32::NAN, -0.0, 0.0, 0.0, -0.0, -1.0, -1.0];
-        let y = loop_window_maxima(&x, &[1, 8, 1], &[1, 2, 1], &[1, 2, 1], &[(0, 0); 3]);
+        let mut y = [0.0; 4];
+        loop_window_maxima(&x, &[1, 8, 1], &[1, 2, 1], &[1, 2, 1], &[(0, 0); 3], &mut y);
         assert!(y[0].is_nan());
         assert_eq!(y[1].to_bits(), 0.0f32.to_bits());
         assert_eq!(y[2].to_bits(), 0.0f32.to_bits());

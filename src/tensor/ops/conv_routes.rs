@@ -298,14 +298,23 @@ impl Kernel for Conv {
         &self.shape
     }
 
-    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
-        self.output(ins[0], ins[1])
+    // (The routes return new vectors, copied into the buffers given:
+    // their own scratch is allocated inside each route.)
+    fn forward_into(&self, ins: &[&[f32]], out: &mut [f32], _: &mut [f32]) {
+        out.copy_from_slice(&self.output(ins[0], ins[1]))
     }
 
-    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
-        match input {
+    fn backward_into(
+        &self,
+        input: usize,
+        g: &[f32],
+        ins: &[&[f32]],
+        dst: &mut [f32],
+        _: &mut [f32],
+    ) {
+        dst.copy_from_slice(&match input {
             0 => self.input_cotangent(g, ins[1]),
             _ => self.kernel_cotangent(ins[0], g),
-        }
+        })
     }
 }

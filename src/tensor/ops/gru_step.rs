@@ -50,30 +50,38 @@ impl Kernel for GruStep {
         &self.shape
     }
 
-    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
+    fn forward_into(&self, ins: &[&[f32]], out: &mut [f32], _: &mut [f32]) {
         let [h, z, n] = ins else {
             unreachable!("three inputs")
         };
-        let out: Vec<f32> = (0..h.len()).map(|k| new_state(h[k], z[k], n[k])).collect();
-        [out.as_slice(), out.as_slice()].concat()
+        let (first, second) = out.split_at_mut(h.len());
+        for (k, v) in first.iter_mut().enumerate() {
+            *v = new_state(h[k], z[k], n[k]);
+        }
+        second.copy_from_slice(first);
     }
 
-    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
+    fn backward_into(
+        &self,
+        input: usize,
+        g: &[f32],
+        ins: &[&[f32]],
+        dst: &mut [f32],
+        _: &mut [f32],
+    ) {
         let [h, z, n] = ins else {
             unreachable!("three inputs")
         };
         let len = h.len();
         // The carry's cotangent first, then the output's.
         let ct = (0..len).map(|k| g[k] + g[len + k]);
+        let dst = dst.iter_mut().enumerate().zip(ct);
         match input {
             // Rounded alone: the product is deferred whenever it can be
             // fused (see the module).
-            0 => ct.zip(z.iter()).map(|(c, z)| z * c).collect(),
-            1 => ct
-                .enumerate()
-                .map(|(k, c)| c.mul_add(h[k], -(c * n[k])))
-                .collect(),
-            _ => ct.zip(z.iter()).map(|(c, z)| (1.0 - z) * c).collect(),
+            0 => dst.for_each(|((k, d), c)| *d = z[k] * c),
+            1 => dst.for_each(|((k, d), c)| *d = c.mul_add(h[k], -(c * n[k]))),
+            _ => dst.for_each(|((k, d), c)| *d = (1.0 - z[k]) * c),
         }
     }
 }

@@ -43,24 +43,20 @@ struct LstmStep {
 }
 
 impl LstmStep {
-    /// `c'` and `tanh(c')` from the inputs, as the forward pass computes
-    /// them.
-    fn state(&self, ins: &[&[f32]]) -> (Vec<f32>, Vec<f32>) {
+    /// `c'` into `nc` and `tanh(c')` into `tc` from the inputs, as the
+    /// forward pass computes them.
+    fn state_into(&self, ins: &[&[f32]], nc: &mut [f32], tc: &mut [f32]) {
         let [c, i, f, g, _] = ins else {
             unreachable!("five inputs")
         };
-        let nc: Vec<f32> = (0..c.len())
-            .map(|k| {
-                if k < self.fc_fused {
-                    f[k].mul_add(c[k], i[k] * g[k])
-                } else {
-                    i[k].mul_add(g[k], f[k] * c[k])
-                }
-            })
-            .collect();
-        let mut tc = vec![0.0; nc.len()];
-        apply_into(UnaryFn::Tanh, &nc, &mut tc);
-        (nc, tc)
+        for (k, v) in nc.iter_mut().enumerate() {
+            *v = if k < self.fc_fused {
+                f[k].mul_add(c[k], i[k] * g[k])
+            } else {
+                i[k].mul_add(g[k], f[k] * c[k])
+            };
+        }
+        apply_into(UnaryFn::Tanh, nc, tc);
     }
 }
 
@@ -73,25 +69,46 @@ impl Kernel for LstmStep {
         &self.shape
     }
 
-    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
-        let (mut out, tc) = self.state(ins);
-        let h: Vec<f32> = ins[4].iter().zip(&tc).map(|(o, t)| o * t).collect();
-        out.extend_from_slice(&h);
-        out.extend_from_slice(&h);
-        out
+    /// `c'` and `tanh(c')`, one state each.
+    fn scratch_len(&self) -> usize {
+        2 * self.shape[1..].iter().product::<usize>()
     }
 
-    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
+    fn forward_into(&self, ins: &[&[f32]], out: &mut [f32], scratch: &mut [f32]) {
+        let n = ins[0].len();
+        let (nc, rest) = out.split_at_mut(n);
+        let tc = &mut scratch[..n];
+        self.state_into(ins, nc, tc);
+        let (h, h_again) = rest.split_at_mut(n);
+        for ((h, o), t) in h.iter_mut().zip(ins[4]).zip(&*tc) {
+            *h = o * t;
+        }
+        h_again.copy_from_slice(h);
+    }
+
+    fn backward_into(
+        &self,
+        input: usize,
+        g: &[f32],
+        ins: &[&[f32]],
+        dst: &mut [f32],
+        scratch: &mut [f32],
+    ) {
         let n = ins[0].len();
         let (gc, gh, gy) = (&g[..n], &g[n..2 * n], &g[2 * n..]);
-        let (_, tc) = self.state(ins);
+        let (nc, tc) = scratch[..2 * n].split_at_mut(n);
+        self.state_into(ins, nc, tc);
+        let tc = &*tc;
         // The carry's cotangent first, then the output's.
         let ct_h = (0..n).map(|k| gh[k] + gy[k]);
         let [c, i, f, gate, o] = ins else {
             unreachable!("five inputs")
         };
         if input == 4 {
-            return ct_h.zip(&tc).map(|(h, t)| h * t).collect();
+            for (d, (h, t)) in dst.iter_mut().zip(ct_h.zip(tc)) {
+                *d = h * t;
+            }
+            return;
         }
         let ct_nc = ct_h.enumerate().map(|(k, h)| {
             let tt = (o[k] * h) * (1.0 - tc[k]);
@@ -104,7 +121,9 @@ impl Kernel for LstmStep {
             2 => c,
             _ => i,
         };
-        ct_nc.zip(partner.iter()).map(|(d, p)| d * p).collect()
+        for (dv, (d, p)) in dst.iter_mut().zip(ct_nc.zip(partner.iter())) {
+            *dv = d * p;
+        }
     }
 }
 

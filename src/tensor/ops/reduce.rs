@@ -1,6 +1,6 @@
 //! Reductions over axes (sum, mean, var, max) and softmax.
 
-use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Zip};
+use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn, Zip};
 use smallvec::{smallvec, SmallVec};
 
 use super::rows::{self, nan_max};
@@ -10,39 +10,47 @@ use crate::tensor::shape::{normalize_axes, normalize_axis};
 use crate::tensor::tape::{Backward, InputGrads, OpKind, TangentRule};
 use crate::tensor::Tensor;
 
-/// Sums `x` over one axis that is not the last, dropping it: each lane in
-/// XLA's order ([`crate::xla::reduce::xla_row_sum`]; checked against `jnp.sum(x, axis=0)`
-/// of 2-D arrays up to 1000 rows).
-fn sum_one_axis(x: ArrayViewD<'_, f32>, axis: usize) -> ArrayD<f32> {
-    let mut lane = Vec::with_capacity(x.shape()[axis]);
-    let mut out = x.index_axis(Axis(axis), 0).to_owned();
+/// Axis lists, inline up to 8 axes (a replay's reductions allocate
+/// nothing).
+type Axes = SmallVec<[usize; 8]>;
+
+/// Sums `x` over one axis that is not the last, dropping it, into `out`
+/// (row-major): each lane in XLA's order ([`crate::xla::reduce::xla_row_sum`];
+/// checked against `jnp.sum(x, axis=0)` of 2-D arrays up to 1000 rows),
+/// gathered into `lane`.
+fn sum_one_axis_into(x: ArrayViewD<'_, f32>, axis: usize, out: &mut [f32], lane: &mut Vec<f32>) {
+    let kept = x.index_axis(Axis(axis), 0).raw_dim();
+    let mut out = ArrayViewMutD::from_shape(kept, out).expect("the kept axes' size");
     Zip::from(&mut out)
         .and(x.lanes(Axis(axis)))
         .for_each(|o, l| {
             lane.clear();
             lane.extend(l.iter().copied());
-            *o = crate::xla::reduce::xla_row_sum(&lane);
+            *o = crate::xla::reduce::xla_row_sum(lane);
         });
-    out
 }
 
-/// Sums `x` over several (sorted) axes, dropping them, in XLA:CPU's order:
-/// each output's elements (the reduced indices in row-major order) summed
-/// as [`crate::xla::reduce::reduce_all`] sums an array of the reduced
-/// axes, its loop nest vectorized as LLVM vectorizes it for where the
-/// reduced axes lie in `x` (checked against `jnp.sum` over two to four
-/// axes, the last ones or not, e.g. a GroupNorm's `(H, group)`, a
-/// BatchNorm's `(N, H)`, `[6, 40, 7]` over `(1, 2)`, `[2, 63, 2, 2]` over
-/// `(1, 2)`).
-fn sum_many_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
-    let kept: Vec<usize> = (0..x.ndim()).filter(|a| !axes.contains(a)).collect();
-    let order: Vec<usize> = kept.iter().chain(axes).copied().collect();
-    let out_shape: Vec<usize> = kept.iter().map(|&a| x.shape()[a]).collect();
-    let reduced: Vec<usize> = axes.iter().map(|&a| x.shape()[a]).collect();
+/// Sums `x` over several (sorted) axes, dropping them, into `out`
+/// (row-major), in XLA:CPU's order: each output's elements (the reduced
+/// indices in row-major order, gathered into `moved`) summed as
+/// [`crate::xla::reduce::reduce_all`] sums an array of the reduced axes,
+/// its loop nest vectorized as LLVM vectorizes it for where the reduced
+/// axes lie in `x` (checked against `jnp.sum` over two to four axes, the
+/// last ones or not, e.g. a GroupNorm's `(H, group)`, a BatchNorm's `(N,
+/// H)`, `[6, 40, 7]` over `(1, 2)`, `[2, 63, 2, 2]` over `(1, 2)`).
+fn sum_many_axes_into(
+    x: ArrayViewD<'_, f32>,
+    axes: &[usize],
+    out: &mut [f32],
+    moved: &mut Vec<f32>,
+) {
+    let kept: Axes = (0..x.ndim()).filter(|a| !axes.contains(a)).collect();
+    let order: Axes = kept.iter().chain(axes).copied().collect();
+    let reduced: Axes = axes.iter().map(|&a| x.shape()[a]).collect();
     let inner: usize = reduced.iter().product();
     // How many kept elements follow each reduced axis in `x`: the spacing
     // of the loads that LLVM vectorizes.
-    let kept_after: Vec<usize> = axes
+    let kept_after: Axes = axes
         .iter()
         .map(|&r| {
             kept.iter()
@@ -52,14 +60,11 @@ fn sum_many_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
         })
         .collect();
     let loops = crate::xla::reduce::Loops::Vectorized(&kept_after);
-    let moved = x.permuted_axes(IxDyn(&order));
-    let moved = moved.as_standard_layout();
-    let flat = moved.as_slice().expect("standard layout");
-    let sums: Vec<f32> = flat
-        .chunks_exact(inner)
-        .map(|lane| crate::xla::reduce::reduce_all(lane, &reduced, loops))
-        .collect();
-    ArrayD::from_shape_vec(IxDyn(&out_shape), sums).expect("output size")
+    moved.clear();
+    moved.extend(x.permuted_axes(IxDyn(&order)).iter().copied());
+    for (o, lane) in out.iter_mut().zip(moved.chunks_exact(inner)) {
+        *o = crate::xla::reduce::reduce_all(lane, &reduced, loops);
+    }
 }
 
 /// How a sum (or mean) over the (sorted) axes `ax` of an `ndim`-axis
@@ -79,9 +84,17 @@ fn sum_axes_kind(ax: &[usize], ndim: usize, mean: bool, keepdims: bool) -> OpKin
 /// The sum of row-major `x` (of `shape`) over the axes in bit set `axes`,
 /// times the `f32` reciprocal of their size when `mean`, into `out`: the
 /// kernels and order of [`Tensor::sum`] and [`Tensor::mean`] (the replay
-/// of [`OpKind::SumAxes`]).
-pub(crate) fn reduce_sum(x: &[f32], shape: &[usize], axes: u32, mean: bool, out: &mut [f32]) {
-    let ax: Vec<usize> = (0..shape.len()).filter(|a| axes & (1 << a) != 0).collect();
+/// of [`OpKind::SumAxes`]). `buf`: where values are gathered (kept
+/// between calls, it allocates once).
+pub(crate) fn reduce_sum(
+    x: &[f32],
+    shape: &[usize],
+    axes: u32,
+    mean: bool,
+    out: &mut [f32],
+    buf: &mut Vec<f32>,
+) {
+    let ax: Axes = (0..shape.len()).filter(|a| axes & (1 << a) != 0).collect();
     let n: usize = ax.iter().map(|&a| shape[a]).product();
     if ax.len() == shape.len() {
         out[0] = crate::xla::reduce::sum_all(x, shape);
@@ -89,8 +102,7 @@ pub(crate) fn reduce_sum(x: &[f32], shape: &[usize], axes: u32, mean: bool, out:
         crate::xla::reduce::row_sums(x, shape[ax[0]], out);
     } else {
         let view = ArrayViewD::from_shape(IxDyn(shape), x).expect("planned shape");
-        let sums = sum_axes(view, &ax);
-        out.copy_from_slice(sums.as_slice().expect("row-major"));
+        sum_axes_into(view, &ax, out, buf);
     }
     if mean {
         let r = 1.0 / n as f32;
@@ -98,44 +110,45 @@ pub(crate) fn reduce_sum(x: &[f32], shape: &[usize], axes: u32, mean: bool, out:
     }
 }
 
-/// Sums `x` over the (sorted) `axes`, dropping them: from 4,096 elements
-/// (and a reduced axis longer than 1) in YNNPACK's order, to which XLA
-/// hands such sums ([`crate::xla::ynn_reduce::ynn_sum`]).
+/// Sums `x` over the (sorted) `axes`, dropping them (see
+/// [`sum_axes_into`]).
 pub(crate) fn sum_axes(x: ArrayViewD<'_, f32>, axes: &[usize]) -> ArrayD<f32> {
+    let kept: Axes = (0..x.ndim())
+        .filter(|a| !axes.contains(a))
+        .map(|a| x.shape()[a])
+        .collect();
+    let mut out = vec![0.0f32; kept.iter().product()];
+    sum_axes_into(x, axes, &mut out, &mut Vec::new());
+    ArrayD::from_shape_vec(IxDyn(&kept), out).expect("kept size")
+}
+
+/// Sums `x` over the (sorted) `axes`, dropping them, into `out`
+/// (row-major): from 4,096 elements (and a reduced axis longer than 1) in
+/// YNNPACK's order, to which XLA hands such sums
+/// ([`crate::xla::ynn_reduce::ynn_sum`]). `buf`: where lanes are gathered.
+fn sum_axes_into(x: ArrayViewD<'_, f32>, axes: &[usize], out: &mut [f32], buf: &mut Vec<f32>) {
     let long = axes.iter().any(|&a| x.shape()[a] > 1);
     if x.len() >= crate::xla::ynn_reduce::YNN_MIN && long && x.ndim() <= 32 {
         // XLA hands it to YNNPACK.
-        let kept: Vec<usize> = (0..x.ndim())
-            .filter(|a| !axes.contains(a))
-            .map(|a| x.shape()[a])
-            .collect();
         let mask = axes.iter().fold(0u32, |m, &a| m | 1 << a);
         let x = x.as_standard_layout();
-        let mut out = vec![0.0f32; kept.iter().product()];
-        crate::xla::ynn_reduce::ynn_sum(
-            x.as_slice().expect("row-major"),
-            x.shape(),
-            mask,
-            &mut out,
-        );
-        return ArrayD::from_shape_vec(IxDyn(&kept), out).expect("kept size");
+        crate::xla::ynn_reduce::ynn_sum(x.as_slice().expect("row-major"), x.shape(), mask, out);
+        return;
     }
-    if let [axis] = axes {
-        if x.shape()[*axis] > 0 {
-            return sum_one_axis(x, *axis);
+    if axes.iter().any(|&a| x.shape()[a] == 0) {
+        // Empty sums.
+        out.fill(0.0);
+        return;
+    }
+    match axes {
+        [] => {
+            for (o, &v) in out.iter_mut().zip(x.iter()) {
+                *o = v;
+            }
         }
+        [axis] => sum_one_axis_into(x, *axis, out, buf),
+        _ => sum_many_axes_into(x, axes, out, buf),
     }
-    if axes.len() > 1 && axes.iter().all(|&a| x.shape()[a] > 0) {
-        return sum_many_axes(x, axes);
-    }
-    let mut out: Option<ArrayD<f32>> = None;
-    for &a in axes.iter().rev() {
-        out = Some(match out {
-            None => x.sum_axis(Axis(a)),
-            Some(o) => o.sum_axis(Axis(a)),
-        });
-    }
-    out.unwrap_or_else(|| x.to_owned())
 }
 
 /// The maximum of `x` over the (sorted) `axes`, dropping them.

@@ -6,7 +6,9 @@ use crate::tensor::error::{Result, TensorError};
 use crate::tensor::forward::linear;
 use crate::tensor::kernel::Kernel;
 use crate::tensor::Tensor;
-use crate::xla::reduce_window::{window_out_shape, window_sums, window_sums_transpose};
+use crate::xla::reduce_window::{
+    window_out_shape, window_sums_into, window_sums_scratch, window_sums_transpose_into,
+};
 
 /// A window sum's parameters, one entry per axis of its input.
 #[derive(Clone, Debug)]
@@ -34,7 +36,7 @@ impl Tensor {
         let shape = self.shape().to_vec();
         check(&shape, spec)?;
         let kernel = WindowSumKernel {
-            out_shape: window_out_shape(&shape, &spec.window, &spec.strides, &spec.pads),
+            out_shape: window_out_shape(&shape, &spec.window, &spec.strides, &spec.pads).to_vec(),
             in_shape: shape,
             spec: spec.clone(),
             jitted: crate::tensor::in_compiled_region(),
@@ -80,27 +82,35 @@ impl Kernel for WindowSumKernel {
         &self.out_shape
     }
 
-    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
+    fn scratch_len(&self) -> usize {
         let s = &self.spec;
-        window_sums(
+        window_sums_scratch(&self.in_shape, &s.window, &s.strides, &s.pads, s.hlo_rank)
+    }
+
+    fn forward_into(&self, ins: &[&[f32]], out: &mut [f32], scratch: &mut [f32]) {
+        let s = &self.spec;
+        window_sums_into(
             ins[0],
             &self.in_shape,
             &s.window,
             &s.strides,
             &s.pads,
             s.hlo_rank,
+            out,
+            scratch,
         )
     }
 
-    fn backward(&self, _: usize, g: &[f32], _: &[&[f32]]) -> Vec<f32> {
+    fn backward_into(&self, _: usize, g: &[f32], _: &[&[f32]], dst: &mut [f32], _: &mut [f32]) {
         let s = &self.spec;
-        window_sums_transpose(
+        window_sums_transpose_into(
             g,
             &self.in_shape,
             &s.window,
             &s.strides,
             &s.pads,
             self.jitted,
+            dst,
         )
     }
 }

@@ -32,8 +32,14 @@ impl SoftCrossEntropy {
     /// it.
     pub(super) fn log_probs(&self, x: &[f32]) -> Vec<f32> {
         let mut lp = vec![0.0f32; x.len()];
-        log_softmax_rows(x, self.n, &mut lp, Softmax::Jitted);
+        self.log_probs_into(x, &mut lp);
         lp
+    }
+
+    /// `log_softmax` of each row of `x` into `lp`, as the jitted program
+    /// computes it.
+    pub(super) fn log_probs_into(&self, x: &[f32], lp: &mut [f32]) {
+        log_softmax_rows(x, self.n, lp, Softmax::Jitted);
     }
 }
 
@@ -46,42 +52,54 @@ impl Kernel for SoftCrossEntropy {
         &self.shape
     }
 
-    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
-        // `-sum(labels * lp)`: the products fused into the row sum.
-        let lp = self.log_probs(ins[0]);
-        let mut out = fused_row_dots(ins[1], &lp, self.n);
-        out.iter_mut().for_each(|v| *v = -*v);
-        out
+    /// The log-probabilities (or one row's exponentials).
+    fn scratch_len(&self) -> usize {
+        (self.shape.iter().product::<usize>() * self.n).max(self.n)
     }
 
-    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
+    fn forward_into(&self, ins: &[&[f32]], out: &mut [f32], scratch: &mut [f32]) {
+        // `-sum(labels * lp)`: the products fused into the row sum.
+        let lp = &mut scratch[..ins[0].len()];
+        self.log_probs_into(ins[0], lp);
+        fused_row_dots_into(ins[1], lp, self.n, out);
+        out.iter_mut().for_each(|v| *v = -*v);
+    }
+
+    fn backward_into(
+        &self,
+        input: usize,
+        g: &[f32],
+        ins: &[&[f32]],
+        dst: &mut [f32],
+        scratch: &mut [f32],
+    ) {
         let (x, labels, n) = (ins[0], ins[1], self.n);
         if input == 1 {
             // `lp * -g`, one rounding.
-            let lp = self.log_probs(x);
-            return lp
-                .chunks_exact(n)
-                .zip(g)
-                .flat_map(|(row, &g)| row.iter().map(move |&l| l * -g))
-                .collect();
+            let lp = &mut scratch[..x.len()];
+            self.log_probs_into(x, lp);
+            for ((d, row), &g) in dst.chunks_exact_mut(n).zip(lp.chunks_exact(n)).zip(g) {
+                for (d, &l) in d.iter_mut().zip(row) {
+                    *d = l * -g;
+                }
+            }
+            return;
         }
-        let mut out = vec![0.0f32; x.len()];
-        let mut e = vec![0.0f32; n];
-        for (((dx, row), o), &g) in out
+        let e = &mut scratch[..n];
+        for (((dx, row), o), &g) in dst
             .chunks_exact_mut(n)
             .zip(x.chunks_exact(n))
             .zip(labels.chunks_exact(n))
             .zip(g)
         {
-            let s = shifted_exp(row, &mut e);
+            let s = shifted_exp(row, e);
             let ct = -g;
             let sum = o.iter().fold(0.0f32, |acc, &o| o.mul_add(ct, acc));
             let c = -sum / s;
-            for ((d, &o), &e) in dx.iter_mut().zip(o).zip(&e) {
+            for ((d, &o), &e) in dx.iter_mut().zip(o).zip(&*e) {
                 *d = c.mul_add(e, o * ct);
             }
         }
-        out
     }
 }
 
@@ -89,14 +107,19 @@ impl Kernel for SoftCrossEntropy {
 /// row of up to 32 products: one fused multiply-add per product, in order
 /// from `+0`.
 pub(crate) fn fused_row_dots(a: &[f32], b: &[f32], n: usize) -> Vec<f32> {
-    a.chunks_exact(n)
-        .zip(b.chunks_exact(n))
-        .map(|(x, y)| {
-            x.iter()
-                .zip(y)
-                .fold(0.0f32, |acc, (&p, &q)| p.mul_add(q, acc))
-        })
-        .collect()
+    let mut out = vec![0.0; a.len() / n];
+    fused_row_dots_into(a, b, n, &mut out);
+    out
+}
+
+/// [`fused_row_dots`] into `out`, one element per row.
+fn fused_row_dots_into(a: &[f32], b: &[f32], n: usize, out: &mut [f32]) {
+    for ((o, x), y) in out.iter_mut().zip(a.chunks_exact(n)).zip(b.chunks_exact(n)) {
+        *o = x
+            .iter()
+            .zip(y)
+            .fold(0.0f32, |acc, (&p, &q)| p.mul_add(q, acc));
+    }
 }
 
 impl Tensor {

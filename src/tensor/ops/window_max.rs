@@ -11,8 +11,10 @@ use crate::tensor::forward::linear;
 use crate::tensor::kernel::Kernel;
 use crate::tensor::Tensor;
 use crate::xla::reduce_window::window_out_shape;
-use crate::xla::select_scatter::{gather_selected, scatter_selected, select_windows, Selection};
-use crate::xla::window_max::window_maxima;
+use crate::xla::select_scatter::{
+    gather_selected, scatter_selected, scatter_windows_into, select_windows, Selection,
+};
+use crate::xla::window_max::{window_maxima_into, window_maxima_scratch};
 
 use super::reduce_window::{check, WindowSum};
 
@@ -32,7 +34,7 @@ impl Tensor {
         let kernel = WindowMax {
             spec: spec.clone(),
             in_shape: shape.clone(),
-            out_shape: out_shape.clone(),
+            out_shape: out_shape.to_vec(),
         };
         let y = Tensor::record_kernel(Arc::new(kernel), &[self]);
         // The tangent reads the input's values.
@@ -95,28 +97,28 @@ impl Kernel for WindowMax {
         &self.out_shape
     }
 
-    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
+    fn scratch_len(&self) -> usize {
         let s = &self.spec;
-        window_maxima(
+        window_maxima_scratch(&self.in_shape, &s.window, &s.strides, &s.pads, s.hlo_rank)
+    }
+
+    fn forward_into(&self, ins: &[&[f32]], out: &mut [f32], scratch: &mut [f32]) {
+        let s = &self.spec;
+        window_maxima_into(
             ins[0],
             &self.in_shape,
             &s.window,
             &s.strides,
             &s.pads,
             s.hlo_rank,
+            out,
+            scratch,
         )
     }
 
-    fn backward(&self, _: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
+    fn backward_into(&self, _: usize, g: &[f32], ins: &[&[f32]], dst: &mut [f32], _: &mut [f32]) {
         let s = &self.spec;
-        let sel = select_windows(
-            ins[0],
-            &self.in_shape,
-            &s.window,
-            &s.strides,
-            &s.pads,
-            Selection::Scatter,
-        );
-        scatter_selected(g, &sel, ins[0].len())
+        let windows = (&s.window[..], &s.strides[..], &s.pads[..]);
+        scatter_windows_into(ins[0], &self.in_shape, windows, g, dst)
     }
 }
