@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::sync::{Mutex, MutexGuard};
+
 use common::counting::{fewest_allocations, filled, Counting};
 use flaxen::core::{Scope, Variables};
 use flaxen::nn::{
@@ -17,6 +19,16 @@ use flaxen::tensor::{as_jitted, jit_value_and_grad_with, Tensor, Tree};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
+
+/// Held by each test: allocations are counted process-wide, so the tests
+/// of this binary run one at a time (another test's allocations would
+/// count against the call measured).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Waits for the other tests of this binary to finish.
+fn alone() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Allocations of one compiled call of a ReLU MLP with `sizes`, batch 8,
 /// after the trace (the results of the previous call dropped): the fewest
@@ -69,6 +81,7 @@ fn allocations_per_call(sizes: &[usize]) -> usize {
 
 #[test]
 fn compiled_replay_allocates_only_its_results() {
+    let _alone = alone();
     let shallow = allocations_per_call(&[2, 3, 2]);
     let deep = allocations_per_call(&[2, 3, 3, 3, 3, 3, 2]);
     // Small products summed per output and larger ones through the blocked
@@ -135,6 +148,7 @@ fn soft_loss(logits: &Tensor, b: &Tree) -> flaxen::Result<Tensor> {
 /// does.
 #[test]
 fn compiled_pool_step_allocates_only_its_results() {
+    let _alone = alone();
     let shallow = allocations_per_call(&[2, 3, 2]);
     let params = Tree::new()
         .with("scale", filled(&[2, 10, 10, 2], 3))
@@ -167,6 +181,7 @@ fn compiled_pool_step_allocates_only_its_results() {
 /// Fails once they do not, to be turned into an equality.
 #[test]
 fn compiled_cnn_step_allocates_per_convolution_known() {
+    let _alone = alone();
     let shallow = allocations_per_call(&[2, 3, 2]);
     let x = filled(&[2, 10, 10, 1], 7);
     let params = SmallCnn
@@ -196,6 +211,7 @@ fn compiled_cnn_step_allocates_per_convolution_known() {
 /// allocation count.
 #[test]
 fn rnn_steps_are_not_compiled_known() {
+    let _alone = alone();
     fn allocations<C: RecurrentCell + Clone + 'static>(cell: C) -> Option<usize> {
         let rnn = RNN::new(cell);
         let x = filled(&[2, 4, 3], 9);
@@ -219,6 +235,7 @@ fn rnn_steps_are_not_compiled_known() {
 /// product) replays without allocating.
 #[test]
 fn compiled_sum_over_axes_allocates_nothing() {
+    let _alone = alone();
     let shallow = allocations_per_call(&[2, 3, 2]);
     let params = Tree::new().with("w", filled(&[3, 4], 1));
     let batch = Tree::new().with("x", filled(&[5, 3], 2));
