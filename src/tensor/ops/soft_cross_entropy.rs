@@ -28,14 +28,6 @@ pub(super) struct SoftCrossEntropy {
 }
 
 impl SoftCrossEntropy {
-    /// `log_softmax` of each row of `x`, as the jitted program computes
-    /// it.
-    pub(super) fn log_probs(&self, x: &[f32]) -> Vec<f32> {
-        let mut lp = vec![0.0f32; x.len()];
-        self.log_probs_into(x, &mut lp);
-        lp
-    }
-
     /// `log_softmax` of each row of `x` into `lp`, as the jitted program
     /// computes it.
     pub(super) fn log_probs_into(&self, x: &[f32], lp: &mut [f32]) {

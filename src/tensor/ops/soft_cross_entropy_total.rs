@@ -90,8 +90,17 @@ impl Kernel for SoftCrossEntropyTotal {
         &[]
     }
 
-    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
-        let (lp, labels) = (self.rows.log_probs(ins[0]), ins[1]);
+    /// The log-probabilities (forward); the rows' cotangents and the
+    /// rows' own scratch (backward).
+    fn scratch_len(&self) -> usize {
+        let logits: usize = self.logits.iter().product();
+        logits.max(self.count() + self.rows.scratch_len())
+    }
+
+    fn forward_into(&self, ins: &[&[f32]], out: &mut [f32], scratch: &mut [f32]) {
+        let lp = &mut scratch[..ins[0].len()];
+        self.rows.log_probs_into(ins[0], lp);
+        let labels = ins[1];
         // Two arrays of the product's shape feed the loop.
         let product_loop = ProductLoop {
             two_loads: true,
@@ -101,15 +110,21 @@ impl Kernel for SoftCrossEntropyTotal {
             .expect("shapes checked by MergedRows::new");
         // `-total * (1 / rows)`: XLA folds the negation into the constant,
         // the same product negated.
-        let value = if self.mean {
+        out[0] = if self.mean {
             -total * (1.0 / self.count() as f32)
         } else {
             -total
         };
-        vec![value]
     }
 
-    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
+    fn backward_into(
+        &self,
+        input: usize,
+        g: &[f32],
+        ins: &[&[f32]],
+        dst: &mut [f32],
+        scratch: &mut [f32],
+    ) {
         // The rows' cotangent as the full reduction's rule gives it (each
         // the scalar times the reciprocal of the count, for a mean), then
         // the rows' own rule.
@@ -118,6 +133,8 @@ impl Kernel for SoftCrossEntropyTotal {
         } else {
             g[0]
         };
-        self.rows.backward(input, &vec![each; self.count()], ins)
+        let (rows_g, rest) = scratch.split_at_mut(self.count());
+        rows_g.fill(each);
+        self.rows.backward_into(input, rows_g, ins, dst, rest);
     }
 }
