@@ -2170,16 +2170,24 @@ fn accumulate_outer(acc: &mut [f32], u: &[f32], w: &[f32]) {
     }
 }
 
-/// Sums `g` (of the step's output shape) down to `target`'s length, as
-/// eager `sum_to` does.
-fn sum_rows_into(g: &[f32], dst: &mut [f32]) {
-    crate::xla::reduce::sum_columns_into(g, dst);
+/// Sums `g` (of the step's output shape) down to input `input`'s length
+/// (`dst`), as eager `sum_to` does: over several short leading axes (a
+/// convolution's bias) in one pass, else column by column.
+fn sum_rows_into(step: &Step, input: usize, g: &[f32], dst: &mut [f32]) {
+    if dst.len() == g.len() {
+        dst.copy_from_slice(g);
+        return;
+    }
+    let target = step.in_shapes.get(input).map_or(&[][..], |s| &s[..]);
+    crate::tensor::shape::sum_leading_into(g, &step.shape, target, dst);
 }
 
 /// `rule(g, a, b, out)` over the broadcast, then summed to the input's
 /// length (`dst`), as eager `scale_grad` does.
 #[allow(clippy::too_many_arguments)]
 fn scaled_into(
+    step: &Step,
+    input: usize,
     g: &[f32],
     a: &[f32],
     b: &[f32],
@@ -2195,7 +2203,7 @@ fn scaled_into(
     } else {
         rows.clear();
         rows.extend(scaled);
-        sum_rows_into(rows, dst);
+        sum_rows_into(step, input, rows, dst);
     }
 }
 
@@ -2297,12 +2305,12 @@ fn backward_body(
             }
         }
         OpKind::Unary(func, fused) => unary_fn::vjp_into(func, dst, g, a, out, fused),
-        OpKind::Add => sum_rows_into(g, dst),
-        OpKind::Sub if input == 0 => sum_rows_into(g, dst),
+        OpKind::Add => sum_rows_into(step, input, g, dst),
+        OpKind::Sub if input == 0 => sum_rows_into(step, input, g, dst),
         OpKind::Sub => {
             rows.clear();
             rows.extend(g.iter().map(|&x| -x));
-            sum_rows_into(rows, dst)
+            sum_rows_into(step, input, rows, dst)
         }
         // A scalar right operand's left cotangent, without a call per
         // element: the same arithmetic as the rules (`g * y`, `g * (1 / y)`,
@@ -2325,12 +2333,14 @@ fn backward_body(
                 *d = g / y;
             }
         }
-        OpKind::Mul if input == 0 => scaled_into(g, a, b, out, mul_da, dst, rows),
-        OpKind::Mul => scaled_into(g, a, b, out, mul_db, dst, rows),
-        OpKind::Div if input == 0 => scaled_into(g, a, b, out, div_da, dst, rows),
-        OpKind::Div => scaled_into(g, a, b, out, div_db, dst, rows),
-        OpKind::DivTraced if input == 0 => scaled_into(g, a, b, out, div_traced_da, dst, rows),
-        OpKind::DivTraced => scaled_into(g, a, b, out, div_traced_db, dst, rows),
+        OpKind::Mul if input == 0 => scaled_into(step, input, g, a, b, out, mul_da, dst, rows),
+        OpKind::Mul => scaled_into(step, input, g, a, b, out, mul_db, dst, rows),
+        OpKind::Div if input == 0 => scaled_into(step, input, g, a, b, out, div_da, dst, rows),
+        OpKind::Div => scaled_into(step, input, g, a, b, out, div_db, dst, rows),
+        OpKind::DivTraced if input == 0 => {
+            scaled_into(step, input, g, a, b, out, div_traced_da, dst, rows)
+        }
+        OpKind::DivTraced => scaled_into(step, input, g, a, b, out, div_traced_db, dst, rows),
         // dA = g @ B^T ([m, n] @ [n, k]), dB = A^T @ g ([k, m] @ [m, n]).
         OpKind::Matmul if input == 0 => product(step, 1, g, b, dst, scratch),
         OpKind::Matmul => product(step, 2, a, g, dst, scratch),
@@ -2379,8 +2389,8 @@ fn backward_body(
             cross_entropy::label_logits_backward(g, last(step), labels, dst)
         }
         OpKind::Reshape(_) => dst.copy_from_slice(g),
-        OpKind::Maximum if input == 0 => scaled_into(g, a, b, out, max_da, dst, rows),
-        OpKind::Maximum => scaled_into(g, a, b, out, max_db, dst, rows),
+        OpKind::Maximum if input == 0 => scaled_into(step, input, g, a, b, out, max_da, dst, rows),
+        OpKind::Maximum => scaled_into(step, input, g, a, b, out, max_db, dst, rows),
         OpKind::SumAxes { axes, mean, .. } | OpKind::ProductSumAxes { axes, mean, .. } => {
             sum_axes_backward(g, &step.in_shapes[0], axes, mean, dst)
         }

@@ -100,6 +100,29 @@ pub(crate) fn sum_to(grad: ArrayD<f32>, shape: &[usize]) -> ArrayD<f32> {
     sum_to_view(grad.view(), shape)
 }
 
+/// `g` (row-major, of shape `g_shape`) summed down to `acc`, of a
+/// `shape` repeated along `g_shape`'s leading axes (a bias, a scalar), as
+/// XLA sums the transposed broadcast; eager backpropagation and a compiled
+/// step's replay both sum so.
+pub(crate) fn sum_leading_into(g: &[f32], g_shape: &[usize], shape: &[usize], acc: &mut [f32]) {
+    let n = acc.len();
+    // The reduced dimensions: those before the target's (its leading ones
+    // are broadcast too).
+    let kept = shape.iter().skip_while(|&&d| d == 1).count();
+    let reduced = &g_shape[..g_shape.len().saturating_sub(kept)];
+    if n > 0 && reduced.len() > 1 && reduced.iter().all(|&d| d <= 32) {
+        // Several reduced dimensions, none longer than XLA's tree window:
+        // one reduce, left to right (measured: a convolution's bias over
+        // (N, H, W)).
+        acc.copy_from_slice(&g[..n]);
+        for row in g[n..].chunks_exact(n) {
+            acc.iter_mut().zip(row).for_each(|(d, &x)| *d += x);
+        }
+    } else {
+        crate::xla::reduce::sum_columns_into(g, acc);
+    }
+}
+
 /// [`sum_to`] of a borrowed gradient, for a shape that differs from it.
 pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<f32> {
     // Fast path: row-major gradient, target repeated along leading axes
@@ -108,21 +131,7 @@ pub(crate) fn sum_to_view(grad: ArrayViewD<'_, f32>, shape: &[usize]) -> ArrayD<
     if let Some(gs) = grad.as_slice() {
         if n > 0 && !gs.is_empty() && crate::tensor::ops::is_trailing(shape, grad.shape()) {
             let mut acc = zeros_vec(n);
-            // The reduced dimensions: those before the target's (its
-            // leading ones are broadcast too).
-            let kept = shape.iter().skip_while(|&&d| d == 1).count();
-            let reduced = &grad.shape()[..grad.ndim() - kept];
-            if reduced.len() > 1 && reduced.iter().all(|&d| d <= 32) {
-                // Several reduced dimensions, none longer than XLA's tree
-                // window: one reduce, left to right (measured: a
-                // convolution's bias over (N, H, W)).
-                acc.copy_from_slice(&gs[..n]);
-                for row in gs[n..].chunks_exact(n) {
-                    acc.iter_mut().zip(row).for_each(|(d, &x)| *d += x);
-                }
-            } else {
-                crate::xla::reduce::sum_columns_into(gs, &mut acc);
-            }
+            sum_leading_into(gs, grad.shape(), shape, &mut acc);
             return array_from_vec(ndarray::IxDyn(shape), acc);
         }
     }
