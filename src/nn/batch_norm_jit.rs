@@ -4,14 +4,16 @@
 
 use crate::core::{Result, Scope, Variable};
 use crate::tensor::Tensor;
-use crate::tensor::{batch_norm_under_grad, compiled_batch_norm};
+use crate::tensor::{batch_norm_in_step, batch_norm_under_grad, compiled_batch_norm};
 use crate::xla::batch_norm::{contracted_columns, Step};
 
 use super::normalization::BatchNorm;
 
 /// `bn(x)` with jitted Flax's numbers, or `None` when they do not apply:
 /// outside a jitted module's body (under a differentiation, recorded with
-/// the jitted backward rule, see [`Tensor::batch_norm_grad`]), while
+/// the jitted backward rule, see [`Tensor::batch_norm_grad`]) and outside
+/// a compiled step (in training, kernels with that rule, see
+/// [`Tensor::batch_norm_step_train`]), while
 /// initializing, with a mask, an axis name, `use_fast_variance` off,
 /// a feature axis other than the last, a 1-D input or an empty one (those
 /// keep eager JAX's numbers).
@@ -25,7 +27,12 @@ pub(super) fn compiled_forward(
     let shape = x.shape();
     let forward = crate::tensor::compiled::forward_jit_tape().is_some();
     let grad = !forward && crate::tensor::compiled::grad_jit();
-    let plain = (forward || grad)
+    // Inside a compiled step (`jax.jit` of the whole training step), in
+    // training: XLA fuses the normalization as under `grad` of a jitted
+    // module. In evaluation the eager operations stay (not measured).
+    let in_step =
+        !forward && !grad && !bn.use_running_average && crate::tensor::in_compiled_region();
+    let plain = (forward || grad || in_step)
         && bn.mask.is_none()
         && bn.axis_name.is_none()
         && bn.use_fast_variance
@@ -49,7 +56,9 @@ pub(super) fn compiled_forward(
             None => return Ok(None),
         }
     }
-    let allowed = if grad {
+    let allowed = if in_step {
+        batch_norm_in_step(&all)
+    } else if grad {
         // `x`, then the peeked scale and bias.
         let mut ops = vec![x];
         ops.extend(all[3..].iter().copied());
@@ -68,6 +77,19 @@ pub(super) fn compiled_forward(
         .use_bias
         .then(|| s.param("bias", &bn.bias_init, &[features]))
         .transpose()?;
+    if in_step {
+        let (y, [mean, var]) = Tensor::batch_norm_step_train(
+            x,
+            scale.as_ref(),
+            bias.as_ref(),
+            [&mean0, &var0],
+            bn.momentum,
+            bn.epsilon,
+        );
+        ra_mean.set(mean)?;
+        ra_var.set(var)?;
+        return Ok(Some(y));
+    }
     if grad {
         let (y, stats) = Tensor::batch_norm_grad(
             x,

@@ -56,6 +56,7 @@ pub(crate) mod batched;
 pub(crate) mod compiled;
 pub(crate) use compiled::in_compiled_region;
 pub(crate) use ops::batch_norm::{batch_norm_under_grad, compiled_batch_norm};
+pub(crate) use ops::batch_norm_step::batch_norm_in_step;
 pub(crate) use ops::product_sum::XlaOrigin;
 pub(crate) mod custom;
 mod debug_nans;

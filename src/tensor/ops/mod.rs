@@ -1,6 +1,7 @@
 //! The differentiable operations, as methods of [`Tensor`](super::Tensor).
 
 pub(crate) mod batch_norm;
+pub(crate) mod batch_norm_step;
 pub(crate) mod binary;
 
 pub(crate) use binary::is_trailing;
