@@ -78,9 +78,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "*",
         "LayerNorm not replayed, not fused",
     ),
-    // XLA merges the per-example sums and the batch mean into one
-    // reduction (as in tests/jit_step.rs's xent_soft cases). 1 ulp.
-    ("bn_xent_soft", "loss", "one merged sum"),
     // 32 rows of 9 features: the BatchNorm's backward sums round
     // otherwise than the jitted module's backward program (the forward
     // statistics and Dense_1's gradients are exact); not analysed.
@@ -91,8 +88,7 @@ const KNOWN: &[(&str, &str, &str)] = &[
     // Conv -> BatchNorm: the statistics are exact on every call; the
     // convolution's and the flattened Dense's cotangents (contractions of
     // 100 and 180 terms in the compiled graph) and the cotangents that
-    // flow from them are not analysed. The mse case's output bias is the
-    // fused bias sum of tests/jit_step.rs.
+    // flow from them are not analysed.
     (
         "conv_bn_mse",
         "BatchNorm_0/bias",
@@ -109,7 +105,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "Conv_0/kernel",
         "conv cotangent in the graph",
     ),
-    ("conv_bn_mse", "Dense_0/bias", "fused bias sum"),
     ("conv_bn_mse", "Dense_0/kernel", "180-term contraction"),
     (
         "conv_bn_xent_int",

@@ -116,20 +116,29 @@ impl Kernel for Normalize {
         &self.shape
     }
 
-    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
-        self.run(ins).0
+    // The jitted program's model (`batch_norm_grad`) works on vectors of
+    // its own: copied into the plan's buffers (not yet allocation-free).
+    fn forward_into(&self, ins: &[&[f32]], out: &mut [f32], _scratch: &mut [f32]) {
+        out.copy_from_slice(&self.run(ins).0);
     }
 
-    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
+    fn backward_into(
+        &self,
+        input: usize,
+        g: &[f32],
+        ins: &[&[f32]],
+        dst: &mut [f32],
+        _scratch: &mut [f32],
+    ) {
         // The residuals again rather than kept from the forward pass: a
         // kernel holds no per-call state (a replay shares it).
         let (_, residuals) = self.run(ins);
         let cot = grad::backward(&residuals, g);
-        match (input, self.scale) {
+        dst.copy_from_slice(&match (input, self.scale) {
             (0, _) => cot.x,
             (1, true) => cot.scale,
             _ => cot.bias,
-        }
+        });
     }
 }
 
@@ -187,23 +196,21 @@ impl Kernel for RunningAverage {
         &self.shape[self.shape.len() - 1..]
     }
 
-    fn forward(&self, ins: &[&[f32]]) -> Vec<f32> {
+    fn forward_into(&self, ins: &[&[f32]], out: &mut [f32], _scratch: &mut [f32]) {
         let (s1, var) = self.moments(ins[0]);
         let features = [self.features()];
-        let mut out = vec![0.0; features[0]];
         let (m, om) = (self.m, self.om);
         match self.which {
             // `(1 - m) * mean` with the mean's `1/R` folded into the
             // constant, as XLA folds it.
             Statistic::Mean => {
                 let c2 = om * self.c();
-                Step::MeanUpdate { m, c2 }.forward(&features, [&s1, ins[1], &[]], &mut out)
+                Step::MeanUpdate { m, c2 }.forward(&features, [&s1, ins[1], &[]], out)
             }
             Statistic::Var => {
-                Step::VarUpdate { m, om }.forward(&features, [&var, ins[1], &[]], &mut out)
+                Step::VarUpdate { m, om }.forward(&features, [&var, ins[1], &[]], out)
             }
         }
-        out
     }
 
     /// The plain derivative (a running average is an auxiliary output of
@@ -211,15 +218,22 @@ impl Kernel for RunningAverage {
     /// numbers are not checked against JAX's): `m g` for the old average;
     /// for `x`, `(1 - m) g / R` through the mean, `(1 - m) g · 2 (x -
     /// mean) / R` through the variance where it is not clipped.
-    fn backward(&self, input: usize, g: &[f32], ins: &[&[f32]]) -> Vec<f32> {
+    fn backward_into(
+        &self,
+        input: usize,
+        g: &[f32],
+        ins: &[&[f32]],
+        dx: &mut [f32],
+        _scratch: &mut [f32],
+    ) {
         if input == 1 {
-            return g.iter().map(|&g| g * self.m).collect();
+            dx.iter_mut().zip(g).for_each(|(d, &g)| *d = g * self.m);
+            return;
         }
         let x = ins[0];
         let c = self.c();
         let features = self.features();
         let (s1, var) = self.moments(x);
-        let mut dx = vec![0.0; x.len()];
         for (row, xs) in dx.chunks_exact_mut(features).zip(x.chunks_exact(features)) {
             for j in 0..features {
                 row[j] = match self.which {
@@ -231,6 +245,5 @@ impl Kernel for RunningAverage {
                 };
             }
         }
-        dx
     }
 }
