@@ -87,6 +87,10 @@ fn backward_seeded(
     // bias (see `scaled_cotangents`).
     let mut scaled = Scaled::default();
     let is_view = |i: usize| nodes[i].view().is_some();
+    // Scaled cotangents start only at a compiled square: an eager tape
+    // skips their bookkeeping (a small eager step's backward pass is
+    // short, and it cost 5% of it).
+    let scaling = nodes.iter().any(|n| scaled_ct::is_compiled_square(n.kind));
     // Inputs always have smaller ids than the nodes using them, so walking
     // ids downwards visits a node only after all its uses.
     for id in (0..=root).rev() {
@@ -125,7 +129,7 @@ fn backward_seeded(
         // A square whose only cotangent is a full sum's hands its input
         // the scaled cotangent `x * 2g`.
         let square_scale = match backward {
-            Backward::Unary(rule) if scaled.take_uniform(id) => g
+            Backward::Unary(rule) if scaling && scaled.take_uniform(id) => g
                 .first()
                 .map(|&g| (rule.x.clone(), scaled_ct::square_scale(g))),
             _ => None,
@@ -233,7 +237,7 @@ fn backward_seeded(
                 }
             }
         }
-        let full_sum = scaled_ct::is_full_sum(node.kind);
+        let full_sum = scaling && scaled_ct::is_full_sum(node.kind);
         let mut input_grads = backward.call(g, &needs);
         // Taken in place: iterating the small vector by value copied it
         // whole (two arrays' headers) for every node.
@@ -249,7 +253,7 @@ fn backward_seeded(
                     forget(&mut kept, &mut scaled, &grads[*input], *input);
                     let len = grad.len();
                     add_cotangent(&mut grads[*input], &mut pending, *input, grad);
-                    if first {
+                    if first && scaling {
                         let target = nodes[*input].kind;
                         if full_sum && scaled_ct::is_compiled_square(target) {
                             scaled.mark_uniform(*input);
