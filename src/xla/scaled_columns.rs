@@ -8,6 +8,7 @@
 //! it: `acc = fma(x, c, acc)`, never rounding the product.
 
 use super::reduce::TREE_WINDOW;
+use super::vectors::with_fma;
 use super::ynn_reduce::YNN_MIN;
 
 /// `dst[j] = sum_i x[i, j] * c` over the rows of `x` (rows of
@@ -25,12 +26,19 @@ pub(crate) fn scaled_column_sums(x: &[f32], c: f32, dst: &mut [f32]) -> bool {
     if rows == 0 || rows > TREE_WINDOW || x.len() >= YNN_MIN {
         return false;
     }
-    dst.fill(0.0);
-    for row in x.chunks_exact(n) {
-        for (d, &v) in dst.iter_mut().zip(row) {
-            *d = v.mul_add(c, *d);
-        }
-    }
+    // With FMA enabled each `mul_add` is one instruction, not a call to
+    // `fmaf` (the bits are the same either way).
+    with_fma(
+        #[inline(always)]
+        || {
+            dst.fill(0.0);
+            for row in x.chunks_exact(n) {
+                for (d, &v) in dst.iter_mut().zip(row) {
+                    *d = v.mul_add(c, *d);
+                }
+            }
+        },
+    );
     true
 }
 
